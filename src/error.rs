@@ -1,0 +1,47 @@
+//! The crate's error type. Every variant maps to a fixed, bounded category used as a metric label
+//! and an Event reason, so error text never reaches Prometheus.
+
+/// Errors of the operator library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API error: {0}")]
+    Kube(#[from] kube::Error),
+
+    #[error("journal error: {0}")]
+    Journal(#[from] sqlx::Error),
+
+    #[error("journal migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+
+    #[error("journal file {path} is not usable: {reason}")]
+    JournalFile { path: String, reason: String },
+
+    #[error("invalid {field}: {reason}")]
+    InvalidSpec { field: &'static str, reason: String },
+
+    #[error("serialization error: {0}")]
+    Serialization(#[from] serde_json::Error),
+
+    #[error("{0}")]
+    Config(String),
+}
+
+/// `Result` with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A fixed label for metrics and Events; never contains error text.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(status)) if status.code == 409 => "conflict",
+            Error::Kube(kube::Error::Api(status)) if status.code == 404 => "not_found",
+            Error::Kube(kube::Error::Api(status)) if status.code == 403 => "forbidden",
+            Error::Kube(kube::Error::Api(status)) if status.code == 422 => "invalid",
+            Error::Kube(_) => "kube",
+            Error::Journal(_) | Error::Migrate(_) | Error::JournalFile { .. } => "journal",
+            Error::InvalidSpec { .. } => "invalid_spec",
+            Error::Serialization(_) => "serialization",
+            Error::Config(_) => "config",
+        }
+    }
+}

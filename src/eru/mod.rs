@@ -1,0 +1,164 @@
+//! Eru (`mtsre.meitu.com/v1`): Elegant Rolling Updates. An Eru binds a workload to a cron schedule;
+//! at every slot the workload gets a graceful rolling restart (the pod-template annotation that
+//! `kubectl rollout restart` sets), and every slot ends restarted once, or missed/skipped with a
+//! reason in the journal.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Pod-template annotation carrying the slot of the last restart (the idempotency key).
+pub const RESTARTED_AT_ANNOTATION: &str = "mtsre.meitu.com/restartedAt";
+/// Deployment annotation asking for an Eru to be created automatically.
+pub const AUTO_ANNOTATION: &str = "mtsre.meitu.com/eru";
+/// Deployment annotation with the automatic Eru's schedule.
+pub const AUTO_SCHEDULE_ANNOTATION: &str = "mtsre.meitu.com/eru-schedule";
+/// Deployment annotation with the automatic Eru's time zone.
+pub const AUTO_TIMEZONE_ANNOTATION: &str = "mtsre.meitu.com/eru-timezone";
+
+/// What the API server checks of a schedule: a macro, or 5 or 6 whitespace-separated fields of
+/// crontab characters. The full grammar is checked by the operator (phase Invalid).
+pub const SCHEDULE_PATTERN: &str = r"^\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9A-Za-z*/,?#-]+(\s+[0-9A-Za-z*/,?#-]+){4,5})\s*$";
+/// What the API server checks of a time zone: an IANA-shaped name.
+pub const TIME_ZONE_PATTERN: &str = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$";
+/// A DNS-1123 subdomain (object names).
+pub const NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// Default for `startingDeadlineSeconds`.
+pub const DEFAULT_STARTING_DEADLINE_SECONDS: i64 = 300;
+
+fn default_starting_deadline() -> i64 {
+    DEFAULT_STARTING_DEADLINE_SECONDS
+}
+
+/// Graceful rolling restarts of a workload on a cron schedule.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "mtsre.meitu.com",
+    version = "v1",
+    kind = "Eru",
+    plural = "erus",
+    namespaced,
+    status = "EruStatus",
+    shortname = "eru",
+    category = "eru",
+    doc = "Elegant Rolling Updates: restarts a workload gracefully at every slot of a cron schedule.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Target", type_ = "string", json_path = ".spec.target.name"),
+    printcolumn(name = "Schedule", type_ = "string", json_path = ".spec.schedule"),
+    printcolumn(
+        name = "Last Restart",
+        type_ = "date",
+        json_path = ".status.lastRestart.startedAt"
+    ),
+    printcolumn(name = "Next Restart", type_ = "date", json_path = ".status.nextScheduleTime"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct EruSpec {
+    /// Crontab schedule: 5 fields (minute hour day-of-month month day-of-week; 0 and 7 are
+    /// Sunday; names like `mon` and `jan`), an optional leading seconds field, or one of
+    /// `@yearly @monthly @weekly @daily @hourly`.
+    #[schemars(length(min = 1, max = 128), regex(pattern = SCHEDULE_PATTERN))]
+    pub schedule: String,
+
+    /// IANA time zone of the schedule (default UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = TIME_ZONE_PATTERN))]
+    pub time_zone: Option<String>,
+
+    /// The workload to restart, in the Eru's namespace.
+    pub target: Target,
+
+    /// Suspend future restarts; suspended slots are recorded as skipped.
+    #[serde(default)]
+    pub suspend: bool,
+
+    /// A slot noticed later than this is not run, only recorded as missed.
+    #[serde(default = "default_starting_deadline")]
+    #[schemars(range(min = 0, max = 31_536_000))]
+    pub starting_deadline_seconds: i64,
+
+    /// How long a rollout may take before the restart counts as failed (default: the
+    /// Deployment's `progressDeadlineSeconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 86_400))]
+    pub rollout_timeout_seconds: Option<i64>,
+}
+
+/// A workload in the Eru's namespace.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    /// The workload's kind.
+    pub kind: TargetKind,
+    /// The workload's name.
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME_PATTERN))]
+    pub name: String,
+}
+
+/// Workload kinds an Eru can restart.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TargetKind {
+    Deployment,
+}
+
+impl TargetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Deployment => "Deployment",
+        }
+    }
+}
+
+/// Observed state of an Eru.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EruStatus {
+    /// The state machine's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// `Ready`, `ScheduleValid`, `TargetFound`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The slot being restarted while the phase is RollingOut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_slot: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_schedule_time: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_time: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure_time: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_schedule_time: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart: Option<LastRestart>,
+    /// Slots missed or skipped since the Eru was created.
+    #[serde(default)]
+    pub missed_slots: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_missed_time: Option<DateTime<Utc>>,
+}
+
+/// The latest restart.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastRestart {
+    pub slot: DateTime<Utc>,
+    pub started_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// in_progress, succeeded or failed.
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+}
+
+pub mod machine;
+pub mod reconcile;
+pub mod schedule;

@@ -1,0 +1,189 @@
+//! State-machine plumbing shared by the three kinds.
+//!
+//! Every kind models its object as a statig *blocking* machine (the async flavour makes the
+//! reconcile future non-`Send`, which `Controller::run` rejects). A reconcile restores the machine
+//! from `status.phase`, dispatches one observed event and gets back the new state plus a
+//! [`Decision`]: the transitions the `after_transition` hook recorded and the commands the handlers
+//! chose. Handlers are pure; the reconciler journals the transitions and then runs the commands.
+//! Entry actions re-run when a machine is restored, so the machines here have none.
+
+use statig::blocking::{IntoStateMachine, IntoStateMachineExt, State, Superstate};
+
+/// A state's stable name: `status.phase`, journal columns and metric labels.
+pub trait Phase {
+    fn phase(&self) -> &'static str;
+}
+
+/// An event's stable name, journaled with the transitions it causes.
+pub trait EventName {
+    fn name(&self) -> &'static str;
+}
+
+/// One transition, as data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    pub from: &'static str,
+    pub to: &'static str,
+    pub event: &'static str,
+}
+
+/// What one dispatch decided: the machine's context while it runs.
+#[derive(Debug, PartialEq)]
+pub struct Decision<C> {
+    event: &'static str,
+    pub transitions: Vec<Transition>,
+    pub commands: Vec<C>,
+}
+
+impl<C> Decision<C> {
+    fn new(event: &'static str) -> Self {
+        Self {
+            event,
+            transitions: Vec::new(),
+            commands: Vec::new(),
+        }
+    }
+
+    /// Asks the reconciler to perform `command` after the transitions are journaled.
+    pub fn command(&mut self, command: C) {
+        self.commands.push(command);
+    }
+
+    /// Records a transition; call it from the machine's `after_transition` hook.
+    /// A transition to the same phase is not one.
+    pub fn record(&mut self, from: &impl Phase, to: &impl Phase) {
+        if from.phase() == to.phase() {
+            return;
+        }
+        self.transitions.push(Transition {
+            from: from.phase(),
+            to: to.phase(),
+            event: self.event,
+        });
+    }
+}
+
+/// Restores a machine in `state`, dispatches `event` and returns the new state with what was
+/// decided. Pure: no I/O happens here.
+pub fn dispatch<M, E, C>(machine: M, state: M::State, event: &E) -> (M::State, Decision<C>)
+where
+    M: for<'e, 'c> IntoStateMachine<Event<'e> = E, Context<'c> = Decision<C>> + IntoStateMachineExt,
+    M::State: State<M> + Clone,
+    for<'s> M::Superstate<'s>: Superstate<M>,
+    E: EventName,
+{
+    let mut decision = Decision::new(event.name());
+    let mut restored = machine.uninitialized_state_machine();
+    *restored.state_mut() = state;
+    let mut running = restored.init_with_context(&mut decision);
+    running.handle_with_context(event, &mut decision);
+    (running.state().clone(), decision)
+}
+
+#[cfg(test)]
+mod tests {
+    use statig::prelude::*;
+
+    use super::*;
+
+    /// A tiny door: enough to prove restore, dispatch and transition recording.
+    #[derive(Default)]
+    struct Door;
+
+    enum DoorEvent {
+        Push,
+        Lock,
+    }
+
+    impl EventName for DoorEvent {
+        fn name(&self) -> &'static str {
+            match self {
+                DoorEvent::Push => "Push",
+                DoorEvent::Lock => "Lock",
+            }
+        }
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum DoorCommand {
+        Beep,
+    }
+
+    #[state_machine(
+        initial = "State::closed()",
+        state(derive(Debug, Clone, PartialEq)),
+        after_transition = "Self::after_transition"
+    )]
+    impl Door {
+        #[state]
+        fn closed(event: &DoorEvent, context: &mut Decision<DoorCommand>) -> Outcome<State> {
+            match event {
+                DoorEvent::Push => {
+                    context.command(DoorCommand::Beep);
+                    Transition(State::open())
+                }
+                DoorEvent::Lock => Transition(State::locked()),
+            }
+        }
+
+        #[state]
+        fn open(event: &DoorEvent) -> Outcome<State> {
+            match event {
+                DoorEvent::Push => Transition(State::closed()),
+                DoorEvent::Lock => Handled,
+            }
+        }
+
+        #[state]
+        fn locked() -> Outcome<State> {
+            Handled
+        }
+
+        fn after_transition(&mut self, from: &State, to: &State, context: &mut Decision<DoorCommand>) {
+            context.record(from, to);
+        }
+    }
+
+    impl Phase for State {
+        fn phase(&self) -> &'static str {
+            match self {
+                State::Closed {} => "Closed",
+                State::Open {} => "Open",
+                State::Locked {} => "Locked",
+            }
+        }
+    }
+
+    #[test]
+    fn dispatch_records_transition_and_commands() {
+        let (state, decision) = dispatch(Door, State::Closed {}, &DoorEvent::Push);
+        assert_eq!(state, State::Open {});
+        assert_eq!(
+            decision.transitions,
+            vec![super::Transition {
+                from: "Closed",
+                to: "Open",
+                event: "Push"
+            }]
+        );
+        assert_eq!(decision.commands, vec![DoorCommand::Beep]);
+    }
+
+    #[test]
+    fn restored_state_is_where_dispatch_starts() {
+        // restored as Open, the same event goes the other way and decides nothing else
+        let (state, decision) = dispatch(Door, State::Open {}, &DoorEvent::Push);
+        assert_eq!(state, State::Closed {});
+        assert_eq!(decision.transitions[0].from, "Open");
+        assert!(decision.commands.is_empty());
+    }
+
+    #[test]
+    fn handled_event_records_nothing() {
+        let (state, decision) = dispatch(Door, State::Locked {}, &DoorEvent::Lock);
+        assert_eq!(state, State::Locked {});
+        assert!(decision.transitions.is_empty() && decision.commands.is_empty());
+        let (_, decision) = dispatch(Door, State::Open {}, &DoorEvent::Lock);
+        assert!(decision.transitions.is_empty());
+    }
+}

@@ -1,0 +1,459 @@
+//! The PodSet state machine and the pure rules it uses: which Pods to delete first, slow-start
+//! batch sizes and creation/deletion expectations. No I/O here.
+
+use std::{
+    cmp::Reverse,
+    collections::BTreeSet,
+    time::{Duration, Instant},
+};
+
+use chrono::{DateTime, Utc};
+use statig::prelude::*;
+
+use crate::machine::{Decision, EventName, Phase};
+
+/// What the reconciler saw of one Pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodView {
+    pub name: String,
+    pub scheduled: bool,
+    /// Pending, Running, or anything else (Unknown, Succeeded, Failed).
+    pub phase: String,
+    pub ready: bool,
+    pub created: Option<DateTime<Utc>>,
+}
+
+/// Everything a PodSet decision needs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observation {
+    pub desired: i32,
+    /// Owned, matching Pods that count: not being deleted, phase Pending or Running.
+    pub active: Vec<PodView>,
+    /// Matching Pods without a controller: to adopt.
+    pub orphans: Vec<String>,
+    /// Owned Pods whose labels no longer match: to release.
+    pub strays: Vec<String>,
+    /// Earlier creates and deletes are visible in the cache.
+    pub expectations_met: bool,
+    /// The last create or delete failure, if the previous pass had one.
+    pub failure: Option<String>,
+}
+
+/// Events of a PodSet.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PodSetEvent {
+    Observed(Observation),
+}
+
+impl EventName for PodSetEvent {
+    fn name(&self) -> &'static str {
+        match self {
+            PodSetEvent::Observed(_) => "Observed",
+        }
+    }
+}
+
+/// What the reconciler is asked to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodSetCommand {
+    /// Create this many Pods, in slow-start batches.
+    Create { count: usize },
+    /// Delete these Pods.
+    Delete { names: Vec<String> },
+    /// Add the controller reference to these orphans.
+    Adopt { names: Vec<String> },
+    /// Remove the controller reference from these Pods.
+    Release { names: Vec<String> },
+}
+
+/// Most Pods created in one pass (ReplicaSet's burst limit).
+pub const BURST_REPLICAS: usize = 500;
+
+/// The PodSet machine.
+#[derive(Default)]
+pub struct PodSetMachine;
+
+#[state_machine(
+    initial = "State::pending()",
+    state(derive(Debug, Clone, PartialEq, Eq)),
+    after_transition = "Self::after_transition"
+)]
+impl PodSetMachine {
+    /// Never observed yet.
+    #[state(superstate = "observing")]
+    fn pending() -> Outcome<State> {
+        Super
+    }
+
+    #[state(superstate = "observing")]
+    fn scaling_up() -> Outcome<State> {
+        Super
+    }
+
+    #[state(superstate = "observing")]
+    fn scaling_down() -> Outcome<State> {
+        Super
+    }
+
+    /// The count is right; some Pods are not Ready yet.
+    #[state(superstate = "observing")]
+    fn progressing() -> Outcome<State> {
+        Super
+    }
+
+    #[state(superstate = "observing")]
+    fn stable() -> Outcome<State> {
+        Super
+    }
+
+    /// Creating or deleting Pods failed (quota, admission, ...); retried on every pass.
+    #[state(superstate = "observing")]
+    fn degraded() -> Outcome<State> {
+        Super
+    }
+
+    #[superstate]
+    fn observing(event: &PodSetEvent, context: &mut Decision<PodSetCommand>) -> Outcome<State> {
+        let PodSetEvent::Observed(observation) = event;
+        match plan(observation, context) {
+            Some(next) => Transition(next),
+            None => Handled,
+        }
+    }
+
+    fn after_transition(&mut self, from: &State, to: &State, context: &mut Decision<PodSetCommand>) {
+        context.record(from, to);
+    }
+}
+
+impl Phase for State {
+    fn phase(&self) -> &'static str {
+        match self {
+            State::Pending {} => "Pending",
+            State::ScalingUp {} => "ScalingUp",
+            State::ScalingDown {} => "ScalingDown",
+            State::Progressing {} => "Progressing",
+            State::Stable {} => "Stable",
+            State::Degraded {} => "Degraded",
+        }
+    }
+}
+
+/// Restores the state named by `status.phase` (an unknown or missing phase starts over).
+pub fn restore(phase: Option<&str>) -> State {
+    match phase {
+        Some("ScalingUp") => State::ScalingUp {},
+        Some("ScalingDown") => State::ScalingDown {},
+        Some("Progressing") => State::Progressing {},
+        Some("Stable") => State::Stable {},
+        Some("Degraded") => State::Degraded {},
+        _ => State::Pending {},
+    }
+}
+
+/// Decides the commands for an observation and the state to be in; `None` keeps the state.
+fn plan(observation: &Observation, decision: &mut Decision<PodSetCommand>) -> Option<State> {
+    if !observation.orphans.is_empty() {
+        decision.command(PodSetCommand::Adopt {
+            names: observation.orphans.clone(),
+        });
+    }
+    if !observation.strays.is_empty() {
+        decision.command(PodSetCommand::Release {
+            names: observation.strays.clone(),
+        });
+    }
+    if !observation.expectations_met {
+        // Earlier creates/deletes are not in the cache yet: counting now could duplicate them.
+        return None;
+    }
+    let desired = observation.desired.max(0) as usize;
+    let active = observation.active.len();
+    let failed = observation.failure.is_some();
+    if active < desired {
+        decision.command(PodSetCommand::Create {
+            count: (desired - active).min(BURST_REPLICAS),
+        });
+        return Some(if failed {
+            State::Degraded {}
+        } else {
+            State::ScalingUp {}
+        });
+    }
+    if active > desired {
+        let names = deletion_order(&observation.active)
+            .into_iter()
+            .take(active - desired)
+            .collect();
+        decision.command(PodSetCommand::Delete { names });
+        return Some(if failed {
+            State::Degraded {}
+        } else {
+            State::ScalingDown {}
+        });
+    }
+    let ready = observation.active.iter().filter(|p| p.ready).count();
+    Some(if ready == desired {
+        State::Stable {}
+    } else {
+        State::Progressing {}
+    })
+}
+
+/// Pod names, the first to delete first (ReplicaSet's ranking): unscheduled before scheduled,
+/// Pending before Unknown before Running, not Ready before Ready, newest before oldest.
+pub fn deletion_order(pods: &[PodView]) -> Vec<String> {
+    let phase_rank = |phase: &str| match phase {
+        "Pending" => 0,
+        "Running" => 2,
+        _ => 1,
+    };
+    let mut ranked: Vec<&PodView> = pods.iter().collect();
+    ranked.sort_by_key(|p| {
+        (
+            p.scheduled,
+            phase_rank(&p.phase),
+            p.ready,
+            Reverse(p.created),
+            p.name.clone(),
+        )
+    });
+    ranked.into_iter().map(|p| p.name.clone()).collect()
+}
+
+/// Slow-start batch sizes for creating `count` Pods: 1, 2, 4, ... (the last one clipped), so a
+/// failing create (quota, admission) costs one call, not `count`.
+pub fn slow_start_batches(count: usize) -> Vec<usize> {
+    let mut batches = Vec::new();
+    let (mut remaining, mut size) = (count, 1);
+    while remaining > 0 {
+        let batch = size.min(remaining);
+        batches.push(batch);
+        remaining -= batch;
+        size *= 2;
+    }
+    batches
+}
+
+/// How long unmet expectations are trusted before counting resumes anyway (ReplicaSet: 5 min).
+pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Pods this operator created or deleted and is waiting to see reflected in its watch cache.
+#[derive(Clone, Debug)]
+pub struct Expected {
+    pub creates: BTreeSet<String>,
+    pub deletes: BTreeSet<String>,
+    pub since: Instant,
+}
+
+/// How a Pod looks in the cache, for expectation checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cached {
+    Absent,
+    Present,
+    Deleting,
+}
+
+impl Expected {
+    pub fn new(now: Instant) -> Self {
+        Self {
+            creates: BTreeSet::new(),
+            deletes: BTreeSet::new(),
+            since: now,
+        }
+    }
+
+    /// Every create is visible and every delete is gone or going, or they expired.
+    pub fn met(&self, cached: impl Fn(&str) -> Cached, now: Instant) -> bool {
+        now.duration_since(self.since) >= EXPECTATIONS_TIMEOUT
+            || (self.creates.iter().all(|n| cached(n) != Cached::Absent)
+                && self.deletes.iter().all(|n| cached(n) != Cached::Present))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::machine::dispatch;
+
+    fn pod(name: &str, scheduled: bool, phase: &str, ready: bool, minute: u32) -> PodView {
+        PodView {
+            name: name.into(),
+            scheduled,
+            phase: phase.into(),
+            ready,
+            created: Some(Utc.with_ymd_and_hms(2026, 11, 22, 3, minute, 0).unwrap()),
+        }
+    }
+
+    fn observed(desired: i32, active: Vec<PodView>) -> PodSetEvent {
+        PodSetEvent::Observed(Observation {
+            desired,
+            active,
+            expectations_met: true,
+            ..Observation::default()
+        })
+    }
+
+    #[test]
+    fn scale_up_from_nothing() {
+        let (state, decision) = dispatch(PodSetMachine, restore(None), &observed(3, vec![]));
+        assert_eq!(state, State::ScalingUp {});
+        assert_eq!(decision.commands, vec![PodSetCommand::Create { count: 3 }]);
+        assert_eq!(decision.transitions[0].from, "Pending");
+        assert_eq!(decision.transitions[0].to, "ScalingUp");
+        assert_eq!(decision.transitions[0].event, "Observed");
+    }
+
+    #[test]
+    fn ready_pods_make_it_stable_and_unready_progressing() {
+        let (state, decision) = dispatch(
+            PodSetMachine,
+            State::ScalingUp {},
+            &observed(1, vec![pod("a", true, "Running", true, 0)]),
+        );
+        assert_eq!(state, State::Stable {});
+        assert!(decision.commands.is_empty());
+        let (state, _) = dispatch(
+            PodSetMachine,
+            State::ScalingUp {},
+            &observed(1, vec![pod("a", true, "Pending", false, 0)]),
+        );
+        assert_eq!(state, State::Progressing {});
+    }
+
+    #[test]
+    fn staying_stable_journals_nothing() {
+        let (state, decision) = dispatch(
+            PodSetMachine,
+            State::Stable {},
+            &observed(1, vec![pod("a", true, "Running", true, 0)]),
+        );
+        assert_eq!(state, State::Stable {});
+        assert!(
+            decision.transitions.is_empty(),
+            "self-transitions are not journaled"
+        );
+    }
+
+    #[test]
+    fn scale_down_deletes_by_rank() {
+        let pods = vec![
+            pod("old-ready", true, "Running", true, 0),
+            pod("new-ready", true, "Running", true, 5),
+            pod("unready", true, "Running", false, 1),
+            pod("pending", true, "Pending", false, 2),
+            pod("unscheduled", false, "Pending", false, 3),
+        ];
+        let (state, decision) = dispatch(PodSetMachine, State::Stable {}, &observed(2, pods));
+        assert_eq!(state, State::ScalingDown {});
+        assert_eq!(
+            decision.commands,
+            vec![PodSetCommand::Delete {
+                names: vec!["unscheduled".into(), "pending".into(), "unready".into()]
+            }]
+        );
+    }
+
+    #[test]
+    fn deletion_order_prefers_newest_among_equals() {
+        let pods = vec![
+            pod("a", true, "Running", true, 0),
+            pod("b", true, "Running", true, 9),
+        ];
+        assert_eq!(deletion_order(&pods), ["b", "a"]);
+    }
+
+    #[test]
+    fn unmet_expectations_hold_the_count_but_not_adoption() {
+        let event = PodSetEvent::Observed(Observation {
+            desired: 3,
+            orphans: vec!["orphan".into()],
+            expectations_met: false,
+            ..Observation::default()
+        });
+        let (state, decision) = dispatch(PodSetMachine, State::ScalingUp {}, &event);
+        assert_eq!(state, State::ScalingUp {});
+        assert_eq!(
+            decision.commands,
+            vec![PodSetCommand::Adopt {
+                names: vec!["orphan".into()]
+            }]
+        );
+    }
+
+    #[test]
+    fn failure_degrades_and_retries() {
+        let event = PodSetEvent::Observed(Observation {
+            desired: 2,
+            expectations_met: true,
+            failure: Some("exceeded quota".into()),
+            ..Observation::default()
+        });
+        let (state, decision) = dispatch(PodSetMachine, State::ScalingUp {}, &event);
+        assert_eq!(state, State::Degraded {});
+        assert_eq!(decision.commands, vec![PodSetCommand::Create { count: 2 }]);
+    }
+
+    #[test]
+    fn strays_are_released() {
+        let event = PodSetEvent::Observed(Observation {
+            desired: 0,
+            strays: vec!["relabelled".into()],
+            expectations_met: true,
+            ..Observation::default()
+        });
+        let (state, decision) = dispatch(PodSetMachine, State::Stable {}, &event);
+        assert_eq!(state, State::Stable {});
+        assert_eq!(
+            decision.commands,
+            vec![PodSetCommand::Release {
+                names: vec!["relabelled".into()]
+            }]
+        );
+    }
+
+    #[test]
+    fn slow_start_doubles_and_clips() {
+        assert_eq!(slow_start_batches(0), Vec::<usize>::new());
+        assert_eq!(slow_start_batches(1), [1]);
+        assert_eq!(slow_start_batches(10), [1, 2, 4, 3]);
+        assert_eq!(slow_start_batches(15), [1, 2, 4, 8]);
+        assert_eq!(slow_start_batches(500).iter().sum::<usize>(), 500);
+    }
+
+    #[test]
+    fn expectations() {
+        let start = Instant::now();
+        let mut expected = Expected::new(start);
+        expected.creates.insert("a".into());
+        expected.deletes.insert("b".into());
+        let cache = |present_a, b| move |n: &str| if n == "a" { present_a } else { b };
+        assert!(!expected.met(cache(Cached::Absent, Cached::Deleting), start));
+        assert!(!expected.met(cache(Cached::Present, Cached::Present), start));
+        assert!(expected.met(cache(Cached::Present, Cached::Deleting), start));
+        assert!(expected.met(cache(Cached::Present, Cached::Absent), start));
+        // stale expectations expire instead of blocking forever
+        assert!(expected.met(
+            cache(Cached::Absent, Cached::Present),
+            start + EXPECTATIONS_TIMEOUT
+        ));
+    }
+
+    #[test]
+    fn restore_round_trips_every_phase() {
+        for state in [
+            State::Pending {},
+            State::ScalingUp {},
+            State::ScalingDown {},
+            State::Progressing {},
+            State::Stable {},
+            State::Degraded {},
+        ] {
+            assert_eq!(restore(Some(state.phase())), state);
+        }
+        assert_eq!(restore(Some("Bogus")), State::Pending {});
+    }
+}

@@ -1,0 +1,438 @@
+//! PodSet reconcile: observe (PodSet + Pods from the watch cache) → event → machine → journal →
+//! act (create, delete, adopt, release Pods) → status (server-side apply).
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    future::Future,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use chrono::DateTime;
+use futures::{StreamExt, future::join_all};
+use k8s_openapi::{
+    api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec},
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
+};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::Action,
+        events::EventType,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use serde_json::json;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::{
+    PodSet, PodSetStatus,
+    machine::{
+        Cached, Expected, Observation, PodSetCommand, PodSetEvent, PodSetMachine, PodView, restore,
+        slow_start_batches,
+    },
+};
+use crate::{
+    Error, Result,
+    conditions::condition,
+    controller::{Context, MANAGER, instrumented, retry_after, shutdown_requested, watch_util},
+    journal::Entry,
+    machine::{Phase, dispatch},
+};
+
+const KIND: &str = "PodSet";
+/// Label tying a Pod to its PodSet (the seed's label); it is also the PodSet's selector.
+pub const POD_LABEL: &str = "podset_cr";
+
+/// Per-controller state besides the shared context.
+struct PodSetContext {
+    ctx: Arc<Context>,
+    pods: Store<Pod>,
+    expectations: Mutex<HashMap<String, Expected>>,
+}
+
+/// Builds the PodSet controller; returns it and a future that resolves once its caches synced.
+pub fn controller(
+    ctx: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
+    let namespace = &ctx.settings.namespace;
+    let podsets: Api<PodSet> = watch_util::api_for(&ctx.client, namespace);
+    let pod_api: Api<Pod> = watch_util::api_for(&ctx.client, namespace);
+    let (pods, writer) = reflector::store();
+    let pod_stream = watcher(pod_api, watcher::Config::default().labels(POD_LABEL))
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    let controller = Controller::new(podsets, watcher::Config::default())
+        .watches_stream(pod_stream, |pod: Pod| {
+            // the label names the PodSet; a controller reference covers a relabelled Pod
+            let namespace = pod.namespace().unwrap_or_default();
+            let labelled = pod.labels().get(POD_LABEL).cloned();
+            let controller = pod
+                .owner_references()
+                .iter()
+                .find(|o| o.controller == Some(true) && o.kind == KIND)
+                .map(|o| o.name.clone());
+            labelled
+                .into_iter()
+                .chain(controller)
+                .map(|name| ObjectRef::<PodSet>::new(&name).within(&namespace))
+                .collect::<Vec<_>>()
+        })
+        .graceful_shutdown_on(shutdown_requested(shutdown));
+    let store = controller.store();
+    let synced = {
+        let pods = pods.clone();
+        async move {
+            let _ = futures::join!(store.wait_until_ready(), pods.wait_until_ready());
+        }
+    };
+    let context = Arc::new(PodSetContext {
+        ctx,
+        pods,
+        expectations: Mutex::default(),
+    });
+    let run = controller
+        .run(
+            |podset, context| async move {
+                let ctx = context.ctx.clone();
+                instrumented(&ctx, KIND, reconcile(podset, context)).await
+            },
+            |_, error, _| retry_after(error),
+            context,
+        )
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                warn!(kind = KIND, error = %e, "reconcile failed");
+            }
+        });
+    (run, synced)
+}
+
+/// Labels every Pod of `podset` carries.
+fn pod_labels(podset: &PodSet) -> BTreeMap<String, String> {
+    let mut labels = podset
+        .spec
+        .template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_else(|| BTreeMap::from([("app".to_string(), "podset".to_string())]));
+    labels.insert(POD_LABEL.into(), podset.name_any());
+    labels
+}
+
+/// The Pod the PodSet creates: its template, or the seed's busybox `sleep 3600`.
+pub fn pod_for(podset: &PodSet) -> Pod {
+    let template = podset.spec.template.clone().unwrap_or_else(|| PodTemplateSpec {
+        metadata: None,
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "busybox".into(),
+                image: Some("busybox:1.36".into()),
+                command: Some(vec!["sleep".into(), "3600".into()]),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+    });
+    let template_meta = template.metadata.unwrap_or_default();
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}-", podset.name_any())),
+            namespace: podset.namespace(),
+            labels: Some(pod_labels(podset)),
+            annotations: template_meta.annotations,
+            owner_references: podset.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        spec: template.spec,
+        status: None,
+    }
+}
+
+fn is_controller_ref(owner: &OwnerReference, podset: &PodSet) -> bool {
+    owner.controller == Some(true) && Some(&owner.uid) == podset.meta().uid.as_ref()
+}
+
+fn view(pod: &Pod) -> PodView {
+    let status = pod.status.as_ref();
+    PodView {
+        name: pod.name_any(),
+        scheduled: pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some(),
+        phase: status
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".into()),
+        ready: status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+        created: pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0)),
+    }
+}
+
+/// Turns the cluster as cached into an observation.
+fn observe(podset: &PodSet, pods: &[Arc<Pod>], expectations_met: bool) -> Observation {
+    let namespace = podset.namespace();
+    let mut observation = Observation {
+        desired: podset.spec.replicas,
+        expectations_met,
+        failure: replica_failure(podset),
+        ..Observation::default()
+    };
+    for pod in pods.iter().filter(|p| p.namespace() == namespace) {
+        let matches = pod.labels().get(POD_LABEL) == Some(&podset.name_any());
+        let controller = pod.owner_references().iter().find(|o| o.controller == Some(true));
+        match (controller, matches) {
+            (Some(owner), true) if is_controller_ref(owner, podset) => {
+                let counted = pod.metadata.deletion_timestamp.is_none()
+                    && matches!(
+                        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        None | Some("Pending" | "Running")
+                    );
+                if counted {
+                    observation.active.push(view(pod));
+                }
+            }
+            (Some(owner), false) if is_controller_ref(owner, podset) => {
+                observation.strays.push(pod.name_any())
+            }
+            (None, true) if pod.metadata.deletion_timestamp.is_none() => {
+                observation.orphans.push(pod.name_any())
+            }
+            _ => {}
+        }
+    }
+    observation.active.sort_by(|a, b| a.name.cmp(&b.name));
+    observation
+}
+
+fn replica_failure(podset: &PodSet) -> Option<String> {
+    podset
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ReplicaFailure" && c.status == "True")
+        .map(|c| c.message.clone())
+}
+
+async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<Action> {
+    let ctx = &context.ctx;
+    let uid = podset.uid().unwrap_or_default();
+    if podset.meta().deletion_timestamp.is_some() {
+        // Pods go with their owner through garbage collection.
+        context
+            .expectations
+            .lock()
+            .expect("expectations lock")
+            .remove(&uid);
+        ctx.metrics.forget(
+            KIND,
+            &uid,
+            &podset.namespace().unwrap_or_default(),
+            &podset.name_any(),
+        );
+        return Ok(Action::await_change());
+    }
+    let pods = context.pods.state();
+    let expectations_met = {
+        let cached = |name: &str| match pods
+            .iter()
+            .find(|p| p.name_any() == name && p.namespace() == podset.namespace())
+        {
+            None => Cached::Absent,
+            Some(p) if p.metadata.deletion_timestamp.is_some() => Cached::Deleting,
+            Some(_) => Cached::Present,
+        };
+        let mut expectations = context.expectations.lock().expect("expectations lock");
+        let met = expectations
+            .get(&uid)
+            .is_none_or(|e| e.met(cached, Instant::now()));
+        if met {
+            expectations.remove(&uid);
+        }
+        met
+    };
+    let observation = observe(&podset, &pods, expectations_met);
+    let phase = podset.status.as_ref().and_then(|s| s.phase.as_deref());
+    let (state, decision) = dispatch(
+        PodSetMachine,
+        restore(phase),
+        &PodSetEvent::Observed(observation.clone()),
+    );
+    ctx.commit(KIND, podset.as_ref(), &decision.transitions, Entry::default())
+        .await?;
+
+    let api: Api<Pod> = ctx.api(&podset.namespace().unwrap_or_default());
+    let mut failures = Vec::new();
+    let mut expected = Expected::new(Instant::now());
+    for command in decision.commands {
+        match command {
+            PodSetCommand::Create { count } => {
+                create_pods(&api, &podset, count, &mut expected, &mut failures).await
+            }
+            PodSetCommand::Delete { names } => {
+                for name in names {
+                    match api.delete(&name, &DeleteParams::default()).await {
+                        Ok(_) => {
+                            expected.deletes.insert(name);
+                        }
+                        Err(kube::Error::Api(s)) if s.code == 404 => {}
+                        Err(e) => failures.push(format!("deleting pod {name}: {}", api_message(&e))),
+                    }
+                }
+            }
+            PodSetCommand::Adopt { names } => {
+                for name in names {
+                    if let Err(e) = set_controller(&api, &podset, &name, true).await {
+                        failures.push(format!("adopting pod {name}: {}", api_message(&e)));
+                    }
+                }
+            }
+            PodSetCommand::Release { names } => {
+                for name in names {
+                    if let Err(e) = set_controller(&api, &podset, &name, false).await {
+                        failures.push(format!("releasing pod {name}: {}", api_message(&e)));
+                    }
+                }
+            }
+        }
+    }
+    if !expected.creates.is_empty() || !expected.deletes.is_empty() {
+        context
+            .expectations
+            .lock()
+            .expect("expectations lock")
+            .insert(uid.clone(), expected);
+    }
+    if let Some(failure) = failures.first() {
+        ctx.publish(
+            podset.as_ref(),
+            EventType::Warning,
+            "ReplicaFailure",
+            "ScalePods",
+            Some(failure.clone()),
+        )
+        .await;
+    }
+    ctx.metrics.set_phase(KIND, &uid, state.phase());
+    patch_status(ctx, &podset, state.phase(), &observation, failures.first()).await?;
+    Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+/// Creates `count` Pods in slow-start batches, stopping at the first failing batch.
+async fn create_pods(
+    api: &Api<Pod>,
+    podset: &PodSet,
+    count: usize,
+    expected: &mut Expected,
+    failures: &mut Vec<String>,
+) {
+    let pod = pod_for(podset);
+    let params = PostParams::default();
+    for batch in slow_start_batches(count) {
+        let results = join_all((0..batch).map(|_| api.create(&params, &pod))).await;
+        let mut failed = false;
+        for result in results {
+            match result {
+                Ok(created) => {
+                    expected.creates.insert(created.name_any());
+                }
+                Err(e) => {
+                    failed = true;
+                    failures.push(format!("creating pod: {}", api_message(&e)));
+                }
+            }
+        }
+        if failed {
+            break;
+        }
+    }
+    if !expected.creates.is_empty() {
+        info!(podset = %podset.name_any(), created = expected.creates.len(), "created pods");
+    }
+}
+
+/// Adds (or removes) this PodSet's controller reference on a Pod, guarded by its resourceVersion.
+async fn set_controller(api: &Api<Pod>, podset: &PodSet, name: &str, adopt: bool) -> kube::Result<()> {
+    let pod = api.get(name).await?;
+    let mut owners: Vec<OwnerReference> = pod
+        .owner_references()
+        .iter()
+        .filter(|o| !is_controller_ref(o, podset))
+        .cloned()
+        .collect();
+    if adopt {
+        if pod.owner_references().iter().any(|o| o.controller == Some(true)) {
+            return Ok(()); // someone else adopted it meanwhile
+        }
+        owners.extend(podset.controller_owner_ref(&()));
+    }
+    let patch = json!({"metadata": {"resourceVersion": pod.resource_version(), "ownerReferences": owners}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
+/// The API server's message, without the Rust wrapper text.
+fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+async fn patch_status(
+    ctx: &Context,
+    podset: &PodSet,
+    phase: &str,
+    observation: &Observation,
+    failure: Option<&String>,
+) -> Result<()> {
+    let mut names: Vec<String> = observation.active.iter().map(|p| p.name.clone()).collect();
+    names.sort();
+    let ready = observation.active.iter().filter(|p| p.ready).count() as i32;
+    let previous = podset.status.clone().unwrap_or_default();
+    let conditions = match failure {
+        Some(message) => vec![condition(
+            &previous.conditions,
+            "ReplicaFailure",
+            true,
+            "FailedCreateOrDelete",
+            message,
+            podset,
+        )],
+        None => Vec::new(),
+    };
+    let status = PodSetStatus {
+        phase: Some(phase.to_string()),
+        replicas: names.len() as i32,
+        ready_replicas: ready,
+        available_replicas: ready,
+        pod_names: names,
+        observed_generation: podset.meta().generation,
+        conditions,
+    };
+    if podset.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let api: Api<PodSet> = ctx.api(&podset.namespace().unwrap_or_default());
+    let patch = json!({"apiVersion": PodSet::api_version(&()), "kind": KIND, "status": status});
+    api.patch_status(
+        &podset.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(patch),
+    )
+    .await
+    .map_err(Error::from)?;
+    Ok(())
+}
