@@ -159,6 +159,7 @@ pub struct LastRestart {
     pub duration_seconds: Option<f64>,
 }
 
+pub mod accounting;
 pub mod machine;
 pub mod reconcile;
 pub mod schedule;

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what the tests and the demo need beyond the machine's toolchains (Rust, Go), from
+# Debian's packages. Idempotent; installs only what is missing.
+set -euo pipefail
+missing=()
+command -v openssl >/dev/null || missing+=(openssl)
+command -v curl >/dev/null || missing+=(curl)
+command -v python3 >/dev/null || missing+=(python3)
+command -v flock >/dev/null || missing+=(util-linux)
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq "${missing[@]}"
+fi
+command -v cargo >/dev/null || { echo "cargo (Rust >= 1.94) is required" >&2; exit 1; }
+command -v go >/dev/null || { echo "go (>= 1.26) is required to build the control plane" >&2; exit 1; }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): unit and integration tests, then the end-to-end
+# tests against a real local control plane that this script brings up with hack/cluster.sh and
+# always takes down again, also when a test fails.
+#
+#   hack/test.sh                      everything
+#   ERU_USE_EXISTING_CLUSTER=1 hack/test.sh
+#                                     e2e tests against $KUBECONFIG instead of a fresh cluster
+#   hack/test.sh -- <cargo test args> extra arguments for the e2e run (e.g. a test name)
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+extra=()
+[ "${1:-}" = "--" ] && { shift; extra=("$@"); }
+
+# Build caches live outside the clone so fresh clones (CI) reuse them.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eru/target}
+hack/deps.sh
+
+start=$SECONDS
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== unit and integration tests (no cluster)"
+cargo test --locked --all-targets
+
+cluster=${ERU_TEST_CLUSTER:-test}
+if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
+  trap 'hack/cluster.sh down --name "$cluster"' EXIT
+  hack/cluster.sh up --name "$cluster"
+  eval "$(hack/cluster.sh env --name "$cluster")"
+fi
+[ -n "${KUBECONFIG:-}" ] || { echo "KUBECONFIG is not set" >&2; exit 1; }
+echo "== end-to-end tests against $KUBECONFIG"
+cargo test --locked --tests -- --ignored --test-threads 2 "${extra[@]}"
+echo "== all tests passed in $((SECONDS - start)) s"

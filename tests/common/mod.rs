@@ -1,0 +1,275 @@
+//! Shared helpers of the end-to-end tests: a client for the local cluster (`KUBECONFIG`), one
+//! namespace per test, polling with a deadline, and the operator started as a real process under
+//! the ServiceAccount and RBAC of `deploy/` (not as cluster admin).
+//!
+//! The e2e tests are `#[ignore]`d so a plain `cargo test` needs no cluster; `hack/test.sh` brings
+//! the cluster up and runs them with `--include-ignored`.
+#![allow(dead_code)]
+
+use std::{
+    future::Future,
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::OnceLock,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{
+    authentication::v1::{TokenRequest, TokenRequestSpec},
+    core::v1::{Namespace, ServiceAccount},
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, PostParams},
+    config::Kubeconfig,
+};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A client for the cluster named by `KUBECONFIG`.
+pub async fn client() -> Client {
+    assert!(
+        std::env::var_os("KUBECONFIG").is_some(),
+        "e2e tests need a cluster: run hack/test.sh, or set KUBECONFIG (see README)"
+    );
+    Client::try_default().await.expect("a client for $KUBECONFIG")
+}
+
+/// Runs kubectl against `KUBECONFIG`; panics with its stderr if it fails.
+pub fn kubectl(args: &[&str]) -> String {
+    let output = Command::new("kubectl").args(args).current_dir(repo()).output().expect("kubectl on PATH");
+    assert!(
+        output.status.success(),
+        "kubectl {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Applies `crds/` and the operator's Namespace and RBAC from `deploy/`, once per test binary.
+pub fn install() {
+    static INSTALLED: OnceLock<()> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        kubectl(&["apply", "--server-side", "--force-conflicts", "-f", "crds/"]);
+        kubectl(&["apply", "-f", "deploy/namespace.yaml", "-f", "deploy/rbac.yaml"]);
+        kubectl(&["wait", "--for=condition=Established", "--timeout=60s", "-f", "crds/"]);
+    });
+}
+
+/// Polls `check` every 200 ms until it returns `Some`, or panics after `timeout` naming `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A namespace of its own for one test; deleted (without waiting) when dropped.
+pub struct TestNamespace {
+    pub name: String,
+}
+
+impl TestNamespace {
+    pub async fn create(client: &Client, prefix: &str) -> Self {
+        let suffix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let name = format!("{prefix}-{suffix:x}");
+        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");
+        // Pods need the namespace's default ServiceAccount.
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+        wait_for("default ServiceAccount", Duration::from_secs(30), || async {
+            accounts.get_opt("default").await.ok().flatten()
+        })
+        .await;
+        Self { name }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let _ = Command::new("kubectl")
+            .args(["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// GET `url`; returns the status and body (any status; panics only if nothing answers).
+pub fn get(url: &str) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut response = agent.get(url).call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_to_string().unwrap_or_default())
+}
+
+/// GET `url` as JSON, expecting 200.
+pub fn get_json(url: &str) -> serde_json::Value {
+    let (status, body) = get(url);
+    assert_eq!(status, 200, "GET {url}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {url}: not JSON ({e}): {body}"))
+}
+
+/// A kubeconfig that authenticates as `eru-system/eru-operator` with a fresh token, so the
+/// operator runs with exactly the RBAC of `deploy/rbac.yaml`.
+async fn service_account_kubeconfig(client: &Client, path: &Path) {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "eru-system");
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec { expiration_seconds: Some(3600 * 2), ..TokenRequestSpec::default() }),
+        ..TokenRequest::default()
+    };
+    let token = accounts
+        .create_token_request("eru-operator", &PostParams::default(), &request)
+        .await
+        .expect("a token for eru-system/eru-operator")
+        .status
+        .expect("token status")
+        .token
+        .expect("a token in the TokenRequest status");
+    let admin = Kubeconfig::read().expect("read $KUBECONFIG");
+    let cluster = admin.clusters[0].cluster.clone().expect("cluster entry");
+    let server = cluster.server.expect("server");
+    let ca = cluster.certificate_authority.expect("certificate-authority file");
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{server}\", certificate-authority: \"{ca}\"}}}}]\n\
+         users: [{{name: eru-operator, user: {{token: \"{token}\"}}}}]\n\
+         contexts: [{{name: c, context: {{cluster: c, user: eru-operator}}}}]\ncurrent-context: c\n"
+    );
+    std::fs::write(path, config).unwrap();
+}
+
+/// The operator binary running as a child process, scoped to one namespace.
+pub struct Operator {
+    child: Option<Child>,
+    pub port: u16,
+    pub database: PathBuf,
+    pub log: PathBuf,
+    kubeconfig: PathBuf,
+    namespace: String,
+    extra: Vec<String>,
+    _dir: std::sync::Arc<tempfile::TempDir>,
+}
+
+impl Operator {
+    /// Starts the operator for `namespace` with a fresh journal and waits until `/readyz` is 200.
+    pub async fn start(client: &Client, namespace: &str, extra: &[&str]) -> Self {
+        install();
+        let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        let kubeconfig = dir.path().join("kubeconfig");
+        service_account_kubeconfig(client, &kubeconfig).await;
+        let mut operator = Self {
+            child: None,
+            port: free_port(),
+            database: dir.path().join("eru.db"),
+            log: dir.path().join("operator.log"),
+            kubeconfig,
+            namespace: namespace.to_string(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            _dir: dir,
+        };
+        operator.spawn().await;
+        operator
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--namespace", &self.namespace])
+            .arg("--database")
+            .arg(&self.database)
+            .args(["--http-address", &format!("127.0.0.1:{}", self.port)])
+            .args(["--heartbeat-seconds", "1", "--log-level", "info,eru=debug"])
+            .args(&self.extra)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start eru-operator");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("operator exited with {status}:\n{}", self.log_tail());
+            }
+            if let Ok(response) = ureq::get(&self.url("/readyz")).call()
+                && response.status() == 200
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "operator not ready after 90s:\n{}", self.log_tail());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `http://127.0.0.1:<port><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The last lines of the operator's log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// SIGKILL: no clean stop is journaled.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+            let status = child.wait().unwrap();
+            assert!(status.success(), "operator did not stop cleanly ({status}):\n{}", self.log_tail());
+        }
+    }
+
+    /// Starts the process again on the same journal, port and namespace.
+    pub async fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop or kill the operator first");
+        self.spawn().await;
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- operator log ({}) ---\n{}", self.log.display(), self.log_tail());
+        }
+        self.kill();
+    }
+}
+
+/// Deletes an object if it exists.
+pub async fn delete<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let _ = api.delete(name, &DeleteParams::default()).await;
+}
