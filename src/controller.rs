@@ -15,6 +15,7 @@ use chrono::Utc;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, Config, Resource, ResourceExt,
+    api::{Patch, PatchParams},
     config::{KubeConfigOptions, Kubeconfig},
     runtime::{
         controller::Action,
@@ -30,8 +31,8 @@ use crate::{
     Error, Result,
     config::RunArgs,
     crds,
-    journal::{Entry, Journal, NewTransition, ObjectKey},
-    machine::Transition,
+    journal::{Appended, Entry, Journal, NewTransition, ObjectKey},
+    machine::{StatusMemo, Transition},
     metrics::Metrics,
 };
 
@@ -56,6 +57,8 @@ pub struct Context {
     pub metrics: Metrics,
     pub recorder: Recorder,
     pub settings: Settings,
+    /// Statuses written but maybe not yet in the watch caches.
+    pub statuses: StatusMemo,
 }
 
 /// The journal identity of an object.
@@ -86,7 +89,7 @@ impl Context {
         obj: &K,
         transitions: &[Transition],
         mut entry: Entry,
-    ) -> Result<()>
+    ) -> Result<Appended>
     where
         K: Resource<DynamicType = ()>,
     {
@@ -105,13 +108,14 @@ impl Context {
                 detail: serde_json::json!({}),
             }));
         if entry.is_empty() {
-            return Ok(());
+            return Ok(Appended::default());
         }
         let timer = self.metrics.journal_write.start_timer();
         let appended = self.journal.append(&entry).await;
         timer.observe_duration();
-        if appended?.transitions == 0 {
-            return Ok(());
+        let appended = appended?;
+        if appended.transitions == 0 {
+            return Ok(appended);
         }
         for t in transitions {
             self.metrics
@@ -122,6 +126,39 @@ impl Context {
             self.publish(obj, EventType::Normal, t.to, t.event, Some(note))
                 .await;
         }
+        Ok(appended)
+    }
+
+    /// Writes `status` with server-side apply (unless it is what the object already has) and
+    /// remembers it until the watch cache catches up.
+    pub async fn apply_status<K, S>(
+        &self,
+        obj: &K,
+        kind: &'static str,
+        known: Option<&S>,
+        status: &S,
+    ) -> Result<()>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+        S: serde::Serialize + PartialEq,
+    {
+        if known == Some(status) {
+            return Ok(());
+        }
+        let api: Api<K> = self.api(&obj.namespace().unwrap_or_default());
+        let patch = serde_json::json!({"apiVersion": K::api_version(&()), "kind": kind, "status": status});
+        api.patch_status(
+            &obj.name_any(),
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(patch),
+        )
+        .await?;
+        let uid = obj.meta().uid.clone().unwrap_or_default();
+        self.statuses
+            .remember(&uid, &obj.resource_version().unwrap_or_default(), status);
         Ok(())
     }
 
@@ -307,6 +344,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             default_schedule: args.default_schedule.clone(),
             memcached_image: args.memcached_image.clone(),
         },
+        statuses: StatusMemo::default(),
     });
 
     tokio::select! {
@@ -342,15 +380,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (memcacheds, memcacheds_synced) =
         crate::memcached::reconcile::controller(ctx.clone(), shutdown.clone());
     let (erus, erus_synced) = crate::eru::reconcile::controller(ctx.clone(), shutdown.clone());
+    let (auto, auto_synced) = crate::eru::auto::controller(ctx.clone(), shutdown.clone());
     let synced = {
         let caches = readiness.caches.clone();
         async move {
-            futures::join!(podsets_synced, memcacheds_synced, erus_synced);
+            futures::join!(podsets_synced, memcacheds_synced, erus_synced, auto_synced);
             caches.store(true, Ordering::Relaxed);
             info!("watch caches synced; ready");
         }
     };
-    futures::join!(podsets, memcacheds, erus, synced);
+    futures::join!(podsets, memcacheds, erus, auto, synced);
 
     let _ = heartbeat.await;
     let _ = http.await;

@@ -48,24 +48,29 @@ pub struct NewTransition {
     pub detail: serde_json::Value,
 }
 
-/// The result of evaluating a slot that was not restarted.
+/// The result of evaluating a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SlotResult {
+    /// Restarted.
+    Fired,
+    /// The operator could not act (down, or too late).
     Missed,
+    /// The operator chose not to (suspended, target paused or unhealthy, ...).
     Skipped,
 }
 
 impl SlotResult {
     pub fn as_str(self) -> &'static str {
         match self {
+            SlotResult::Fired => "fired",
             SlotResult::Missed => "missed",
             SlotResult::Skipped => "skipped",
         }
     }
 }
 
-/// A missed or skipped slot (or a summarized run of them) to append.
+/// An evaluated slot (or a summarized run of them) to append.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewSlot {
     pub object: ObjectKey,
@@ -185,6 +190,17 @@ pub struct SlotRow {
     pub window_start: Option<String>,
     pub window_end: Option<String>,
     pub evaluated_at: String,
+}
+
+/// An Eru's history as its status shows it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EruSummary {
+    /// Slots missed or skipped (summaries count every slot they stand for).
+    pub missed_slots: i64,
+    pub last_missed: Option<DateTime<Utc>>,
+    pub last_success: Option<DateTime<Utc>>,
+    pub last_failure: Option<DateTime<Utc>>,
+    pub last_restart: Option<RestartRow>,
 }
 
 /// One operator process, as journaled.
@@ -430,6 +446,44 @@ impl Journal {
         )
     }
 
+    /// This object's restart still in progress, if any.
+    pub async fn open_restart(&self, uid: &str) -> Result<Option<RestartRow>> {
+        Ok(sqlx::query_as(
+            "SELECT * FROM restarts WHERE uid = ? AND outcome = 'in_progress' ORDER BY slot DESC LIMIT 1",
+        )
+        .bind(uid)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// What an Eru's status shows of its history.
+    pub async fn eru_summary(&self, uid: &str) -> Result<EruSummary> {
+        let row = sqlx::query(
+            "SELECT
+               (SELECT coalesce(sum(slot_count), 0) FROM slots WHERE uid = ?1 AND result != 'fired'),
+               (SELECT max(last_slot) FROM slots WHERE uid = ?1 AND result != 'fired'),
+               (SELECT max(finished_at) FROM restarts WHERE uid = ?1 AND outcome = 'succeeded'),
+               (SELECT max(finished_at) FROM restarts WHERE uid = ?1 AND outcome = 'failed')",
+        )
+        .bind(uid)
+        .fetch_one(&self.pool)
+        .await?;
+        let time = |i: usize| -> Result<Option<DateTime<Utc>>> {
+            Ok(row.try_get::<Option<String>, _>(i)?.as_deref().and_then(parse_ts))
+        };
+        let last_restart = sqlx::query_as("SELECT * FROM restarts WHERE uid = ? ORDER BY slot DESC LIMIT 1")
+            .bind(uid)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(EruSummary {
+            missed_slots: row.try_get(0)?,
+            last_missed: time(1)?,
+            last_success: time(2)?,
+            last_failure: time(3)?,
+            last_restart,
+        })
+    }
+
     /// Journaled transitions, newest first.
     pub async fn transitions(&self, filter: &Filter) -> Result<Vec<TransitionRow>> {
         Ok(sqlx::query_as(
@@ -609,6 +663,49 @@ mod tests {
         assert_eq!(journal.missed(&filter).await.unwrap().len(), 1);
         assert_eq!(journal.last_accounted_slot("u1").await.unwrap(), Some(at(1)));
         assert_eq!(journal.last_accounted_slot("other").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn eru_summary_counts_summarized_slots() {
+        let journal = Journal::open_in_memory().await.unwrap();
+        journal.append(&entry()).await.unwrap();
+        let summary_row = NewSlot {
+            slot: at(10),
+            last_slot: at(20),
+            slot_count: 11,
+            result: SlotResult::Missed,
+            reason: "operator_down",
+            ..entry().slots[0].clone()
+        };
+        let fired = NewSlot {
+            slot: at(0),
+            last_slot: at(0),
+            result: SlotResult::Fired,
+            reason: "scheduled",
+            ..entry().slots[0].clone()
+        };
+        journal
+            .append(&Entry {
+                slots: vec![summary_row, fired],
+                ..Entry::default()
+            })
+            .await
+            .unwrap();
+        let summary = journal.eru_summary("u1").await.unwrap();
+        assert_eq!(
+            summary.missed_slots, 12,
+            "1 skipped + 11 summarized, fired excluded"
+        );
+        assert_eq!(summary.last_missed, Some(at(20)));
+        assert_eq!(
+            summary.last_restart.as_ref().map(|r| r.slot.as_str()),
+            Some("2026-11-22T03:00:00.000Z")
+        );
+        assert_eq!(
+            journal.open_restart("u1").await.unwrap().map(|r| r.outcome),
+            Some("in_progress".into())
+        );
+        assert_eq!(summary.last_success, None);
     }
 
     #[tokio::test]

@@ -7,6 +7,9 @@
 //! chose. Handlers are pure; the reconciler journals the transitions and then runs the commands.
 //! Entry actions re-run when a machine is restored, so the machines here have none.
 
+use std::{collections::HashMap, sync::Mutex};
+
+use serde::{Serialize, de::DeserializeOwned};
 use statig::blocking::{IntoStateMachine, IntoStateMachineExt, State, Superstate};
 
 /// A state's stable name: `status.phase`, journal columns and metric labels.
@@ -35,15 +38,17 @@ pub struct Decision<C> {
     pub commands: Vec<C>,
 }
 
-impl<C> Decision<C> {
-    fn new(event: &'static str) -> Self {
+impl<C> Default for Decision<C> {
+    fn default() -> Self {
         Self {
-            event,
+            event: "",
             transitions: Vec::new(),
             commands: Vec::new(),
         }
     }
+}
 
+impl<C> Decision<C> {
     /// Asks the reconciler to perform `command` after the transitions are journaled.
     pub fn command(&mut self, command: C) {
         self.commands.push(command);
@@ -72,12 +77,69 @@ where
     for<'s> M::Superstate<'s>: Superstate<M>,
     E: EventName,
 {
-    let mut decision = Decision::new(event.name());
+    let mut decision = Decision::default();
+    let state = step(machine, state, event, &mut decision);
+    (state, decision)
+}
+
+/// Like [`dispatch`], adding to an existing decision: a reconcile that feeds several events
+/// through one machine collects all their transitions and commands in order.
+pub fn step<M, E, C>(machine: M, state: M::State, event: &E, decision: &mut Decision<C>) -> M::State
+where
+    M: for<'e, 'c> IntoStateMachine<Event<'e> = E, Context<'c> = Decision<C>> + IntoStateMachineExt,
+    M::State: State<M> + Clone,
+    for<'s> M::Superstate<'s>: Superstate<M>,
+    E: EventName,
+{
+    decision.event = event.name();
     let mut restored = machine.uninitialized_state_machine();
     *restored.state_mut() = state;
-    let mut running = restored.init_with_context(&mut decision);
-    running.handle_with_context(event, &mut decision);
-    (running.state().clone(), decision)
+    let mut running = restored.init_with_context(decision);
+    running.handle_with_context(event, decision);
+    running.state().clone()
+}
+
+/// The status each object was last written with, and the resourceVersion that write was based on.
+///
+/// Right after a status patch the watch cache may still hold the version the patch was based
+/// on; restoring the machine from that stale `status.phase` would replay a transition. Until the
+/// cache moves past that version, reconciles use the status remembered here.
+#[derive(Debug, Default)]
+pub struct StatusMemo {
+    written: Mutex<HashMap<String, (String, serde_json::Value)>>,
+}
+
+impl StatusMemo {
+    /// The freshest known status of object `uid`, cached at `resource_version`.
+    pub fn current<S: DeserializeOwned + Clone>(
+        &self,
+        uid: &str,
+        resource_version: &str,
+        cached: Option<&S>,
+    ) -> Option<S> {
+        let written = self.written.lock().expect("status memo lock");
+        match written.get(uid) {
+            Some((based_on, status)) if based_on == resource_version => {
+                serde_json::from_value(status.clone()).ok()
+            }
+            _ => cached.cloned(),
+        }
+    }
+
+    /// Records that `status` was written on top of `resource_version`.
+    pub fn remember<S: Serialize>(&self, uid: &str, resource_version: &str, status: &S) {
+        if let Ok(value) = serde_json::to_value(status) {
+            self.written
+                .lock()
+                .expect("status memo lock")
+                .insert(uid.to_string(), (resource_version.to_string(), value));
+        }
+    }
+
+    /// Forgets a deleted object.
+    pub fn forget(&self, uid: &str) {
+        self.written.lock().expect("status memo lock").remove(uid);
+    }
 }
 
 #[cfg(test)]
@@ -176,6 +238,26 @@ mod tests {
         assert_eq!(state, State::Closed {});
         assert_eq!(decision.transitions[0].from, "Open");
         assert!(decision.commands.is_empty());
+    }
+
+    #[test]
+    fn status_memo_covers_a_stale_cache_only() {
+        let memo = StatusMemo::default();
+        let cached = "Pending".to_string();
+        assert_eq!(memo.current("u", "1", Some(&cached)), Some(cached.clone()));
+        memo.remember("u", "1", &"Stable".to_string());
+        assert_eq!(
+            memo.current("u", "1", Some(&cached)),
+            Some("Stable".to_string()),
+            "cache still at 1"
+        );
+        assert_eq!(
+            memo.current("u", "2", Some(&cached)),
+            Some(cached.clone()),
+            "cache moved on"
+        );
+        memo.forget("u");
+        assert_eq!(memo.current("u", "1", Some(&cached)), Some(cached));
     }
 
     #[test]

@@ -13,7 +13,11 @@ fn committed_crds_match_the_types() {
         );
     }
     let files = std::fs::read_dir(&dir).unwrap().count();
-    assert_eq!(files, eru::crds::all().len(), "crds/ holds a file no type generates");
+    assert_eq!(
+        files,
+        eru::crds::all().len(),
+        "crds/ holds a file no type generates"
+    );
 }
 
 #[test]
@@ -22,9 +26,13 @@ fn schema_rejects_what_the_api_server_can_check() {
     let spec = &eru["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(spec["schedule"]["maxLength"], 128);
     assert!(spec["schedule"]["pattern"].is_string());
-    assert_eq!(spec["target"]["properties"]["kind"]["enum"], serde_json::json!(["Deployment"]));
+    assert_eq!(
+        spec["target"]["properties"]["kind"]["enum"],
+        serde_json::json!(["Deployment"])
+    );
     assert_eq!(spec["startingDeadlineSeconds"]["default"], 300);
     let memcached = serde_json::to_value(eru::crds::all()[1].1.clone()).unwrap();
-    let size = &memcached["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"];
+    let size = &memcached["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["size"];
     assert_eq!(size["minimum"], 0.0);
 }

@@ -16,25 +16,41 @@ async fn ready_under_rbac_and_journal_survives_a_kill() {
 
     assert_eq!(get(&operator.url("/healthz")).0, 200);
     let ready = get_json(&operator.url("/readyz"));
-    assert_eq!(ready, serde_json::json!({"journal": true, "crds": true, "caches": true}));
+    assert_eq!(
+        ready,
+        serde_json::json!({"journal": true, "crds": true, "caches": true})
+    );
     let (status, metrics) = get(&operator.url("/metrics"));
     assert_eq!(status, 200);
     assert!(metrics.contains("eru_build_info{version=\""), "{metrics}");
 
     // the samples apply cleanly; the PodSet's transitions reach the journal
     kubectl(&["apply", "-n", &ns.name, "-f", "deploy/samples/"]);
-    let journaled = wait_for("PodSet transitions in the journal", Duration::from_secs(60), || async {
-        let body = get_json(&operator.url("/transitions?kind=PodSet"));
-        let items = body["items"].as_array()?.clone();
-        (!items.is_empty()).then_some(items.len())
-    })
+    let journaled = wait_for(
+        "PodSet transitions in the journal",
+        Duration::from_secs(60),
+        || async {
+            let body = get_json(&operator.url("/transitions?kind=PodSet"));
+            let items = body["items"].as_array()?.clone();
+            (!items.is_empty()).then_some(items.len())
+        },
+    )
     .await;
 
     operator.kill();
     operator.restart().await;
-    let after = get_json(&operator.url("/transitions?kind=PodSet"))["items"].as_array().unwrap().len();
-    assert!(after >= journaled, "journal lost rows across a SIGKILL: {journaled} before, {after} after");
-    let runs = Command::new(env!("CARGO_BIN_EXE_eru-operator")).args(["--version"]).output().unwrap();
+    let after = get_json(&operator.url("/transitions?kind=PodSet"))["items"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(
+        after >= journaled,
+        "journal lost rows across a SIGKILL: {journaled} before, {after} after"
+    );
+    let runs = Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+        .args(["--version"])
+        .output()
+        .unwrap();
     assert!(runs.status.success());
 }
 
@@ -48,7 +64,10 @@ async fn bad_flags_exit_2_with_one_line() {
         vec!["schedule", "* * *"],
         vec!["schedule", "* * * * *", "--time-zone", "Mars/Olympus"],
     ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_eru-operator")).args(&args).output().unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+            .args(&args)
+            .output()
+            .unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.starts_with("error:"), "{args:?}: {stderr}");
@@ -63,14 +82,23 @@ async fn unusable_journal_exits_nonzero_without_panic() {
     let missing_dir = dir.path().join("missing/eru.db");
     for database in [corrupt, missing_dir] {
         let output = Command::new(env!("CARGO_BIN_EXE_eru-operator"))
-            .args(["run", "--http-address", "127.0.0.1:0", "--kubeconfig", "/nonexistent"])
+            .args([
+                "run",
+                "--http-address",
+                "127.0.0.1:0",
+                "--kubeconfig",
+                "/nonexistent",
+            ])
             .arg("--database")
             .arg(&database)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{stderr}");
-        assert!(stderr.contains("error:") && stderr.contains(&*database.to_string_lossy()), "{stderr}");
+        assert!(
+            stderr.contains("error:") && stderr.contains(&*database.to_string_lossy()),
+            "{stderr}"
+        );
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }

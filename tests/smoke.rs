@@ -43,7 +43,10 @@ async fn deployment_rolls_out_and_is_garbage_collected() {
         }
     }))
     .unwrap();
-    deployments.create(&PostParams::default(), &deployment).await.unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
     let selector = ListParams::default().labels("app=smoke");
 
     // 3 Pods scheduled on kwok nodes and Ready
@@ -57,7 +60,10 @@ async fn deployment_rolls_out_and_is_garbage_collected() {
     let first_rs = replicasets.list(&selector).await.unwrap().items;
     assert_eq!(first_rs.len(), 1);
     let patch = json!({"spec": {"template": {"metadata": {"annotations": {"smoke/restartedAt": "now"}}}}});
-    let patched = deployments.patch("smoke", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    let patched = deployments
+        .patch("smoke", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
     let generation = patched.metadata.generation.unwrap();
     wait_for("the rollout to complete", Duration::from_secs(90), || async {
         let d = deployments.get("smoke").await.ok()?;
@@ -78,11 +84,18 @@ async fn deployment_rolls_out_and_is_garbage_collected() {
     assert_eq!(old_rs.spec.as_ref().unwrap().replicas, Some(0));
 
     // deleting the Deployment garbage-collects its ReplicaSets and Pods
-    deployments.delete("smoke", &DeleteParams::default()).await.unwrap();
-    wait_for("ReplicaSets and Pods to be garbage-collected", Duration::from_secs(90), || async {
-        let rs = replicasets.list(&selector).await.ok()?.items.len();
-        let p = pods.list(&selector).await.ok()?.items.len();
-        (rs == 0 && p == 0).then_some(())
-    })
+    deployments
+        .delete("smoke", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        "ReplicaSets and Pods to be garbage-collected",
+        Duration::from_secs(90),
+        || async {
+            let rs = replicasets.list(&selector).await.ok()?.items.len();
+            let p = pods.list(&selector).await.ok()?.items.len();
+            (rs == 0 && p == 0).then_some(())
+        },
+    )
     .await;
 }

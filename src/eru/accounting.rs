@@ -119,7 +119,11 @@ pub fn account(schedule: &Schedule, span: &Span<'_>) -> Accounting {
     for slot in pending {
         let (reason, window) = if span.suspended {
             (Reason::Suspended, None)
-        } else if let Some(window) = span.downtime.iter().find(|(start, end)| *start < slot && slot <= *end) {
+        } else if let Some(window) = span
+            .downtime
+            .iter()
+            .find(|(start, end)| *start < slot && slot <= *end)
+        {
             (Reason::OperatorDown, Some(*window))
         } else {
             (Reason::PastDeadline, None)
@@ -141,14 +145,23 @@ fn push(records: &mut Vec<SlotRecord>, slot: DateTime<Utc>, reason: Reason, wind
         last.count += 1;
         return;
     }
-    records.push(SlotRecord { first: slot, last: slot, count: 1, reason, window });
+    records.push(SlotRecord {
+        first: slot,
+        last: slot,
+        count: 1,
+        reason,
+        window,
+    });
 }
 
 /// Downtime windows from journaled operator runs `(started_at, last heartbeat)`, oldest first:
 /// the gap between one run's last heartbeat and the next run's start, and, when the journal's
 /// first run started after `since`, the time before it (no operator was known to run).
 pub fn downtime(runs: &[(DateTime<Utc>, DateTime<Utc>)], since: DateTime<Utc>) -> Vec<Window> {
-    let before_first = runs.first().filter(|first| first.0 > since).map(|first| (since, first.0));
+    let before_first = runs
+        .first()
+        .filter(|first| first.0 > since)
+        .map(|first| (since, first.0));
     before_first
         .into_iter()
         .chain(runs.windows(2).map(|pair| (pair[0].1, pair[1].0)))
@@ -171,12 +184,21 @@ mod tests {
     }
 
     fn span(after: DateTime<Utc>, now: DateTime<Utc>, downtime: &[Window]) -> Span<'_> {
-        Span { after, now, starting_deadline: Duration::seconds(300), suspended: false, downtime }
+        Span {
+            after,
+            now,
+            starting_deadline: Duration::seconds(300),
+            suspended: false,
+            downtime,
+        }
     }
 
     #[test]
     fn on_time_slot_is_due_and_nothing_missed() {
-        let a = account(&every_minute(), &span(t(3, 0, 0), t(3, 1, 0) + Duration::milliseconds(100), &[]));
+        let a = account(
+            &every_minute(),
+            &span(t(3, 0, 0), t(3, 1, 0) + Duration::milliseconds(100), &[]),
+        );
         assert_eq!(a.due, Some(t(3, 1, 0)));
         assert!(a.records.is_empty() && !a.more);
     }
@@ -186,17 +208,27 @@ mod tests {
         // operator down from 03:00:30 to 03:10:05; slots 03:01..03:10; deadline 5 min
         let window = (t(3, 0, 30), t(3, 10, 5));
         let a = account(&every_minute(), &span(t(3, 0, 0), t(3, 10, 5), &[window]));
-        assert_eq!(a.due, Some(t(3, 10, 0)), "the latest slot within the deadline runs once");
+        assert_eq!(
+            a.due,
+            Some(t(3, 10, 0)),
+            "the latest slot within the deadline runs once"
+        );
         assert_eq!(a.records.len(), 9);
-        assert!(a.records.iter().all(|r| r.reason == Reason::OperatorDown && r.window == Some(window)));
+        assert!(
+            a.records
+                .iter()
+                .all(|r| r.reason == Reason::OperatorDown && r.window == Some(window))
+        );
         assert_eq!(a.records[0].first, t(3, 1, 0));
         assert_eq!(a.records[8].first, t(3, 9, 0));
     }
 
     #[test]
     fn latest_past_deadline_is_missed_too() {
-        let a = account(&every_minute(), &span(t(3, 0, 0), t(3, 10, 0) + Duration::seconds(400), &[]));
-        assert_eq!(a.due, None);
+        let mut late = span(t(3, 0, 0), t(3, 10, 40), &[]);
+        late.starting_deadline = Duration::seconds(30);
+        let a = account(&every_minute(), &late);
+        assert_eq!(a.due, None, "03:10 is 40 s old with a 30 s deadline");
         assert_eq!(a.records.len(), 10);
         assert!(a.records.iter().all(|r| r.reason == Reason::PastDeadline));
     }
@@ -208,7 +240,11 @@ mod tests {
         let a = account(&every_minute(), &s);
         assert_eq!(a.due, None);
         assert_eq!(a.slot_count(), 3);
-        assert!(a.records.iter().all(|r| r.reason == Reason::Suspended && r.reason.result() == SlotResult::Skipped));
+        assert!(
+            a.records
+                .iter()
+                .all(|r| r.reason == Reason::Suspended && r.reason.result() == SlotResult::Skipped)
+        );
     }
 
     #[test]
@@ -220,7 +256,11 @@ mod tests {
         let a = account(&schedule, &span(start, now, &[window]));
         assert!(a.more, "the backlog continues in the next pass");
         assert_eq!(a.due, None, "nothing runs until the backlog reaches now");
-        assert_eq!(a.slot_count(), SLOT_BUDGET as i64, "every enumerated slot is accounted");
+        assert_eq!(
+            a.slot_count(),
+            SLOT_BUDGET as i64,
+            "every enumerated slot is accounted"
+        );
         assert_eq!(a.records.len(), RECORD_CAP + 1, "the cap plus one summary");
         let summary = a.records.last().unwrap();
         assert_eq!(summary.count, (SLOT_BUDGET - RECORD_CAP) as i64);
@@ -254,7 +294,10 @@ mod tests {
         let a = account(&schedule, &span(t(3, 0, 0), now, &[w1, w2]));
         assert_eq!(a.due, Some(now));
         assert_eq!(a.slot_count() + 1, 180 + 400);
-        let reasons: Vec<_> = a.records[RECORD_CAP..].iter().map(|r| (r.reason, r.window)).collect();
+        let reasons: Vec<_> = a.records[RECORD_CAP..]
+            .iter()
+            .map(|r| (r.reason, r.window))
+            .collect();
         assert_eq!(
             reasons,
             [
@@ -268,8 +311,15 @@ mod tests {
 
     #[test]
     fn downtime_from_runs() {
-        let runs = [(t(1, 0, 0), t(2, 0, 0)), (t(3, 0, 0), t(3, 30, 0)), (t(3, 30, 0), t(4, 0, 0))];
+        let runs = [
+            (t(1, 0, 0), t(2, 0, 0)),
+            (t(3, 0, 0), t(3, 30, 0)),
+            (t(3, 30, 0), t(4, 0, 0)),
+        ];
         assert_eq!(downtime(&runs, t(1, 0, 0)), [(t(2, 0, 0), t(3, 0, 0))]);
-        assert_eq!(downtime(&runs, t(0, 30, 0)), [(t(0, 30, 0), t(1, 0, 0)), (t(2, 0, 0), t(3, 0, 0))]);
+        assert_eq!(
+            downtime(&runs, t(0, 30, 0)),
+            [(t(0, 30, 0), t(1, 0, 0)), (t(2, 0, 0), t(3, 0, 0))]
+        );
     }
 }

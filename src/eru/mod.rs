@@ -44,6 +44,7 @@ fn default_starting_deadline() -> i64 {
     status = "EruStatus",
     shortname = "eru",
     category = "eru",
+    derive = "PartialEq",
     doc = "Elegant Rolling Updates: restarts a workload gracefully at every slot of a cron schedule.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Target", type_ = "string", json_path = ".spec.target.name"),
@@ -53,7 +54,11 @@ fn default_starting_deadline() -> i64 {
         type_ = "date",
         json_path = ".status.lastRestart.startedAt"
     ),
-    printcolumn(name = "Next Restart", type_ = "date", json_path = ".status.nextScheduleTime"),
+    printcolumn(
+        name = "Next Restart",
+        type_ = "string",
+        json_path = ".status.nextScheduleTime"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -160,6 +165,8 @@ pub struct LastRestart {
 }
 
 pub mod accounting;
+pub mod auto;
 pub mod machine;
 pub mod reconcile;
 pub mod schedule;
+pub mod target;

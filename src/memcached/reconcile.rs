@@ -145,7 +145,13 @@ async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) ->
         deployment: live.as_deref().map(view),
         in_sync: live.as_deref().is_some_and(|d| in_sync(d, &desired)),
     };
-    let phase = memcached.status.as_ref().and_then(|s| s.phase.as_deref());
+    let uid = memcached.uid().unwrap_or_default();
+    let known = ctx.statuses.current(
+        &uid,
+        &memcached.resource_version().unwrap_or_default(),
+        memcached.status.as_ref(),
+    );
+    let phase = known.as_ref().and_then(|s| s.phase.as_deref());
     let (state, decision) = dispatch(
         MemcachedMachine,
         restore(phase),
@@ -208,21 +214,22 @@ async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) ->
             }
         }
     }
-    let uid = memcached.uid().unwrap_or_default();
     if observation.deleting {
+        ctx.statuses.forget(&uid);
         ctx.metrics.forget(KIND, &uid, &namespace, &name);
         return Ok(Action::await_change());
     }
     ctx.metrics.set_phase(KIND, &uid, state.phase());
-    patch_status(
-        ctx,
+    let status = status(
         &memcached,
+        known.as_ref(),
         &context.pods,
         state.phase(),
         &observation,
         apply_error,
-    )
-    .await?;
+    );
+    ctx.apply_status(memcached.as_ref(), KIND, known.as_ref(), &status)
+        .await?;
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 
@@ -244,14 +251,15 @@ async fn set_finalizers(api: &Api<Memcached>, memcached: &Memcached, finalizers:
     }
 }
 
-async fn patch_status(
-    ctx: &Context,
+/// The status to write: Pod names from the cache, counts and conditions from the observation.
+fn status(
     memcached: &Memcached,
+    known: Option<&MemcachedStatus>,
     pods: &Store<Pod>,
     phase: &str,
     observation: &Observation,
     apply_error: Option<String>,
-) -> Result<()> {
+) -> MemcachedStatus {
     let namespace = memcached.namespace();
     let mut nodes: Vec<String> = pods
         .state()
@@ -261,7 +269,7 @@ async fn patch_status(
         .map(|p| p.name_any())
         .collect();
     nodes.sort();
-    let previous = memcached.status.clone().unwrap_or_default().conditions;
+    let previous = known.map(|s| s.conditions.clone()).unwrap_or_default();
     let deployment = observation.deployment.clone().unwrap_or_default();
     let size = observation.size;
     let available = deployment.available >= size && observation.deployment.is_some();
@@ -308,25 +316,12 @@ async fn patch_status(
             memcached,
         ),
     ];
-    let status = MemcachedStatus {
+    MemcachedStatus {
         phase: Some(phase.to_string()),
         nodes,
         ready_replicas: deployment.ready,
         available_replicas: deployment.available,
         observed_generation: memcached.meta().generation,
         conditions,
-    };
-    if memcached.status.as_ref() == Some(&status) {
-        return Ok(());
     }
-    let api: Api<Memcached> = ctx.api(&namespace.unwrap_or_default());
-    let patch = json!({"apiVersion": Memcached::api_version(&()), "kind": KIND, "status": status});
-    api.patch_status(
-        &memcached.name_any(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(patch),
-    )
-    .await
-    .map_err(Error::from)?;
-    Ok(())
 }

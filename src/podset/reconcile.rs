@@ -37,9 +37,9 @@ use super::{
     },
 };
 use crate::{
-    Error, Result,
+    Result,
     conditions::condition,
-    controller::{Context, MANAGER, instrumented, retry_after, shutdown_requested, watch_util},
+    controller::{Context, instrumented, retry_after, shutdown_requested, watch_util},
     journal::Entry,
     machine::{Phase, dispatch},
 };
@@ -180,12 +180,17 @@ fn view(pod: &Pod) -> PodView {
 }
 
 /// Turns the cluster as cached into an observation.
-fn observe(podset: &PodSet, pods: &[Arc<Pod>], expectations_met: bool) -> Observation {
+fn observe(
+    podset: &PodSet,
+    known: Option<&PodSetStatus>,
+    pods: &[Arc<Pod>],
+    expectations_met: bool,
+) -> Observation {
     let namespace = podset.namespace();
     let mut observation = Observation {
         desired: podset.spec.replicas,
         expectations_met,
-        failure: replica_failure(podset),
+        failure: replica_failure(known),
         ..Observation::default()
     };
     for pod in pods.iter().filter(|p| p.namespace() == namespace) {
@@ -215,10 +220,8 @@ fn observe(podset: &PodSet, pods: &[Arc<Pod>], expectations_met: bool) -> Observ
     observation
 }
 
-fn replica_failure(podset: &PodSet) -> Option<String> {
-    podset
-        .status
-        .as_ref()?
+fn replica_failure(status: Option<&PodSetStatus>) -> Option<String> {
+    status?
         .conditions
         .iter()
         .find(|c| c.type_ == "ReplicaFailure" && c.status == "True")
@@ -262,8 +265,13 @@ async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<A
         }
         met
     };
-    let observation = observe(&podset, &pods, expectations_met);
-    let phase = podset.status.as_ref().and_then(|s| s.phase.as_deref());
+    let known = ctx.statuses.current(
+        &uid,
+        &podset.resource_version().unwrap_or_default(),
+        podset.status.as_ref(),
+    );
+    let observation = observe(&podset, known.as_ref(), &pods, expectations_met);
+    let phase = known.as_ref().and_then(|s| s.phase.as_deref());
     let (state, decision) = dispatch(
         PodSetMachine,
         restore(phase),
@@ -325,7 +333,15 @@ async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<A
         .await;
     }
     ctx.metrics.set_phase(KIND, &uid, state.phase());
-    patch_status(ctx, &podset, state.phase(), &observation, failures.first()).await?;
+    let status = status(
+        &podset,
+        known.as_ref(),
+        state.phase(),
+        &observation,
+        failures.first(),
+    );
+    ctx.apply_status(podset.as_ref(), KIND, known.as_ref(), &status)
+        .await?;
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 
@@ -391,20 +407,22 @@ fn api_message(error: &kube::Error) -> String {
     }
 }
 
-async fn patch_status(
-    ctx: &Context,
+/// The status to write: counts and names from the observation, a `ReplicaFailure` condition
+/// while creating or deleting Pods fails.
+fn status(
     podset: &PodSet,
+    known: Option<&PodSetStatus>,
     phase: &str,
     observation: &Observation,
     failure: Option<&String>,
-) -> Result<()> {
+) -> PodSetStatus {
     let mut names: Vec<String> = observation.active.iter().map(|p| p.name.clone()).collect();
     names.sort();
     let ready = observation.active.iter().filter(|p| p.ready).count() as i32;
-    let previous = podset.status.clone().unwrap_or_default();
+    let previous = known.map(|s| s.conditions.as_slice()).unwrap_or_default();
     let conditions = match failure {
         Some(message) => vec![condition(
-            &previous.conditions,
+            previous,
             "ReplicaFailure",
             true,
             "FailedCreateOrDelete",
@@ -413,7 +431,7 @@ async fn patch_status(
         )],
         None => Vec::new(),
     };
-    let status = PodSetStatus {
+    PodSetStatus {
         phase: Some(phase.to_string()),
         replicas: names.len() as i32,
         ready_replicas: ready,
@@ -421,18 +439,5 @@ async fn patch_status(
         pod_names: names,
         observed_generation: podset.meta().generation,
         conditions,
-    };
-    if podset.status.as_ref() == Some(&status) {
-        return Ok(());
     }
-    let api: Api<PodSet> = ctx.api(&podset.namespace().unwrap_or_default());
-    let patch = json!({"apiVersion": PodSet::api_version(&()), "kind": KIND, "status": status});
-    api.patch_status(
-        &podset.name_any(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(patch),
-    )
-    .await
-    .map_err(Error::from)?;
-    Ok(())
 }

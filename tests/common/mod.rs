@@ -41,7 +41,11 @@ pub async fn client() -> Client {
 
 /// Runs kubectl against `KUBECONFIG`; panics with its stderr if it fails.
 pub fn kubectl(args: &[&str]) -> String {
-    let output = Command::new("kubectl").args(args).current_dir(repo()).output().expect("kubectl on PATH");
+    let output = Command::new("kubectl")
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("kubectl on PATH");
     assert!(
         output.status.success(),
         "kubectl {} failed: {}",
@@ -57,7 +61,13 @@ pub fn install() {
     INSTALLED.get_or_init(|| {
         kubectl(&["apply", "--server-side", "--force-conflicts", "-f", "crds/"]);
         kubectl(&["apply", "-f", "deploy/namespace.yaml", "-f", "deploy/rbac.yaml"]);
-        kubectl(&["wait", "--for=condition=Established", "--timeout=60s", "-f", "crds/"]);
+        kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "-f",
+            "crds/",
+        ]);
     });
 }
 
@@ -72,7 +82,10 @@ where
         if let Some(value) = check().await {
             return value;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -84,10 +97,16 @@ pub struct TestNamespace {
 
 impl TestNamespace {
     pub async fn create(client: &Client, prefix: &str) -> Self {
-        let suffix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let suffix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
         let name = format!("{prefix}-{suffix:x}");
         let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create namespace");
         // Pods need the namespace's default ServiceAccount.
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
         wait_for("default ServiceAccount", Duration::from_secs(30), || async {
@@ -101,7 +120,13 @@ impl TestNamespace {
 impl Drop for TestNamespace {
     fn drop(&mut self) {
         let _ = Command::new("kubectl")
-            .args(["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"])
+            .args([
+                "delete",
+                "namespace",
+                &self.name,
+                "--wait=false",
+                "--ignore-not-found",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
@@ -110,12 +135,19 @@ impl Drop for TestNamespace {
 
 /// A free loopback port.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// GET `url`; returns the status and body (any status; panics only if nothing answers).
 pub fn get(url: &str) -> (u16, String) {
-    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
     let mut response = agent.get(url).call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
     let status = response.status().as_u16();
     (status, response.body_mut().read_to_string().unwrap_or_default())
@@ -133,7 +165,10 @@ pub fn get_json(url: &str) -> serde_json::Value {
 async fn service_account_kubeconfig(client: &Client, path: &Path) {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "eru-system");
     let request = TokenRequest {
-        spec: Some(TokenRequestSpec { expiration_seconds: Some(3600 * 2), ..TokenRequestSpec::default() }),
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600 * 2),
+            ..TokenRequestSpec::default()
+        }),
         ..TokenRequest::default()
     };
     let token = accounts
@@ -190,7 +225,11 @@ impl Operator {
     }
 
     async fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_eru-operator"))
             .arg("run")
             .arg("--kubeconfig")
@@ -216,7 +255,11 @@ impl Operator {
             {
                 return;
             }
-            assert!(Instant::now() < deadline, "operator not ready after 90s:\n{}", self.log_tail());
+            assert!(
+                Instant::now() < deadline,
+                "operator not ready after 90s:\n{}",
+                self.log_tail()
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -244,9 +287,15 @@ impl Operator {
     /// SIGTERM and wait for a clean exit.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
             let status = child.wait().unwrap();
-            assert!(status.success(), "operator did not stop cleanly ({status}):\n{}", self.log_tail());
+            assert!(
+                status.success(),
+                "operator did not stop cleanly ({status}):\n{}",
+                self.log_tail()
+            );
         }
     }
 
@@ -260,7 +309,11 @@ impl Operator {
 impl Drop for Operator {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("--- operator log ({}) ---\n{}", self.log.display(), self.log_tail());
+            eprintln!(
+                "--- operator log ({}) ---\n{}",
+                self.log.display(),
+                self.log_tail()
+            );
         }
         self.kill();
     }

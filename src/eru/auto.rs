@@ -1,0 +1,307 @@
+//! Erus created from Deployment annotations: `mtsre.meitu.com/eru: "true"` asks for an Eru named
+//! after the Deployment, owned by it and labelled as managed by the operator; its schedule and
+//! time zone come from `mtsre.meitu.com/eru-schedule` and `mtsre.meitu.com/eru-timezone` (or
+//! `--default-schedule`). Removing the annotation, or any value but "true", deletes that Eru. A
+//! user-made Eru of the same name is never touched: the conflict is reported with an Event.
+
+use std::{collections::BTreeMap, future::Future, sync::Arc};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, ObjectMeta, Patch, PatchParams},
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::Action,
+        events::EventType,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::{
+    AUTO_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_TIMEZONE_ANNOTATION, DEFAULT_STARTING_DEADLINE_SECONDS,
+    Eru, EruSpec, Target, TargetKind,
+};
+use crate::{
+    Result,
+    controller::{Context, MANAGER, instrumented, retry_after, shutdown_requested, watch_util},
+};
+
+const KIND: &str = "Deployment";
+/// Label marking Erus the operator created.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", MANAGER);
+
+/// What to do about one Deployment's automatic Eru.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AutoAction {
+    /// Create or update the Eru.
+    Apply(Box<Eru>),
+    /// Delete the Eru the operator created.
+    Delete,
+    /// An Eru of that name exists and is not ours: report, touch nothing.
+    Conflict(String),
+    Nothing,
+}
+
+fn is_ours(eru: &Eru, deployment: &Deployment) -> bool {
+    eru.labels().get(MANAGED_BY.0).map(String::as_str) == Some(MANAGED_BY.1)
+        && eru
+            .owner_references()
+            .iter()
+            .any(|o| Some(&o.uid) == deployment.meta().uid.as_ref())
+}
+
+/// The automatic Eru a Deployment asks for.
+pub fn desired(deployment: &Deployment, default_schedule: &str) -> Eru {
+    let annotations = deployment.annotations();
+    let spec = EruSpec {
+        schedule: annotations
+            .get(AUTO_SCHEDULE_ANNOTATION)
+            .cloned()
+            .unwrap_or_else(|| default_schedule.to_string()),
+        time_zone: annotations.get(AUTO_TIMEZONE_ANNOTATION).cloned(),
+        target: Target {
+            kind: TargetKind::Deployment,
+            name: deployment.name_any(),
+        },
+        suspend: false,
+        starting_deadline_seconds: DEFAULT_STARTING_DEADLINE_SECONDS,
+        rollout_timeout_seconds: None,
+    };
+    let mut eru = Eru::new(&deployment.name_any(), spec);
+    eru.metadata = ObjectMeta {
+        name: Some(deployment.name_any()),
+        namespace: deployment.namespace(),
+        labels: Some(BTreeMap::from([(
+            MANAGED_BY.0.to_string(),
+            MANAGED_BY.1.to_string(),
+        )])),
+        owner_references: deployment.controller_owner_ref(&()).map(|o| vec![o]),
+        ..ObjectMeta::default()
+    };
+    eru
+}
+
+/// Decides what to do for `deployment`, given the Eru of the same name if one exists.
+pub fn decide(deployment: &Deployment, existing: Option<&Eru>, default_schedule: &str) -> AutoAction {
+    let wanted = deployment.annotations().get(AUTO_ANNOTATION).map(String::as_str) == Some("true");
+    match existing {
+        Some(eru) if !is_ours(eru, deployment) => {
+            if wanted {
+                AutoAction::Conflict(format!(
+                    "an Eru named {} already exists and is not managed by the operator; it is left as it is",
+                    eru.name_any()
+                ))
+            } else {
+                AutoAction::Nothing
+            }
+        }
+        Some(eru) if wanted => {
+            let want = desired(deployment, default_schedule);
+            if eru.spec == want.spec {
+                AutoAction::Nothing
+            } else {
+                AutoAction::Apply(Box::new(want))
+            }
+        }
+        Some(_) => AutoAction::Delete,
+        None if wanted => AutoAction::Apply(Box::new(desired(deployment, default_schedule))),
+        None => AutoAction::Nothing,
+    }
+}
+
+struct AutoContext {
+    ctx: Arc<Context>,
+    erus: Store<Eru>,
+}
+
+/// The controller that keeps automatic Erus in line with Deployment annotations.
+pub fn controller(
+    ctx: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
+    let namespace = &ctx.settings.namespace;
+    let deployments: Api<Deployment> = watch_util::api_for(&ctx.client, namespace);
+    let (erus, writer) = reflector::store();
+    let eru_stream = watcher(
+        watch_util::api_for::<Eru>(&ctx.client, namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .touched_objects();
+    let controller = Controller::new(deployments, watcher::Config::default())
+        .owns_stream(eru_stream)
+        .graceful_shutdown_on(shutdown_requested(shutdown));
+    let store = controller.store();
+    let synced = {
+        let erus = erus.clone();
+        async move {
+            let _ = futures::join!(store.wait_until_ready(), erus.wait_until_ready());
+        }
+    };
+    let context = Arc::new(AutoContext { ctx, erus });
+    let run = controller
+        .run(
+            |deployment, context| async move {
+                let ctx = context.ctx.clone();
+                instrumented(&ctx, "EruAutoCreate", reconcile(deployment, context)).await
+            },
+            |_, error, _| retry_after(error),
+            context,
+        )
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                warn!(kind = KIND, error = %e, "auto-create reconcile failed");
+            }
+        });
+    (run, synced)
+}
+
+async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Result<Action> {
+    let ctx = &context.ctx;
+    if deployment.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change()); // its Eru goes with it (owner reference)
+    }
+    let namespace = deployment.namespace().unwrap_or_default();
+    let name = deployment.name_any();
+    let existing = context.erus.get(&ObjectRef::new(&name).within(&namespace));
+    let api: Api<Eru> = ctx.api(&namespace);
+    match decide(&deployment, existing.as_deref(), &ctx.settings.default_schedule) {
+        AutoAction::Apply(eru) => match api
+            .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&*eru))
+            .await
+        {
+            Ok(_) => info!(deployment = %name, schedule = %eru.spec.schedule, "automatic Eru applied"),
+            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 400 => {
+                // the annotation's schedule or time zone is refused by the CRD schema
+                let note = format!("cannot create Eru {name} from annotations: {}", status.message);
+                ctx.publish(
+                    deployment.as_ref(),
+                    EventType::Warning,
+                    "EruInvalid",
+                    "AutoCreate",
+                    Some(note),
+                )
+                .await;
+            }
+            Err(e) => return Err(e.into()),
+        },
+        AutoAction::Delete => match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => info!(deployment = %name, "automatic Eru deleted"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        },
+        AutoAction::Conflict(note) => {
+            ctx.publish(
+                deployment.as_ref(),
+                EventType::Warning,
+                "EruConflict",
+                "AutoCreate",
+                Some(note),
+            )
+            .await
+        }
+        AutoAction::Nothing => {}
+    }
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment(annotations: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "dep-uid", "annotations": annotations},
+            "spec": {"selector": {}, "template": {}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn annotated_deployment_gets_an_owned_labelled_eru() {
+        let d = deployment(
+            json!({AUTO_ANNOTATION: "true", AUTO_SCHEDULE_ANNOTATION: "0 4 * * *", AUTO_TIMEZONE_ANNOTATION: "Asia/Shanghai"}),
+        );
+        let AutoAction::Apply(eru) = decide(&d, None, "0 3 * * *") else {
+            panic!("expected Apply")
+        };
+        assert_eq!(eru.spec.schedule, "0 4 * * *");
+        assert_eq!(eru.spec.time_zone.as_deref(), Some("Asia/Shanghai"));
+        assert_eq!(
+            eru.spec.target,
+            Target {
+                kind: TargetKind::Deployment,
+                name: "web".into()
+            }
+        );
+        assert_eq!(eru.owner_references()[0].uid, "dep-uid");
+        assert_eq!(eru.labels()[MANAGED_BY.0], MANAGER);
+        assert!(is_ours(&eru, &d));
+    }
+
+    #[test]
+    fn default_schedule_and_updates() {
+        let d = deployment(json!({AUTO_ANNOTATION: "true"}));
+        let eru = desired(&d, "0 3 * * *");
+        assert_eq!(eru.spec.schedule, "0 3 * * *");
+        assert_eq!(decide(&d, Some(&eru), "0 3 * * *"), AutoAction::Nothing);
+        let edited = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SCHEDULE_ANNOTATION: "*/5 * * * *"}));
+        assert!(
+            matches!(decide(&edited, Some(&eru), "0 3 * * *"), AutoAction::Apply(e) if e.spec.schedule == "*/5 * * * *")
+        );
+    }
+
+    #[test]
+    fn removing_or_changing_the_annotation_deletes_ours() {
+        let eru = desired(&deployment(json!({AUTO_ANNOTATION: "true"})), "0 3 * * *");
+        assert_eq!(
+            decide(&deployment(json!({})), Some(&eru), "0 3 * * *"),
+            AutoAction::Delete
+        );
+        assert_eq!(
+            decide(
+                &deployment(json!({AUTO_ANNOTATION: "false"})),
+                Some(&eru),
+                "0 3 * * *"
+            ),
+            AutoAction::Delete
+        );
+        assert_eq!(
+            decide(&deployment(json!({})), None, "0 3 * * *"),
+            AutoAction::Nothing
+        );
+    }
+
+    #[test]
+    fn a_user_made_eru_is_never_overwritten_or_deleted() {
+        let spec = EruSpec {
+            schedule: "0 1 * * *".into(),
+            time_zone: None,
+            target: Target {
+                kind: TargetKind::Deployment,
+                name: "web".into(),
+            },
+            suspend: false,
+            starting_deadline_seconds: 300,
+            rollout_timeout_seconds: None,
+        };
+        let user_made = Eru::new("web", spec);
+        let d = deployment(json!({AUTO_ANNOTATION: "true"}));
+        assert!(matches!(
+            decide(&d, Some(&user_made), "0 3 * * *"),
+            AutoAction::Conflict(_)
+        ));
+        assert_eq!(
+            decide(&deployment(json!({})), Some(&user_made), "0 3 * * *"),
+            AutoAction::Nothing
+        );
+    }
+}

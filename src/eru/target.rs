@@ -1,0 +1,209 @@
+//! What an Eru sees of its target, kind-agnostic: a Deployment today; a StatefulSet or DaemonSet
+//! needs only its own `view_*` function (the restart patch is the same pod-template annotation).
+//! Pure: the gate before a restart and the verdict on a rollout.
+
+use chrono::{DateTime, Duration, Utc};
+use k8s_openapi::api::apps::v1::Deployment;
+
+use super::{RESTARTED_AT_ANNOTATION, machine::Gate};
+
+/// Default `progressDeadlineSeconds` of a Deployment.
+pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
+
+/// A workload's rollout state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TargetView {
+    pub paused: bool,
+    pub desired: i32,
+    pub replicas: i32,
+    pub updated: i32,
+    pub ready: i32,
+    pub available: i32,
+    /// The workload controller has seen the latest spec.
+    pub caught_up: bool,
+    /// The slot the pod template carries (the last restart patched).
+    pub template_slot: Option<DateTime<Utc>>,
+    /// The workload controller gave up on progress (Deployment: ProgressDeadlineExceeded).
+    pub deadline_exceeded: bool,
+    pub progress_deadline_seconds: i32,
+}
+
+/// The view of a Deployment.
+pub fn view_deployment(deployment: &Deployment) -> TargetView {
+    let spec = deployment.spec.clone().unwrap_or_default();
+    let status = deployment.status.clone().unwrap_or_default();
+    TargetView {
+        paused: spec.paused.unwrap_or(false),
+        desired: spec.replicas.unwrap_or(1),
+        replicas: status.replicas.unwrap_or(0),
+        updated: status.updated_replicas.unwrap_or(0),
+        ready: status.ready_replicas.unwrap_or(0),
+        available: status.available_replicas.unwrap_or(0),
+        caught_up: status.observed_generation >= deployment.metadata.generation,
+        template_slot: spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get(RESTARTED_AT_ANNOTATION))
+            .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
+            .map(|t| t.with_timezone(&Utc)),
+        deadline_exceeded: status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")),
+        progress_deadline_seconds: spec
+            .progress_deadline_seconds
+            .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS),
+    }
+}
+
+/// How a rollout stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Done,
+    Failed(String),
+    Progressing,
+}
+
+impl TargetView {
+    /// Every desired replica is updated, ready and available, and no old one is left.
+    pub fn settled(&self) -> bool {
+        self.caught_up
+            && self.updated == self.desired
+            && self.ready == self.desired
+            && self.available == self.desired
+            && self.replicas == self.desired
+    }
+
+    /// Whether a restart may start now.
+    pub fn gate(&self) -> Gate {
+        if self.paused {
+            Gate::Paused
+        } else if !self.settled() {
+            Gate::Unhealthy
+        } else {
+            Gate::Open
+        }
+    }
+
+    /// The rollout of the restart of `slot`, started at `started_at`, as of `now`.
+    pub fn verdict(
+        &self,
+        slot: DateTime<Utc>,
+        started_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        timeout: Duration,
+    ) -> Verdict {
+        let ours = self.template_slot == Some(slot);
+        if ours && self.settled() {
+            Verdict::Done
+        } else if ours && self.deadline_exceeded {
+            Verdict::Failed(
+                "ProgressDeadlineExceeded: the Deployment made no progress within its deadline".into(),
+            )
+        } else if now - started_at > timeout {
+            Verdict::Failed(format!(
+                "the rollout did not finish within {} s",
+                timeout.num_seconds()
+            ))
+        } else {
+            Verdict::Progressing
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    use super::*;
+
+    fn t(s: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, 3, 0, s).unwrap()
+    }
+
+    fn deployment(annotation: Option<&str>, status: serde_json::Value) -> Deployment {
+        let annotations = annotation.map(|a| json!({ RESTARTED_AT_ANNOTATION: a }));
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "generation": 2},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"annotations": annotations}, "spec": {"containers": []}}
+            },
+            "status": status
+        }))
+        .unwrap()
+    }
+
+    fn settled() -> serde_json::Value {
+        json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 3, "availableReplicas": 3})
+    }
+
+    #[test]
+    fn settled_deployment_is_open_and_done() {
+        let view = view_deployment(&deployment(Some("2026-11-22T03:00:10Z"), settled()));
+        assert_eq!(view.template_slot, Some(t(10)));
+        assert_eq!(view.gate(), Gate::Open);
+        assert_eq!(
+            view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+            Verdict::Done
+        );
+        // the template carries another slot: this restart's rollout has not been seen yet
+        assert_eq!(
+            view.verdict(t(20), t(20), t(21), Duration::seconds(600)),
+            Verdict::Progressing
+        );
+    }
+
+    #[test]
+    fn old_replicas_or_stale_generation_are_not_done() {
+        let mut status = settled();
+        status["replicas"] = json!(4);
+        let view = view_deployment(&deployment(Some("2026-11-22T03:00:10Z"), status));
+        assert_eq!(view.gate(), Gate::Unhealthy);
+        assert_eq!(
+            view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+            Verdict::Progressing
+        );
+        let mut stale = settled();
+        stale["observedGeneration"] = json!(1);
+        assert!(!view_deployment(&deployment(Some("2026-11-22T03:00:10Z"), stale)).settled());
+    }
+
+    #[test]
+    fn deadline_and_timeout_fail() {
+        let mut status = settled();
+        status["availableReplicas"] = json!(1);
+        status["conditions"] =
+            json!([{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]);
+        let view = view_deployment(&deployment(Some("2026-11-22T03:00:10Z"), status));
+        assert!(matches!(
+            view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+            Verdict::Failed(_)
+        ));
+        let slow = view_deployment(&deployment(
+            Some("2026-11-22T03:00:10Z"),
+            json!({"observedGeneration": 2}),
+        ));
+        assert_eq!(
+            slow.verdict(t(10), t(10), t(15), Duration::seconds(30)),
+            Verdict::Progressing
+        );
+        assert!(matches!(
+            slow.verdict(t(10), t(10), t(50), Duration::seconds(30)),
+            Verdict::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn paused_is_gated_first() {
+        let mut d = deployment(None, settled());
+        d.spec.as_mut().unwrap().paused = Some(true);
+        assert_eq!(view_deployment(&d).gate(), Gate::Paused);
+        assert_eq!(view_deployment(&d).progress_deadline_seconds, 600);
+    }
+}
