@@ -200,12 +200,24 @@ pub struct Operator {
     kubeconfig: PathBuf,
     namespace: String,
     extra: Vec<String>,
+    /// Extra environment of the process (e.g. a failpoint); `restart` keeps what is set here.
+    pub env: Vec<(String, String)>,
     _dir: std::sync::Arc<tempfile::TempDir>,
 }
 
 impl Operator {
     /// Starts the operator for `namespace` with a fresh journal and waits until `/readyz` is 200.
     pub async fn start(client: &Client, namespace: &str, extra: &[&str]) -> Self {
+        Self::start_with_env(client, namespace, extra, &[]).await
+    }
+
+    /// [`Operator::start`] with extra environment variables.
+    pub async fn start_with_env(
+        client: &Client,
+        namespace: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         install();
         let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
         let kubeconfig = dir.path().join("kubeconfig");
@@ -218,13 +230,20 @@ impl Operator {
             kubeconfig,
             namespace: namespace.to_string(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             _dir: dir,
         };
         operator.spawn().await;
         operator
     }
 
-    async fn spawn(&mut self) {
+    /// Starts the process without waiting for readiness (a failpoint may hold it back).
+    pub async fn spawn(&mut self) {
+        self.spawn_process();
+        self.wait_ready().await;
+    }
+
+    fn spawn_process(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -240,11 +259,16 @@ impl Operator {
             .args(["--http-address", &format!("127.0.0.1:{}", self.port)])
             .args(["--heartbeat-seconds", "1", "--log-level", "info,eru=debug"])
             .args(&self.extra)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("start eru-operator");
         self.child = Some(child);
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {

@@ -1,0 +1,505 @@
+//! Eru end to end, against the local cluster with the operator under `deploy/` RBAC: restarts and
+//! rollouts, a SIGKILL right after the patch, downtime accounting, auto-creation, gates and bad
+//! input.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use common::{Operator, TestNamespace, client, get_json, wait_for};
+use eru::eru::{Eru, EruStatus, RESTARTED_AT_ANNOTATION};
+use k8s_openapi::api::{apps::v1::Deployment, events::v1::Event};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+
+async fn deployment(client: &Client, ns: &str, name: &str, replicas: i32, extra: Value) -> Deployment {
+    let mut body = json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}
+            }
+        }
+    });
+    merge(&mut body, extra);
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    api.create(&PostParams::default(), &serde_json::from_value(body).unwrap())
+        .await
+        .unwrap()
+}
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+async fn wait_ready(api: &Api<Deployment>, name: &str, replicas: i32) {
+    wait_for(
+        &format!("deployment {name} ready"),
+        Duration::from_secs(60),
+        || async {
+            let s = api.get(name).await.ok()?.status?;
+            (s.available_replicas == Some(replicas) && s.replicas == Some(replicas)).then_some(())
+        },
+    )
+    .await;
+}
+
+async fn create_eru(client: &Client, ns: &str, name: &str, spec: Value) -> kube::Result<Eru> {
+    let api: Api<Eru> = Api::namespaced(client.clone(), ns);
+    let eru: Eru = serde_json::from_value(json!({
+        "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru", "metadata": {"name": name}, "spec": spec
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &eru).await
+}
+
+/// Sends an Eru as raw JSON, so the API server (not serde) judges it.
+async fn create_raw_eru(client: &Client, ns: &str, name: &str, spec: Value) -> kube::Result<DynamicObject> {
+    let resource = ApiResource::erase::<Eru>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru", "metadata": {"name": name}, "spec": spec
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &object).await
+}
+
+async fn status(api: &Api<Eru>, name: &str) -> Option<EruStatus> {
+    api.get(name).await.ok()?.status
+}
+
+fn time(value: &Value) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(value.as_str().unwrap_or_default())
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+fn template_slot(deployment: &Deployment) -> Option<DateTime<Utc>> {
+    let annotations = deployment
+        .spec
+        .as_ref()?
+        .template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?;
+    Some(
+        DateTime::parse_from_rfc3339(annotations.get(RESTARTED_AT_ANNOTATION)?)
+            .ok()?
+            .with_timezone(&Utc),
+    )
+}
+
+fn items(operator: &Operator, path: &str) -> Vec<Value> {
+    get_json(&operator.url(path))["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+async fn events(client: &Client, ns: &str, regarding: &str, reason: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    let list = api
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    list.into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn scheduled_restart_rolls_out_and_status_agrees_with_the_journal() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-restart").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 3, json!({})).await;
+    wait_ready(&deployments, "web", 3).await;
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/10 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let last = wait_for("a succeeded restart", Duration::from_secs(60), || async {
+        status(&erus, "web")
+            .await?
+            .last_restart
+            .filter(|r| r.outcome == "succeeded")
+    })
+    .await;
+    // the Deployment carries that slot and finished rolling it out with kwok Pods Ready
+    let d = deployments.get("web").await.unwrap();
+    assert!(template_slot(&d).unwrap() >= last.slot);
+    assert_eq!(
+        last.slot.timestamp() % 10,
+        0,
+        "slots are on the schedule: {}",
+        last.slot
+    );
+    let row = items(&operator, "/history?name=web")
+        .into_iter()
+        .find(|r| time(&r["slot"]) == last.slot)
+        .expect("the restart in /history");
+    assert_eq!(row["outcome"], "succeeded");
+    assert_eq!(time(&row["started_at"]), last.started_at);
+    assert_eq!(time(&row["finished_at"]), last.finished_at.unwrap());
+    assert!(last.duration_seconds.unwrap() >= 0.0);
+    let transitions = items(&operator, "/transitions?kind=Eru&name=web");
+    for (from, to, event) in [
+        ("Waiting", "Restarting", "SlotDue"),
+        ("Restarting", "RollingOut", "RestartPatched"),
+        ("RollingOut", "Waiting", "RolloutDone"),
+    ] {
+        assert!(
+            transitions
+                .iter()
+                .any(|t| t["from_state"] == from && t["to_state"] == to && t["event"] == event),
+            "missing {from} → {to} on {event}: {transitions:?}"
+        );
+    }
+    let s = status(&erus, "web").await.unwrap();
+    assert!(s.next_schedule_time.unwrap() > last.slot);
+    assert!(
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+    assert_eq!(get_json(&operator.url("/readyz"))["caches"], true);
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn sigkill_right_after_the_patch_restarts_the_slot_once() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-kill").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 2, json!({})).await;
+    wait_ready(&deployments, "web", 2).await;
+    let mut operator = Operator::start_with_env(
+        &client,
+        &ns.name,
+        &[],
+        &[("ERU_FAILPOINT", "hang-after-restart-patch")],
+    )
+    .await;
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/10 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+
+    let slot = wait_for("the restart patch", Duration::from_secs(40), || async {
+        template_slot(&deployments.get("web").await.ok()?)
+    })
+    .await;
+    operator.kill(); // SIGKILL, between the patch and everything after it
+    operator.env.clear();
+    operator.restart().await;
+
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    wait_for(
+        "the killed slot's restart to finish",
+        Duration::from_secs(60),
+        || async {
+            let rows = items(&operator, "/history?name=web");
+            rows.iter()
+                .any(|r| time(&r["slot"]) == slot && r["outcome"] == "succeeded")
+                .then_some(())
+        },
+    )
+    .await;
+    // stop further slots, then compare the journal with the Deployment
+    erus.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    wait_for("suspended and idle", Duration::from_secs(60), || async {
+        let s = status(&erus, "web").await?;
+        (s.phase.as_deref() == Some("Suspended")).then_some(())
+    })
+    .await;
+    let rows = items(&operator, "/history?name=web");
+    assert_eq!(
+        rows.iter().filter(|r| time(&r["slot"]) == slot).count(),
+        1,
+        "one restart for the slot: {rows:?}"
+    );
+    let generation = deployments.get("web").await.unwrap().metadata.generation.unwrap();
+    assert_eq!(
+        generation,
+        1 + rows.len() as i64,
+        "each journaled restart patched the template exactly once: {rows:?}"
+    );
+    let starts = items(&operator, "/transitions?kind=Eru&name=web")
+        .iter()
+        .filter(|t| t["to_state"] == "Restarting")
+        .count();
+    assert!(
+        starts <= rows.len(),
+        "{starts} restarts begun for {} journaled",
+        rows.len()
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn downtime_is_recorded_as_operator_down_and_only_the_latest_slot_runs() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-down").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let mut operator = Operator::start(&client, &ns.name, &[]).await;
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/4 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    wait_for(
+        "a first restart, then Waiting",
+        Duration::from_secs(60),
+        || async {
+            let s = status(&erus, "web").await?;
+            (s.last_restart?.outcome == "succeeded" && s.phase.as_deref() == Some("Waiting")).then_some(())
+        },
+    )
+    .await;
+
+    operator.stop();
+    let stopped = Utc::now();
+    tokio::time::sleep(Duration::from_secs(13)).await;
+    let restarted = Utc::now();
+    operator.restart().await;
+
+    let catch_up = wait_for("the catch-up restart", Duration::from_secs(60), || async {
+        let rows = items(&operator, "/history?name=web");
+        rows.into_iter()
+            .map(|r| time(&r["slot"]))
+            .find(|slot| *slot > stopped)
+    })
+    .await;
+    assert!(
+        catch_up <= restarted + chrono::Duration::seconds(5),
+        "the catch-up is a downtime slot: {catch_up}"
+    );
+    let missed = items(&operator, "/missed?name=web");
+    let down: Vec<&Value> = missed.iter().filter(|m| m["reason"] == "operator_down").collect();
+    let count: i64 = down.iter().map(|m| m["slot_count"].as_i64().unwrap()).sum();
+    assert!(
+        count >= 2,
+        "13 s down under */4 misses at least 2 slots: {missed:?}"
+    );
+    for m in &down {
+        let (start, end) = (time(&m["window_start"]), time(&m["window_end"]));
+        assert!(
+            start <= stopped && start > stopped - chrono::Duration::seconds(3),
+            "window start {start} vs stop {stopped}"
+        );
+        assert!(
+            end >= restarted && end < restarted + chrono::Duration::seconds(10),
+            "window end {end} vs restart {restarted}"
+        );
+        assert!(
+            time(&m["slot"]) > start && time(&m["last_slot"]) < catch_up,
+            "{m}"
+        );
+        assert_eq!(m["result"], "missed");
+    }
+    let in_downtime = items(&operator, "/history?name=web")
+        .iter()
+        .filter(|r| time(&r["slot"]) > stopped && time(&r["slot"]) <= restarted)
+        .count();
+    assert!(in_downtime <= 1, "only the latest downtime slot runs");
+    let s = status(&erus, "web").await.unwrap();
+    assert!(s.missed_slots >= count && s.last_missed_time.is_some());
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn annotation_creates_updates_and_deletes_an_eru_but_never_a_users() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-auto").await;
+    let _operator = Operator::start(&client, &ns.name, &[]).await;
+    let annotations = json!({"metadata": {"annotations": {"mtsre.meitu.com/eru": "true", "mtsre.meitu.com/eru-schedule": "0 3 * * *"}}});
+    let d = deployment(&client, &ns.name, "auto", 1, annotations.clone()).await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let eru = wait_for("the automatic Eru", Duration::from_secs(30), || async {
+        erus.get_opt("auto").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(eru.spec.schedule, "0 3 * * *");
+    assert_eq!(eru.owner_references()[0].uid, d.uid().unwrap());
+    assert_eq!(eru.labels()["app.kubernetes.io/managed-by"], "eru-operator");
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let edit = json!({"metadata": {"annotations": {"mtsre.meitu.com/eru-schedule": "30 4 * * mon", "mtsre.meitu.com/eru-timezone": "Europe/Berlin"}}});
+    deployments
+        .patch("auto", &PatchParams::default(), &Patch::Merge(edit))
+        .await
+        .unwrap();
+    wait_for(
+        "the Eru to follow the annotation",
+        Duration::from_secs(30),
+        || async {
+            let e = erus.get("auto").await.ok()?;
+            (e.spec.schedule == "30 4 * * mon" && e.spec.time_zone.as_deref() == Some("Europe/Berlin"))
+                .then_some(())
+        },
+    )
+    .await;
+    let off = json!({"metadata": {"annotations": {"mtsre.meitu.com/eru": "false"}}});
+    deployments
+        .patch("auto", &PatchParams::default(), &Patch::Merge(off))
+        .await
+        .unwrap();
+    wait_for(
+        "the automatic Eru to be deleted",
+        Duration::from_secs(30),
+        || async { erus.get_opt("auto").await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+
+    // a user's Eru of the same name is reported, not taken over
+    create_eru(
+        &client,
+        &ns.name,
+        "mine",
+        json!({"schedule": "0 1 * * *", "target": {"kind": "Deployment", "name": "mine"}}),
+    )
+    .await
+    .unwrap();
+    deployment(&client, &ns.name, "mine", 1, annotations).await;
+    wait_for("an EruConflict Event", Duration::from_secs(30), || async {
+        (!events(&client, &ns.name, "mine", "EruConflict").await.is_empty()).then_some(())
+    })
+    .await;
+    let mine = erus.get("mine").await.unwrap();
+    assert_eq!(mine.spec.schedule, "0 1 * * *");
+    assert!(mine.labels().get("app.kubernetes.io/managed-by").is_none());
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn paused_target_is_skipped_and_an_invalid_schedule_recovers() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-gates").await;
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    deployment(&client, &ns.name, "paused", 1, json!({"spec": {"paused": true}})).await;
+    create_eru(
+        &client,
+        &ns.name,
+        "paused",
+        json!({"schedule": "*/3 * * * * *", "target": {"kind": "Deployment", "name": "paused"}}),
+    )
+    .await
+    .unwrap();
+    wait_for("a target_paused skip", Duration::from_secs(30), || async {
+        let missed = items(&operator, "/missed?name=paused");
+        missed
+            .iter()
+            .any(|m| m["reason"] == "target_paused" && m["result"] == "skipped")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        items(&operator, "/history?name=paused").is_empty(),
+        "a paused Deployment is never restarted"
+    );
+
+    // the CRD schema refuses what it can check
+    for spec in [
+        json!({"schedule": "every day", "target": {"kind": "Deployment", "name": "x"}}),
+        json!({"schedule": "* * * * *", "target": {"kind": "CronJob", "name": "x"}}),
+        json!({"schedule": "* * * * *", "timeZone": "not a zone!", "target": {"kind": "Deployment", "name": "x"}}),
+        json!({"schedule": "* * * * *", "startingDeadlineSeconds": -1, "target": {"kind": "Deployment", "name": "x"}}),
+    ] {
+        let refused = create_raw_eru(&client, &ns.name, "nonsense", spec.clone()).await;
+        assert!(
+            matches!(refused, Err(kube::Error::Api(ref s)) if s.code == 422),
+            "{spec}: {refused:?}"
+        );
+    }
+
+    // the operator reports what only it can check, and recovers once it is fixed
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    create_eru(
+        &client,
+        &ns.name,
+        "broken",
+        json!({"schedule": "61 * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    wait_for(
+        "phase Invalid with a condition",
+        Duration::from_secs(30),
+        || async {
+            let s = status(&erus, "broken").await?;
+            let invalid = s
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "ScheduleValid" && c.status == "False" && c.message.contains("61"));
+            (s.phase.as_deref() == Some("Invalid") && invalid).then_some(())
+        },
+    )
+    .await;
+    wait_for("an InvalidSpec Event", Duration::from_secs(30), || async {
+        (!events(&client, &ns.name, "broken", "InvalidSpec")
+            .await
+            .is_empty())
+        .then_some(())
+    })
+    .await;
+    erus.patch(
+        "broken",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"schedule": "*/5 * * * *"}})),
+    )
+    .await
+    .unwrap();
+    wait_for("recovery to Waiting", Duration::from_secs(30), || async {
+        let s = status(&erus, "broken").await?;
+        let valid = s
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "ScheduleValid" && c.status == "True");
+        (s.phase.as_deref() == Some("Waiting") && valid && s.next_schedule_time.is_some()).then_some(())
+    })
+    .await;
+    // the other Erus kept running meanwhile
+    assert!(!items(&operator, "/missed?name=paused").is_empty());
+}
