@@ -45,6 +45,54 @@ fn expand_macro(expr: &str) -> Option<&'static str> {
     })
 }
 
+/// Day names as CronJobs number them (sun = 0 ... sat = 6). croner reads `sun` at the end of a
+/// range as 7, which turns `sun-sun` into every day and accepts `sat-sun`, which CronJobs refuse.
+fn weekday_numbers(field: &str) -> String {
+    const DAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+    let mut out = field.to_ascii_lowercase();
+    for (n, day) in DAYS.iter().enumerate() {
+        out = out.replace(day, &n.to_string());
+    }
+    out
+}
+
+/// Rewrites the two day-field forms where croner (Vixie cron) and Kubernetes CronJobs
+/// (robfig/cron) disagree, so the slots are a CronJob's: `*/S` (S > 1) in a day field is a
+/// restriction, not a wildcard (so day-of-month and day-of-week combine with OR), and
+/// day-of-week `N/S` steps up to Saturday (6), never to 7. Found by tests/cron_differential.rs.
+fn normalize_day_fields(fields: &[&str]) -> String {
+    let (dom, dow) = if fields.len() == 6 { (3, 5) } else { (2, 4) };
+    let rewrite = |field: &str, min: u32, max: u32, starts_step: bool| -> String {
+        field
+            .split(',')
+            .map(|part| match part.split_once('/') {
+                Some((start, step))
+                    if (start == "*" || start == "?") && step.parse::<u32>().is_ok_and(|s| s > 1) =>
+                {
+                    format!("{min}-{max}/{step}")
+                }
+                Some((start, step))
+                    if starts_step && !start.contains('-') && start != "*" && start != "?" =>
+                {
+                    format!("{start}-{max}/{step}")
+                }
+                _ => part.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match i {
+            i if i == dom => rewrite(f, 1, 31, false),
+            i if i == dow => rewrite(&weekday_numbers(f), 0, 6, true),
+            _ => f.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 impl Schedule {
     /// Parses `expr` in the IANA time zone `tz` (UTC when `None`).
     pub fn parse(expr: &str, tz: Option<&str>) -> Result<Self, ScheduleError> {
@@ -60,21 +108,26 @@ impl Schedule {
             reason,
         };
         let pattern = if trimmed.starts_with('@') {
-            expand_macro(trimmed).ok_or_else(|| invalid("unknown macro".into()))?
+            expand_macro(trimmed)
+                .ok_or_else(|| invalid("unknown macro".into()))?
+                .to_string()
         } else {
-            let fields = trimmed.split_whitespace().count();
-            if !(5..=6).contains(&fields) {
+            let fields: Vec<&str> = trimmed.split_whitespace().collect();
+            if !(5..=6).contains(&fields.len()) {
+                let found = fields.len();
                 return Err(invalid(format!(
-                    "expected 5 fields (or 6 with seconds), found {fields}"
+                    "expected 5 fields (or 6 with seconds), found {found}"
                 )));
             }
-            trimmed
+            normalize_day_fields(&fields)
         };
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
             .year(Year::Disallowed)
+            // `6/2` means 6-max/2 in cron and Kubernetes CronJobs (tests/cron_differential.rs)
+            .sloppy_ranges(true)
             .build()
-            .parse(pattern)
+            .parse(&pattern)
             .map_err(|e| invalid(e.to_string()))?;
         Ok(Self { cron, tz })
     }
@@ -211,6 +264,49 @@ mod tests {
         );
         // one restricted: only that one
         assert_eq!(next("0 0 13 * *", None, t, 1), ["2026-11-13T00:00:00+00:00"]);
+    }
+
+    #[test]
+    fn day_fields_follow_kubernetes_cronjobs() {
+        assert_eq!(
+            normalize_day_fields(&["0", "0", "*/14", "*", "sun"]),
+            "0 0 1-31/14 * 0"
+        );
+        assert_eq!(
+            normalize_day_fields(&["0", "0", "*", "*", "1/2"]),
+            "0 0 * * 1-6/2"
+        );
+        assert_eq!(
+            normalize_day_fields(&["0", "0", "*", "*", "*/2,5"]),
+            "0 0 * * 0-6/2,5"
+        );
+        assert_eq!(
+            normalize_day_fields(&["0", "0", "0", "*/1", "*", "mon-fri"]),
+            "0 0 0 */1 * 1-5"
+        );
+        assert_eq!(
+            normalize_day_fields(&["0", "0", "*", "*", "SUN-sun"]),
+            "0 0 * * 0-0"
+        );
+        assert!(
+            Schedule::parse("0 0 * * sat-sun", None).is_err(),
+            "CronJobs refuse a backwards range"
+        );
+        // 2026-11-22 is a Sunday: `1/2` is Mon, Wed, Fri, never Sunday-as-7
+        let t = utc(2026, 11, 21, 12, 0, 0);
+        assert_eq!(
+            next("0 9 * * 1/2", None, t, 3),
+            [
+                "2026-11-23T09:00:00+00:00",
+                "2026-11-25T09:00:00+00:00",
+                "2026-11-27T09:00:00+00:00"
+            ]
+        );
+        // `*/14` restricts the day of month, so it ORs with a restricted day of week
+        assert_eq!(
+            next("0 0 */14 * sun", None, utc(2026, 11, 2, 0, 0, 0), 2),
+            ["2026-11-08T00:00:00+00:00", "2026-11-15T00:00:00+00:00"]
+        );
     }
 
     #[test]
