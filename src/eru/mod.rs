@@ -43,7 +43,7 @@ fn default_starting_deadline() -> i64 {
     namespaced,
     status = "EruStatus",
     shortname = "eru",
-    category = "eru",
+    category = "eru-operator",
     derive = "PartialEq",
     doc = "Elegant Rolling Updates: restarts a workload gracefully at every slot of a cron schedule.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),

@@ -23,7 +23,7 @@ fn default_port() -> i32 {
     namespaced,
     status = "MemcachedStatus",
     shortname = "mc",
-    category = "eru",
+    category = "eru-operator",
     doc = "A memcached Deployment managed by the operator.",
     printcolumn(name = "Size", type_ = "integer", json_path = ".spec.size"),
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas"),

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "PodSetStatus",
     shortname = "pset",
-    category = "eru",
+    category = "eru-operator",
     doc = "A ReplicaSet-like set of identical Pods.",
     scale(
         spec_replicas_path = ".spec.replicas",
