@@ -31,5 +31,5 @@ if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
 fi
 [ -n "${KUBECONFIG:-}" ] || { echo "KUBECONFIG is not set" >&2; exit 1; }
 echo "== end-to-end tests against $KUBECONFIG"
-cargo test --locked --tests -- --ignored --test-threads 2 "${extra[@]}"
+cargo test --locked --no-fail-fast --tests -- --ignored --test-threads 2 "${extra[@]}"
 echo "== all tests passed in $((SECONDS - start)) s"

@@ -399,12 +399,25 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Shared watch-stream helpers for the controllers.
+/// Watch streams and their caches.
+///
+/// kube-runtime's `Store::wait_until_ready` keeps a single waker: when two tasks wait on one
+/// store at once, one of them is never woken (and a `Controller` itself waits on its main store
+/// before it starts). So nothing here waits on a `Store`: each reflector stream announces its
+/// initial listing on a `watch` channel instead, which any number of tasks can wait on.
 pub mod watch_util {
-    use super::*;
-    use kube::runtime::watcher;
+    use std::fmt::Debug;
 
-    /// A watcher config limited to the operator's namespace scope.
+    use futures::{Stream, StreamExt};
+    use kube::runtime::{
+        WatchStreamExt,
+        reflector::{self, Store},
+        watcher,
+    };
+
+    use super::*;
+
+    /// An `Api` for the operator's namespace scope.
     pub fn api_for<K>(client: &Client, namespace: &Option<String>) -> Api<K>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + DeserializeOwned,
@@ -415,8 +428,40 @@ pub mod watch_util {
         }
     }
 
-    /// The default watcher config.
-    pub fn config() -> watcher::Config {
-        watcher::Config::default()
+    /// Resolves once a reflector's initial listing is in its store.
+    #[derive(Clone, Debug)]
+    pub struct Synced(watch::Receiver<bool>);
+
+    impl Synced {
+        /// Waits until the cache holds the initial listing (at once if it already does).
+        pub async fn wait(&self) {
+            let _ = self.0.clone().wait_for(|synced| *synced).await;
+        }
+    }
+
+    /// A cache of `K` fed by a watch; the stream must be polled (a controller's trigger).
+    pub fn reflect<K>(
+        api: Api<K>,
+        config: watcher::Config,
+    ) -> (
+        Store<K>,
+        impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+        Synced,
+    )
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let (reader, writer) = reflector::store();
+        let (tx, rx) = watch::channel(false);
+        let stream = watcher(api, config)
+            .default_backoff()
+            .reflect(writer)
+            .inspect(move |event| {
+                if let Ok(watcher::Event::InitDone) = event {
+                    let _ = tx.send(true);
+                }
+            })
+            .touched_objects();
+        (reader, stream, Synced(rx))
     }
 }

@@ -1,5 +1,6 @@
-//! The HTTP API (axum): journal queries, Prometheus metrics and health. Bad parameters get a 400
-//! with `{"error": "..."}`; no query string produces a 5xx.
+//! The HTTP API (axum): journal listings, the OpenAPI document generated from these handlers,
+//! Prometheus metrics and health. Bad parameters get a 400 with `{"error": "..."}`; no query
+//! string produces a 5xx (tests/http.rs checks that with a property test).
 
 use axum::{
     Json, Router,
@@ -8,18 +9,19 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
-use serde::{Deserialize, de::DeserializeOwned};
+use serde::de::DeserializeOwned;
 use serde_json::json;
+use utoipa::OpenApi;
 
 use crate::{
     controller::Readiness,
-    journal::{Filter, Journal},
+    history::{
+        self, ErrorBody, HistoryPage, HistoryParams, MissedItem, MissedPage, MissedParams, QueryError,
+        RestartItem, TransitionItem, TransitionPage, TransitionParams, Window,
+    },
+    journal::Journal,
     metrics::Metrics,
 };
-
-/// Default and maximum page size.
-pub const DEFAULT_LIMIT: u32 = 100;
-pub const MAX_LIMIT: u32 = 1000;
 
 /// Shared state of the handlers.
 #[derive(Clone)]
@@ -29,15 +31,44 @@ pub struct AppState {
     pub readiness: Readiness,
 }
 
+/// The OpenAPI 3 document of this API.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "eru-operator",
+        description = "Restart history, state transitions and the missed-slot audit of the ERU operator's journal."
+    ),
+    paths(
+        history_handler,
+        transitions_handler,
+        missed_handler,
+        healthz,
+        readyz,
+        metrics
+    ),
+    components(schemas(
+        HistoryPage,
+        RestartItem,
+        TransitionPage,
+        TransitionItem,
+        MissedPage,
+        MissedItem,
+        Window,
+        ErrorBody
+    ))
+)]
+pub struct ApiDoc;
+
 /// The router.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/history", get(history))
-        .route("/transitions", get(transitions))
-        .route("/missed", get(missed))
+        .route("/history", get(history_handler))
+        .route("/transitions", get(transitions_handler))
+        .route("/missed", get(missed_handler))
+        .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .with_state(state)
 }
@@ -60,14 +91,19 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({"error": self.message}))).into_response()
+        (self.status, Json(ErrorBody { error: self.message })).into_response()
     }
 }
 
-impl From<crate::Error> for ApiError {
-    fn from(e: crate::Error) -> Self {
-        tracing::error!(error = %e, "journal query failed");
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "the journal is unavailable")
+impl From<QueryError> for ApiError {
+    fn from(e: QueryError) -> Self {
+        match e {
+            QueryError::Invalid(message) => Self::new(StatusCode::BAD_REQUEST, message),
+            QueryError::Journal(e) => {
+                tracing::error!(error = %e, "journal query failed");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "the journal is unavailable")
+            }
+        }
     }
 }
 
@@ -78,57 +114,59 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let query = parts.uri.query().unwrap_or_default();
-        serde_urlencoded_from_str(query)
-            .map(Params)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))
+        axum::extract::Query::<T>::try_from_uri(&parts.uri)
+            .map(|q| Params(q.0))
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))
     }
 }
 
-fn serde_urlencoded_from_str<T: DeserializeOwned>(query: &str) -> Result<T, String> {
-    axum::extract::Query::<T>::try_from_uri(
-        &format!("/?{query}")
-            .parse()
-            .map_err(|_| "malformed query string".to_string())?,
-    )
-    .map(|q| q.0)
-    .map_err(|e| e.body_text())
+/// Restarts, newest first.
+#[utoipa::path(get, path = "/history", params(HistoryParams), responses(
+    (status = 200, description = "A page of restarts", body = HistoryPage),
+    (status = 400, description = "Bad parameters", body = ErrorBody),
+))]
+async fn history_handler(
+    State(state): State<AppState>,
+    Params(p): Params<HistoryParams>,
+) -> Result<Json<HistoryPage>, ApiError> {
+    Ok(Json(history::history(&state.journal, &p).await?))
 }
 
-/// Filters common to the journal endpoints.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Query {
-    pub kind: Option<String>,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub limit: Option<u32>,
+/// State-machine transitions, newest first.
+#[utoipa::path(get, path = "/transitions", params(TransitionParams), responses(
+    (status = 200, description = "A page of transitions", body = TransitionPage),
+    (status = 400, description = "Bad parameters", body = ErrorBody),
+))]
+async fn transitions_handler(
+    State(state): State<AppState>,
+    Params(p): Params<TransitionParams>,
+) -> Result<Json<TransitionPage>, ApiError> {
+    Ok(Json(history::transitions(&state.journal, &p).await?))
 }
 
-impl Query {
-    fn filter(self, allow_kind: bool) -> Result<Filter, ApiError> {
-        if self.kind.is_some() && !allow_kind {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "unknown parameter `kind` for this endpoint",
-            ));
-        }
-        let limit = self.limit.unwrap_or(DEFAULT_LIMIT);
-        if !(1..=MAX_LIMIT).contains(&limit) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!("limit must be between 1 and {MAX_LIMIT}"),
-            ));
-        }
-        Ok(Filter {
-            kind: self.kind,
-            namespace: self.namespace,
-            name: self.name,
-            limit,
-        })
-    }
+/// Slots that were not restarted, with reason and downtime window, newest first.
+#[utoipa::path(get, path = "/missed", params(MissedParams), responses(
+    (status = 200, description = "A page of missed and skipped slots", body = MissedPage),
+    (status = 400, description = "Bad parameters", body = ErrorBody),
+))]
+async fn missed_handler(
+    State(state): State<AppState>,
+    Params(p): Params<MissedParams>,
+) -> Result<Json<MissedPage>, ApiError> {
+    Ok(Json(history::missed(&state.journal, &p).await?))
 }
 
+/// The process is alive.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "alive")))]
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Ready once the journal is open, the CRDs are established and the watch caches synced.
+#[utoipa::path(get, path = "/readyz", responses(
+    (status = 200, description = "ready"),
+    (status = 503, description = "not ready; the body says which part"),
+))]
 async fn readyz(State(state): State<AppState>) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
     let r = &state.readiness;
@@ -145,25 +183,12 @@ async fn readyz(State(state): State<AppState>) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// Prometheus metrics, text format.
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format")))]
 async fn metrics(State(state): State<AppState>) -> Response {
     (
         [("content-type", "text/plain; version=0.0.4")],
         state.metrics.render(),
     )
         .into_response()
-}
-
-async fn history(State(state): State<AppState>, Params(q): Params<Query>) -> Result<Response, ApiError> {
-    let items = state.journal.restarts(&q.filter(false)?).await?;
-    Ok(Json(json!({ "items": items })).into_response())
-}
-
-async fn transitions(State(state): State<AppState>, Params(q): Params<Query>) -> Result<Response, ApiError> {
-    let items = state.journal.transitions(&q.filter(true)?).await?;
-    Ok(Json(json!({ "items": items })).into_response())
-}
-
-async fn missed(State(state): State<AppState>, Params(q): Params<Query>) -> Result<Response, ApiError> {
-    let items = state.journal.missed(&q.filter(false)?).await?;
-    Ok(Json(json!({ "items": items })).into_response())
 }

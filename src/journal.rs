@@ -220,6 +220,15 @@ pub struct Filter {
     pub kind: Option<String>,
     pub namespace: Option<String>,
     pub name: Option<String>,
+    pub target: Option<String>,
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    /// Journal time bounds, as [`ts`] strings: at or after `since`, before `until`.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    /// Rows with an id below this one (the page cursor).
+    pub before: Option<i64>,
+    /// Page size; one row more is fetched to tell whether another page follows.
     pub limit: u32,
 }
 
@@ -484,46 +493,66 @@ impl Journal {
         })
     }
 
-    /// Journaled transitions, newest first.
-    pub async fn transitions(&self, filter: &Filter) -> Result<Vec<TransitionRow>> {
+    /// Journaled transitions, newest first (by id), `limit + 1` rows at most.
+    pub async fn transitions(&self, f: &Filter) -> Result<Vec<TransitionRow>> {
         Ok(sqlx::query_as(
-            "SELECT id, kind, namespace, name, uid, from_state, to_state, event, at, detail
-             FROM transitions
+            "SELECT id, kind, namespace, name, uid, from_state, to_state, event, at, detail FROM transitions
              WHERE (?1 IS NULL OR kind = ?1) AND (?2 IS NULL OR namespace = ?2) AND (?3 IS NULL OR name = ?3)
-             ORDER BY at DESC, id DESC LIMIT ?4",
+               AND (?4 IS NULL OR at >= ?4) AND (?5 IS NULL OR at < ?5) AND (?6 IS NULL OR id < ?6)
+             ORDER BY id DESC LIMIT ?7",
         )
-        .bind(&filter.kind)
-        .bind(&filter.namespace)
-        .bind(&filter.name)
-        .bind(filter.limit)
+        .bind(&f.kind)
+        .bind(&f.namespace)
+        .bind(&f.name)
+        .bind(&f.since)
+        .bind(&f.until)
+        .bind(f.before)
+        .bind(f.limit + 1)
         .fetch_all(&self.pool)
         .await?)
     }
 
-    /// Journaled restarts, newest first.
-    pub async fn restarts(&self, filter: &Filter) -> Result<Vec<RestartRow>> {
+    /// Journaled restarts, newest first (by id), `limit + 1` rows at most; time bounds apply to
+    /// `started_at`.
+    pub async fn restarts(&self, f: &Filter) -> Result<Vec<RestartRow>> {
         Ok(sqlx::query_as(
             "SELECT * FROM restarts
-             WHERE (?1 IS NULL OR namespace = ?1) AND (?2 IS NULL OR name = ?2)
-             ORDER BY started_at DESC, id DESC LIMIT ?3",
+             WHERE (?1 IS NULL OR namespace = ?1) AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR target = ?3)
+               AND (?4 IS NULL OR outcome = ?4) AND (?5 IS NULL OR started_at >= ?5)
+               AND (?6 IS NULL OR started_at < ?6) AND (?7 IS NULL OR id < ?7)
+             ORDER BY id DESC LIMIT ?8",
         )
-        .bind(&filter.namespace)
-        .bind(&filter.name)
-        .bind(filter.limit)
+        .bind(&f.namespace)
+        .bind(&f.name)
+        .bind(&f.target)
+        .bind(&f.outcome)
+        .bind(&f.since)
+        .bind(&f.until)
+        .bind(f.before)
+        .bind(f.limit + 1)
         .fetch_all(&self.pool)
         .await?)
     }
 
-    /// Journaled missed and skipped slots, newest first.
-    pub async fn missed(&self, filter: &Filter) -> Result<Vec<SlotRow>> {
+    /// Journaled missed and skipped slots, newest first (by id), `limit + 1` rows at most; time
+    /// bounds apply to the slots a row stands for.
+    pub async fn missed(&self, f: &Filter) -> Result<Vec<SlotRow>> {
         Ok(sqlx::query_as(
             "SELECT * FROM slots
-             WHERE (?1 IS NULL OR namespace = ?1) AND (?2 IS NULL OR name = ?2)
-             ORDER BY slot DESC, id DESC LIMIT ?3",
+             WHERE result != 'fired'
+               AND (?1 IS NULL OR namespace = ?1) AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR target = ?3)
+               AND (?4 IS NULL OR reason = ?4) AND (?5 IS NULL OR last_slot >= ?5)
+               AND (?6 IS NULL OR slot < ?6) AND (?7 IS NULL OR id < ?7)
+             ORDER BY id DESC LIMIT ?8",
         )
-        .bind(&filter.namespace)
-        .bind(&filter.name)
-        .bind(filter.limit)
+        .bind(&f.namespace)
+        .bind(&f.name)
+        .bind(&f.target)
+        .bind(&f.reason)
+        .bind(&f.since)
+        .bind(&f.until)
+        .bind(f.before)
+        .bind(f.limit + 1)
         .fetch_all(&self.pool)
         .await?)
     }

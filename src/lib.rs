@@ -17,6 +17,7 @@ pub mod controller;
 pub mod crds;
 pub mod error;
 pub mod eru;
+pub mod history;
 pub mod http;
 pub mod journal;
 pub mod machine;

@@ -176,7 +176,7 @@ async fn scheduled_restart_rolls_out_and_status_agrees_with_the_journal() {
         assert!(
             transitions
                 .iter()
-                .any(|t| t["from_state"] == from && t["to_state"] == to && t["event"] == event),
+                .any(|t| t["from"] == from && t["to"] == to && t["event"] == event),
             "missing {from} → {to} on {event}: {transitions:?}"
         );
     }
@@ -261,7 +261,7 @@ async fn sigkill_right_after_the_patch_restarts_the_slot_once() {
     );
     let starts = items(&operator, "/transitions?kind=Eru&name=web")
         .iter()
-        .filter(|t| t["to_state"] == "Restarting")
+        .filter(|t| t["to"] == "Restarting")
         .count();
     assert!(
         starts <= rows.len(),
@@ -323,7 +323,7 @@ async fn downtime_is_recorded_as_operator_down_and_only_the_latest_slot_runs() {
         "13 s down under */4 misses at least 2 slots: {missed:?}"
     );
     for m in &down {
-        let (start, end) = (time(&m["window_start"]), time(&m["window_end"]));
+        let (start, end) = (time(&m["window"]["start"]), time(&m["window"]["end"]));
         assert!(
             start <= stopped && start > stopped - chrono::Duration::seconds(3),
             "window start {start} vs stop {stopped}"
@@ -343,8 +343,16 @@ async fn downtime_is_recorded_as_operator_down_and_only_the_latest_slot_runs() {
         .filter(|r| time(&r["slot"]) > stopped && time(&r["slot"]) <= restarted)
         .count();
     assert!(in_downtime <= 1, "only the latest downtime slot runs");
-    let s = status(&erus, "web").await.unwrap();
-    assert!(s.missed_slots >= count && s.last_missed_time.is_some());
+    // the status is written after the journal in the same pass: wait for it
+    wait_for(
+        "status.missedSlots to count the downtime",
+        Duration::from_secs(30),
+        || async {
+            let s = status(&erus, "web").await?;
+            (s.missed_slots >= count && s.last_missed_time.is_some()).then_some(())
+        },
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -12,10 +12,10 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ObjectMeta, Patch, PatchParams},
     runtime::{
-        Controller, WatchStreamExt,
+        Controller,
         controller::Action,
         events::EventType,
-        reflector::{self, ObjectRef, Store},
+        reflector::{ObjectRef, Store},
         watcher,
     },
 };
@@ -117,6 +117,7 @@ pub fn decide(deployment: &Deployment, existing: Option<&Eru>, default_schedule:
 struct AutoContext {
     ctx: Arc<Context>,
     erus: Store<Eru>,
+    erus_synced: watch_util::Synced,
 }
 
 /// The controller that keeps automatic Erus in line with Deployment annotations.
@@ -125,26 +126,28 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
 ) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
     let namespace = &ctx.settings.namespace;
-    let deployments: Api<Deployment> = watch_util::api_for(&ctx.client, namespace);
-    let (erus, writer) = reflector::store();
-    let eru_stream = watcher(
+    let (deployments, deployment_stream, deployments_synced) = watch_util::reflect(
+        watch_util::api_for::<Deployment>(&ctx.client, namespace),
+        watcher::Config::default(),
+    );
+    let (erus, eru_stream, erus_synced) = watch_util::reflect(
         watch_util::api_for::<Eru>(&ctx.client, namespace),
         watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .touched_objects();
-    let controller = Controller::new(deployments, watcher::Config::default())
+    );
+    let controller = Controller::for_stream(deployment_stream, deployments)
         .owns_stream(eru_stream)
         .graceful_shutdown_on(shutdown_requested(shutdown));
-    let store = controller.store();
     let synced = {
-        let erus = erus.clone();
+        let erus_synced = erus_synced.clone();
         async move {
-            let _ = futures::join!(store.wait_until_ready(), erus.wait_until_ready());
+            futures::join!(deployments_synced.wait(), erus_synced.wait());
         }
     };
-    let context = Arc::new(AutoContext { ctx, erus });
+    let context = Arc::new(AutoContext {
+        ctx,
+        erus,
+        erus_synced,
+    });
     let run = controller
         .run(
             |deployment, context| async move {
@@ -164,6 +167,8 @@ pub fn controller(
 
 async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Result<Action> {
     let ctx = &context.ctx;
+    // an unsynced Eru cache would hide a user's Eru, which must never be overwritten
+    context.erus_synced.wait().await;
     if deployment.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change()); // its Eru goes with it (owner reference)
     }

@@ -12,16 +12,16 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
     runtime::{
-        Controller, WatchStreamExt,
+        Controller,
         controller::Action,
         events::EventType,
-        reflector::{self, ObjectRef, Store},
+        reflector::{ObjectRef, Store},
         watcher,
     },
 };
 use serde_json::json;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::{
     Eru, EruStatus, LastRestart, RESTARTED_AT_ANNOTATION,
@@ -35,7 +35,7 @@ use crate::{
     conditions::condition,
     controller::{Context, MANAGER, instrumented, object_key, retry_after, shutdown_requested, watch_util},
     journal::{Entry, EruSummary, FinishedRestart, NewRestart, NewSlot, SlotResult, parse_ts},
-    machine::{Decision, Phase, step},
+    machine::{Decision, EventName, Phase, step},
 };
 
 const KIND: &str = "Eru";
@@ -48,6 +48,7 @@ const FAILPOINT_ENV: &str = "ERU_FAILPOINT";
 struct EruContext {
     ctx: Arc<Context>,
     deployments: Store<Deployment>,
+    deployments_synced: watch_util::Synced,
 }
 
 /// Builds the Eru controller; returns it and a future that resolves once its caches synced.
@@ -56,18 +57,16 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
 ) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
     let namespace = &ctx.settings.namespace;
-    let erus: Api<Eru> = watch_util::api_for(&ctx.client, namespace);
-    let (deployments, writer) = reflector::store();
-    let deployment_stream = watcher(
+    let (erus, eru_stream, erus_synced) = watch_util::reflect(
+        watch_util::api_for::<Eru>(&ctx.client, namespace),
+        watcher::Config::default(),
+    );
+    let (deployments, deployment_stream, deployments_synced) = watch_util::reflect(
         watch_util::api_for::<Deployment>(&ctx.client, namespace),
         watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .touched_objects();
-    let controller = Controller::new(erus, watcher::Config::default());
-    let eru_store = controller.store();
-    let controller = controller
+    );
+    let eru_store = erus.clone();
+    let controller = Controller::for_stream(eru_stream, erus)
         .watches_stream(deployment_stream, move |deployment: Deployment| {
             // every Eru that targets this Deployment
             let (namespace, name) = (deployment.namespace(), deployment.name_any());
@@ -79,14 +78,17 @@ pub fn controller(
                 .collect::<Vec<_>>()
         })
         .graceful_shutdown_on(shutdown_requested(shutdown));
-    let store = controller.store();
     let synced = {
-        let deployments = deployments.clone();
+        let deployments_synced = deployments_synced.clone();
         async move {
-            let _ = futures::join!(store.wait_until_ready(), deployments.wait_until_ready());
+            futures::join!(erus_synced.wait(), deployments_synced.wait());
         }
     };
-    let context = Arc::new(EruContext { ctx, deployments });
+    let context = Arc::new(EruContext {
+        ctx,
+        deployments,
+        deployments_synced,
+    });
     let run = controller
         .run(
             |eru, context| async move {
@@ -190,6 +192,8 @@ fn tracking_event(
 
 async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     let ctx = &context.ctx;
+    // an unsynced cache would show the target as missing and abandon a restart in flight
+    context.deployments_synced.wait().await;
     let now = Utc::now();
     let uid = eru.uid().unwrap_or_default();
     let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
@@ -230,7 +234,7 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
             suspend: eru.spec.suspend,
         },
     };
-    state = step(EruMachine, state, &spec_event, &mut decision);
+    state = dispatch_logged(&name, state, &spec_event, &mut decision);
     let timeout = Duration::seconds(eru.spec.rollout_timeout_seconds.unwrap_or_else(|| {
         target
             .as_ref()
@@ -243,7 +247,7 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
                 break;
             };
             let settled = matches!(event, EruEvent::RestartPending | EruEvent::RolloutProgressed);
-            state = step(EruMachine, state, &event, &mut decision);
+            state = dispatch_logged(&name, state, &event, &mut decision);
             if settled || state.slot().is_none() {
                 break;
             }
@@ -286,7 +290,7 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
                 gate: target.as_ref().map_or(Gate::Missing, TargetView::gate),
                 template_slot: target.as_ref().and_then(|t| t.template_slot),
             };
-            state = step(EruMachine, state, &EruEvent::SlotsDue(due), &mut decision);
+            state = dispatch_logged(&name, state, &EruEvent::SlotsDue(due), &mut decision);
         }
     }
 
@@ -316,7 +320,7 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
                         std::future::pending::<()>().await;
                     }
                     let mut patched = Decision::default();
-                    state = step(EruMachine, state, &EruEvent::RestartPatched, &mut patched);
+                    state = dispatch_logged(&name, state, &EruEvent::RestartPatched, &mut patched);
                     ctx.commit(KIND, eru.as_ref(), &patched.transitions, Entry::default())
                         .await?;
                 }
@@ -426,6 +430,14 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
             None => Action::await_change(),
         }
     })
+}
+
+/// Feeds one event to the machine, logging what it saw and where it went (debug level).
+fn dispatch_logged(name: &str, state: State, event: &EruEvent, decision: &mut Decision<EruCommand>) -> State {
+    let from = state.phase();
+    let to = step(EruMachine, state, event, decision);
+    debug!(eru = %name, event = event.name(), from, to = to.phase(), slot = ?to.slot(), "dispatched");
+    to
 }
 
 /// Counts journaled slots and finished restarts.

@@ -9,10 +9,10 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
     runtime::{
-        Controller, WatchStreamExt,
+        Controller,
         controller::Action,
         events::EventType,
-        reflector::{self, ObjectRef, Store},
+        reflector::{ObjectRef, Store},
         watcher,
     },
 };
@@ -47,6 +47,7 @@ struct MemcachedContext {
     ctx: Arc<Context>,
     deployments: Store<Deployment>,
     pods: Store<Pod>,
+    caches_synced: (watch_util::Synced, watch_util::Synced),
 }
 
 /// Builds the Memcached controller; returns it and a future that resolves once its caches synced.
@@ -55,24 +56,19 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
 ) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
     let namespace = &ctx.settings.namespace;
-    let memcacheds: Api<Memcached> = watch_util::api_for(&ctx.client, namespace);
-    let (deployments, deployment_writer) = reflector::store();
-    let deployment_stream = watcher(
+    let (memcacheds, memcached_stream, memcacheds_synced) = watch_util::reflect(
+        watch_util::api_for::<Memcached>(&ctx.client, namespace),
+        watcher::Config::default(),
+    );
+    let (deployments, deployment_stream, deployments_synced) = watch_util::reflect(
         watch_util::api_for::<Deployment>(&ctx.client, namespace),
         watcher::Config::default().labels(SELECTOR),
-    )
-    .default_backoff()
-    .reflect(deployment_writer)
-    .touched_objects();
-    let (pods, pod_writer) = reflector::store();
-    let pod_stream = watcher(
+    );
+    let (pods, pod_stream, pods_synced) = watch_util::reflect(
         watch_util::api_for::<Pod>(&ctx.client, namespace),
         watcher::Config::default().labels(SELECTOR),
-    )
-    .default_backoff()
-    .reflect(pod_writer)
-    .touched_objects();
-    let controller = Controller::new(memcacheds, watcher::Config::default())
+    );
+    let controller = Controller::for_stream(memcached_stream, memcacheds)
         .owns_stream(deployment_stream)
         .watches_stream(pod_stream, |pod: Pod| {
             let namespace = pod.namespace();
@@ -82,14 +78,13 @@ pub fn controller(
                 .map(|(name, ns)| ObjectRef::<Memcached>::new(name).within(&ns))
         })
         .graceful_shutdown_on(shutdown_requested(shutdown));
-    let store = controller.store();
     let synced = {
-        let (deployments, pods) = (deployments.clone(), pods.clone());
+        let (deployments_synced, pods_synced) = (deployments_synced.clone(), pods_synced.clone());
         async move {
-            let _ = futures::join!(
-                store.wait_until_ready(),
-                deployments.wait_until_ready(),
-                pods.wait_until_ready()
+            futures::join!(
+                memcacheds_synced.wait(),
+                deployments_synced.wait(),
+                pods_synced.wait()
             );
         }
     };
@@ -97,6 +92,7 @@ pub fn controller(
         ctx,
         deployments,
         pods,
+        caches_synced: (deployments_synced, pods_synced),
     });
     let run = controller
         .run(
@@ -133,6 +129,7 @@ fn view(deployment: &Deployment) -> DeploymentView {
 
 async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) -> Result<Action> {
     let ctx = &context.ctx;
+    futures::join!(context.caches_synced.0.wait(), context.caches_synced.1.wait());
     let namespace = memcached.namespace().unwrap_or_default();
     let name = memcached.name_any();
     let image = &ctx.settings.memcached_image;

@@ -18,10 +18,10 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams},
     runtime::{
-        Controller, WatchStreamExt,
+        Controller,
         controller::Action,
         events::EventType,
-        reflector::{self, ObjectRef, Store},
+        reflector::{ObjectRef, Store},
         watcher,
     },
 };
@@ -52,6 +52,7 @@ pub const POD_LABEL: &str = "podset_cr";
 struct PodSetContext {
     ctx: Arc<Context>,
     pods: Store<Pod>,
+    pods_synced: watch_util::Synced,
     expectations: Mutex<HashMap<String, Expected>>,
 }
 
@@ -61,14 +62,15 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
 ) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
     let namespace = &ctx.settings.namespace;
-    let podsets: Api<PodSet> = watch_util::api_for(&ctx.client, namespace);
-    let pod_api: Api<Pod> = watch_util::api_for(&ctx.client, namespace);
-    let (pods, writer) = reflector::store();
-    let pod_stream = watcher(pod_api, watcher::Config::default().labels(POD_LABEL))
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects();
-    let controller = Controller::new(podsets, watcher::Config::default())
+    let (podsets, podset_stream, podsets_synced) = watch_util::reflect(
+        watch_util::api_for::<PodSet>(&ctx.client, namespace),
+        watcher::Config::default(),
+    );
+    let (pods, pod_stream, pods_synced) = watch_util::reflect(
+        watch_util::api_for::<Pod>(&ctx.client, namespace),
+        watcher::Config::default().labels(POD_LABEL),
+    );
+    let controller = Controller::for_stream(podset_stream, podsets)
         .watches_stream(pod_stream, |pod: Pod| {
             // the label names the PodSet; a controller reference covers a relabelled Pod
             let namespace = pod.namespace().unwrap_or_default();
@@ -85,16 +87,16 @@ pub fn controller(
                 .collect::<Vec<_>>()
         })
         .graceful_shutdown_on(shutdown_requested(shutdown));
-    let store = controller.store();
     let synced = {
-        let pods = pods.clone();
+        let pods_synced = pods_synced.clone();
         async move {
-            let _ = futures::join!(store.wait_until_ready(), pods.wait_until_ready());
+            futures::join!(podsets_synced.wait(), pods_synced.wait());
         }
     };
     let context = Arc::new(PodSetContext {
         ctx,
         pods,
+        pods_synced,
         expectations: Mutex::default(),
     });
     let run = controller
@@ -230,6 +232,8 @@ fn replica_failure(status: Option<&PodSetStatus>) -> Option<String> {
 
 async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<Action> {
     let ctx = &context.ctx;
+    // an unsynced Pod cache would look empty and make the PodSet create duplicates
+    context.pods_synced.wait().await;
     let uid = podset.uid().unwrap_or_default();
     if podset.meta().deletion_timestamp.is_some() {
         // Pods go with their owner through garbage collection.
