@@ -451,6 +451,94 @@ pub async fn missed(journal: &Journal, p: &MissedParams) -> Result<MissedPage> {
     Ok(MissedPage { items, next_cursor })
 }
 
+/// Renders rows as an aligned text table.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let mut out = vec![line(headers.iter().map(|h| h.to_string()).collect())];
+    out.extend(rows.iter().map(|r| line(r.clone())));
+    out.join("\n") + "\n"
+}
+
+fn or_dash(value: Option<impl ToString>) -> String {
+    value.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+impl HistoryPage {
+    /// The page as a text table.
+    pub fn table(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .items
+            .iter()
+            .map(|r| {
+                vec![
+                    r.slot.clone(),
+                    format!("{}/{}", r.namespace, r.name),
+                    r.target.clone(),
+                    r.outcome.clone(),
+                    or_dash(r.duration_seconds.map(|d| format!("{d:.1}s"))),
+                    or_dash(r.reason.as_ref()),
+                ]
+            })
+            .collect();
+        table(&["SLOT", "ERU", "TARGET", "OUTCOME", "DURATION", "REASON"], &rows)
+    }
+}
+
+impl TransitionPage {
+    /// The page as a text table.
+    pub fn table(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .items
+            .iter()
+            .map(|t| {
+                vec![
+                    t.at.clone(),
+                    t.kind.clone(),
+                    format!("{}/{}", t.namespace, t.name),
+                    t.from.clone(),
+                    t.to.clone(),
+                    t.event.clone(),
+                ]
+            })
+            .collect();
+        table(&["AT", "KIND", "OBJECT", "FROM", "TO", "EVENT"], &rows)
+    }
+}
+
+impl MissedPage {
+    /// The page as a text table.
+    pub fn table(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .items
+            .iter()
+            .map(|m| {
+                vec![
+                    m.slot.clone(),
+                    m.slot_count.to_string(),
+                    format!("{}/{}", m.namespace, m.name),
+                    m.result.clone(),
+                    or_dash(m.reason.as_ref()),
+                    or_dash(m.window.as_ref().map(|w| format!("{} .. {}", w.start, w.end))),
+                ]
+            })
+            .collect();
+        table(&["SLOT", "COUNT", "ERU", "RESULT", "REASON", "DOWNTIME"], &rows)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,6 +563,15 @@ mod tests {
         ] {
             assert!(decode_cursor(Endpoint::History, bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn table_aligns_columns() {
+        let text = table(
+            &["A", "LONGER"],
+            &[vec!["xyz".into(), "1".into()], vec!["q".into(), "22".into()]],
+        );
+        assert_eq!(text, "A    LONGER\nxyz  1\nq    22\n");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use chrono::{DateTime, Utc};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use eru::{config::RunArgs, eru::schedule::Schedule};
 
 #[derive(Parser)]
@@ -27,6 +27,8 @@ enum Command {
         #[arg(long, default_value = "crds")]
         out: PathBuf,
     },
+    /// Read the journal file directly (for audits while the operator is not running).
+    History(HistoryArgs),
     /// Print the next slots of a schedule, one RFC 3339 UTC time a line.
     Schedule {
         /// Crontab expression (5 fields, 6 with seconds, or a macro such as @daily).
@@ -43,6 +45,61 @@ enum Command {
     },
 }
 
+/// Which journal listing `history` prints.
+#[derive(Clone, Copy, ValueEnum)]
+enum Listing {
+    /// Restarts (as `GET /history`).
+    Restarts,
+    /// Missed and skipped slots (as `GET /missed`).
+    Missed,
+    /// State-machine transitions (as `GET /transitions`).
+    Transitions,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Args)]
+struct HistoryArgs {
+    /// The journal file.
+    #[arg(long, env = "ERU_DATABASE", default_value = "./eru.db")]
+    database: PathBuf,
+    #[arg(value_enum, default_value_t = Listing::Restarts)]
+    listing: Listing,
+    #[arg(long)]
+    namespace: Option<String>,
+    /// The Eru (or, for transitions, any object).
+    #[arg(long)]
+    name: Option<String>,
+    #[arg(long)]
+    target: Option<String>,
+    /// Restarts: in_progress, succeeded, failed, abandoned.
+    #[arg(long)]
+    outcome: Option<String>,
+    /// Missed: operator_down, past_deadline, suspended, target_paused, ...
+    #[arg(long)]
+    reason: Option<String>,
+    /// Transitions: Eru, PodSet, Memcached.
+    #[arg(long)]
+    kind: Option<String>,
+    /// RFC 3339.
+    #[arg(long)]
+    since: Option<String>,
+    /// RFC 3339.
+    #[arg(long)]
+    until: Option<String>,
+    #[arg(long)]
+    limit: Option<String>,
+    /// `next_cursor` of a previous page (JSON output shows it).
+    #[arg(long)]
+    cursor: Option<String>,
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    output: Output,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -54,6 +111,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::History(args) => history(args),
         Command::Schedule {
             expr,
             time_zone,
@@ -71,6 +129,81 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+    }
+}
+
+fn history(args: HistoryArgs) -> ExitCode {
+    if !args.database.exists() {
+        eprintln!("error: journal {} does not exist", args.database.display());
+        return ExitCode::from(2);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let result = runtime.block_on(async {
+        let journal = eru::journal::Journal::open(&args.database).await?;
+        let (json, table) = match args.listing {
+            Listing::Restarts => {
+                let params = eru::history::HistoryParams {
+                    namespace: args.namespace,
+                    name: args.name,
+                    target: args.target,
+                    outcome: args.outcome,
+                    since: args.since,
+                    until: args.until,
+                    limit: args.limit,
+                    cursor: args.cursor,
+                };
+                let page = eru::history::history(&journal, &params).await?;
+                (serde_json::to_string_pretty(&page), page.table())
+            }
+            Listing::Missed => {
+                let params = eru::history::MissedParams {
+                    namespace: args.namespace,
+                    name: args.name,
+                    target: args.target,
+                    reason: args.reason,
+                    since: args.since,
+                    until: args.until,
+                    limit: args.limit,
+                    cursor: args.cursor,
+                };
+                let page = eru::history::missed(&journal, &params).await?;
+                (serde_json::to_string_pretty(&page), page.table())
+            }
+            Listing::Transitions => {
+                let params = eru::history::TransitionParams {
+                    kind: args.kind,
+                    namespace: args.namespace,
+                    name: args.name,
+                    since: args.since,
+                    until: args.until,
+                    limit: args.limit,
+                    cursor: args.cursor,
+                };
+                let page = eru::history::transitions(&journal, &params).await?;
+                (serde_json::to_string_pretty(&page), page.table())
+            }
+        };
+        Ok::<_, eru::history::QueryError>(match args.output {
+            Output::Json => json.expect("pages serialize") + "\n",
+            Output::Table => table,
+        })
+    });
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(eru::history::QueryError::Invalid(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

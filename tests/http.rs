@@ -1,0 +1,295 @@
+//! The HTTP API in-process (no cluster): a property test that no query string produces a 5xx,
+//! the 400 answers, stable paging while rows arrive, and the generated OpenAPI document.
+
+use std::sync::atomic::Ordering;
+
+use axum::{
+    body::{Body, to_bytes},
+    http::{Request, StatusCode},
+};
+use chrono::{Duration, TimeZone, Utc};
+use eru::{
+    controller::Readiness,
+    http::{AppState, router},
+    journal::{Entry, Journal, NewRestart, NewSlot, NewTransition, ObjectKey, SlotResult},
+    metrics::Metrics,
+};
+use proptest::prelude::*;
+use serde_json::Value;
+use tower::ServiceExt;
+
+fn object(name: &str) -> ObjectKey {
+    ObjectKey {
+        kind: "Eru",
+        namespace: "ns".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+    }
+}
+
+/// `n` restarts, slots and transitions, one minute apart.
+fn rows(start: i64, n: i64) -> Entry {
+    let base = Utc.with_ymd_and_hms(2026, 11, 22, 0, 0, 0).unwrap();
+    let mut entry = Entry::default();
+    for i in start..start + n {
+        let at = base + Duration::minutes(i);
+        let name = if i % 2 == 0 { "web" } else { "api" };
+        entry.restarts_started.push(NewRestart {
+            object: object(name),
+            target: name.into(),
+            slot: at,
+            started_at: at,
+        });
+        entry.slots.push(NewSlot {
+            object: object(name),
+            target: name.into(),
+            slot: at + Duration::seconds(30),
+            last_slot: at + Duration::seconds(30),
+            slot_count: 1,
+            result: SlotResult::Missed,
+            reason: "operator_down",
+            window: Some((at, at + Duration::seconds(40))),
+            evaluated_at: at,
+        });
+        entry.transitions.push(NewTransition {
+            object: object(name),
+            observed: i.to_string(),
+            from: "Waiting",
+            to: "Restarting",
+            event: "SlotDue",
+            at,
+            detail: serde_json::json!({}),
+        });
+    }
+    entry
+}
+
+async fn app(n: i64) -> (axum::Router, Journal) {
+    let journal = Journal::open_in_memory().await.unwrap();
+    journal.append(&rows(0, n)).await.unwrap();
+    let readiness = Readiness::default();
+    readiness.journal.store(true, Ordering::Relaxed);
+    (
+        router(AppState {
+            journal: journal.clone(),
+            metrics: Metrics::new(),
+            readiness,
+        }),
+        journal,
+    )
+}
+
+async fn get(app: &axum::Router, uri: &str) -> (StatusCode, Value) {
+    let response = app
+        .clone()
+        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = to_bytes(response.into_body(), 1 << 24).await.unwrap();
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn bad_parameters_are_400_with_a_json_error() {
+    let (app, _) = app(3).await;
+    for uri in [
+        "/history?limit=0",
+        "/history?limit=1001",
+        "/history?limit=ten",
+        "/history?since=yesterday",
+        "/history?until=2026-13-01T00:00:00Z",
+        "/history?since=2026-11-23T00:00:00Z&until=2026-11-22T00:00:00Z",
+        "/history?outcome=exploded",
+        "/history?colour=blue",
+        "/history?kind=Eru",
+        "/history?cursor=not-a-cursor",
+        "/history?cursor=683a313a3030303030303030",
+        "/transitions?kind=Deployment",
+        "/missed?reason=bored",
+        "/missed?name=",
+        "/history?%zz=1",
+    ] {
+        let (status, body) = get(&app, uri).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {body}");
+        assert!(
+            body["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{uri}: {body}"
+        );
+    }
+    // another endpoint's cursor is refused too
+    let (_, page) = get(&app, "/transitions?limit=1").await;
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let (status, _) = get(&app, &format!("/history?cursor={cursor}")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(get(&app, "/nope").await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn filters_and_items() {
+    let (app, _) = app(6).await;
+    let (status, body) = get(
+        &app,
+        "/history?name=web&outcome=in_progress&since=2026-11-22T00:01:00Z",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let slots: Vec<&str> = body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["slot"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        slots,
+        ["2026-11-22T00:04:00.000Z", "2026-11-22T00:02:00.000Z"],
+        "newest first, filtered"
+    );
+    let item = &body["items"][0];
+    for field in [
+        "namespace",
+        "name",
+        "target",
+        "slot",
+        "started_at",
+        "finished_at",
+        "duration_seconds",
+        "outcome",
+        "reason",
+    ] {
+        assert!(item.get(field).is_some(), "missing {field}: {item}");
+    }
+    let (_, missed) = get(&app, "/missed?reason=operator_down&limit=1").await;
+    assert_eq!(missed["items"][0]["window"]["end"], "2026-11-22T00:05:40.000Z");
+    let (_, transitions) = get(&app, "/transitions?kind=Eru&name=api").await;
+    assert_eq!(transitions["items"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn paging_has_no_gaps_or_duplicates_while_rows_arrive() {
+    let (app, journal) = app(25).await;
+    let mut seen = Vec::new();
+    let mut uri = "/history?limit=7".to_string();
+    let mut pages = 0;
+    loop {
+        let (status, body) = get(&app, &uri).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        seen.extend(
+            body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["slot"].as_str().unwrap().to_string()),
+        );
+        pages += 1;
+        // new restarts arrive between pages
+        journal.append(&rows(100 + pages * 10, 3)).await.unwrap();
+        match body["next_cursor"].as_str() {
+            Some(cursor) => uri = format!("/history?limit=7&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 25, "every row of the first snapshot, once: {seen:?}");
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.reverse();
+    sorted.dedup();
+    assert_eq!(sorted, seen, "newest first, no duplicates");
+    assert_eq!(pages, 4);
+}
+
+#[tokio::test]
+async fn openapi_document_is_generated_from_the_handlers() {
+    let (app, _) = app(0).await;
+    let (status, doc) = get(&app, "/openapi.json").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for path in [
+        "/history",
+        "/transitions",
+        "/missed",
+        "/metrics",
+        "/healthz",
+        "/readyz",
+    ] {
+        assert!(doc["paths"][path]["get"].is_object(), "{path} missing");
+    }
+    let params: Vec<&str> = doc["paths"]["/history"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        params,
+        [
+            "namespace",
+            "name",
+            "target",
+            "outcome",
+            "since",
+            "until",
+            "limit",
+            "cursor"
+        ]
+    );
+    assert!(doc["components"]["schemas"]["RestartItem"]["properties"]["duration_seconds"].is_object());
+    assert!(doc["paths"]["/history"]["get"]["responses"]["400"].is_object());
+}
+
+/// Query strings: known keys with plausible or hostile values, unknown keys, raw bytes.
+fn query() -> impl Strategy<Value = String> {
+    let key = prop_oneof![
+        Just("namespace".to_string()),
+        Just("name".to_string()),
+        Just("target".to_string()),
+        Just("outcome".to_string()),
+        Just("reason".to_string()),
+        Just("kind".to_string()),
+        Just("since".to_string()),
+        Just("until".to_string()),
+        Just("limit".to_string()),
+        Just("cursor".to_string()),
+        "[a-z%&=+]{0,8}",
+    ];
+    let value = prop_oneof![
+        "[0-9]{0,12}",
+        "-?[0-9]{1,20}",
+        "20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(Z|[+-][0-9]{2}:[0-9]{2})",
+        "[0-9a-f]{0,40}",
+        "(%[0-9A-Fa-f]{2}|[ -~]){0,24}",
+        Just("in_progress".to_string()),
+        Just("Eru".to_string()),
+    ];
+    prop::collection::vec((key, value), 0..6).prop_map(|pairs| {
+        pairs
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("&")
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_query_string_produces_a_5xx(q in query(), endpoint in prop_oneof![Just("/history"), Just("/transitions"), Just("/missed")]) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let (app, _) = app(5).await;
+            let uri = format!("{endpoint}?{q}");
+            let Ok(request) = Request::get(&uri).body(Body::empty()) else { return Ok(()) }; // not a URI at all
+            let response = app.oneshot(request).await.unwrap();
+            let status = response.status();
+            let body: Value = serde_json::from_slice(&to_bytes(response.into_body(), 1 << 24).await.unwrap()).unwrap_or(Value::Null);
+            prop_assert!(status == StatusCode::OK || status == StatusCode::BAD_REQUEST, "{uri}: {status} {body}");
+            if status == StatusCode::BAD_REQUEST {
+                prop_assert!(body["error"].is_string(), "{uri}: {body}");
+            } else {
+                prop_assert!(body["items"].is_array(), "{uri}: {body}");
+            }
+            Ok(())
+        })?;
+    }
+}
