@@ -29,6 +29,19 @@ pub enum Error {
 /// `Result` with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Every value [`Error::category`] returns.
+pub const CATEGORIES: [&str; 9] = [
+    "conflict",
+    "not_found",
+    "forbidden",
+    "invalid",
+    "kube",
+    "journal",
+    "invalid_spec",
+    "serialization",
+    "config",
+];
+
 impl Error {
     /// A fixed label for metrics and Events; never contains error text.
     pub fn category(&self) -> &'static str {

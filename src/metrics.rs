@@ -13,6 +13,17 @@ use prometheus::{
     TextEncoder,
 };
 
+/// Kinds with reconcile metrics (EruAutoCreate: the Deployment-annotation controller).
+pub const KINDS: [&str; 4] = ["Eru", "PodSet", "Memcached", "EruAutoCreate"];
+/// Outcomes of a finished restart.
+pub const RESTART_OUTCOMES: [&str; 3] = ["succeeded", "failed", "abandoned"];
+
+/// Every (result, reason) of `eru_slots_total`.
+fn slot_series() -> impl Iterator<Item = (&'static str, &'static str)> {
+    use crate::eru::accounting::Reason;
+    std::iter::once(("fired", "scheduled")).chain(Reason::ALL.iter().map(|r| (r.reason_result(), r.as_str())))
+}
+
 /// All metric handles, registered in one registry. Cheap to clone.
 #[derive(Clone)]
 pub struct Metrics {
@@ -143,6 +154,15 @@ impl Metrics {
             .register(Box::new(build_info.clone()))
             .expect("metric registered once");
         build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        // Series that exist from the start read 0 instead of "no data" in dashboards and alerts.
+        for kind in KINDS {
+            for result in ["success", "error"] {
+                reconciles.with_label_values(&[kind, result]);
+            }
+            for category in crate::error::CATEGORIES {
+                reconcile_errors.with_label_values(&[kind, category]);
+            }
+        }
         Self {
             registry,
             restarts,
@@ -181,6 +201,17 @@ impl Metrics {
         self.objects.with_label_values(&[kind, phase]).inc();
     }
 
+    /// Creates an Eru's counter series at 0 (every outcome, result and reason), so dashboards and
+    /// alerts see 0 rather than no data.
+    pub fn init_eru(&self, namespace: &str, name: &str) {
+        for outcome in RESTART_OUTCOMES {
+            self.restarts.with_label_values(&[namespace, name, outcome]);
+        }
+        for (result, reason) in slot_series() {
+            self.slots.with_label_values(&[namespace, name, result, reason]);
+        }
+    }
+
     /// Forgets a deleted object: its phase count and its per-object series.
     pub fn forget(&self, kind: &'static str, uid: &str, namespace: &str, name: &str) {
         if let Some(old) = self
@@ -193,6 +224,12 @@ impl Metrics {
         }
         if kind == "Eru" {
             let _ = self.next_fire.remove_label_values(&[namespace, name]);
+            for outcome in RESTART_OUTCOMES {
+                let _ = self.restarts.remove_label_values(&[namespace, name, outcome]);
+            }
+            for (result, reason) in slot_series() {
+                let _ = self.slots.remove_label_values(&[namespace, name, result, reason]);
+            }
         }
     }
 

@@ -34,6 +34,17 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason.
+    pub const ALL: [Reason; 7] = [
+        Reason::OperatorDown,
+        Reason::Suspended,
+        Reason::PastDeadline,
+        Reason::TargetPaused,
+        Reason::TargetUnhealthy,
+        Reason::ConcurrentRollout,
+        Reason::TargetMissing,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::OperatorDown => "operator_down",
@@ -44,6 +55,11 @@ impl Reason {
             Reason::ConcurrentRollout => "concurrent_rollout",
             Reason::TargetMissing => "target_missing",
         }
+    }
+
+    /// [`Reason::result`] as its label value.
+    pub fn reason_result(self) -> &'static str {
+        self.result().as_str()
     }
 
     /// Missed: the operator could not act. Skipped: it chose not to.

@@ -203,6 +203,8 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
         return Ok(Action::await_change());
     }
 
+    ctx.metrics.init_eru(&namespace, &name);
+
     // observe
     let known = ctx.statuses.current(
         &uid,
