@@ -1,0 +1,133 @@
+//! Benchmarks: `hack/bench.sh` (or `cargo bench --bench journal`) prints medians and ratios.
+//! Under `cargo test` this runs once, tiny, as a smoke test (no timing claims in tests).
+//!
+//! - journal append of one reconcile's records (transition + slot + restart), WAL on disk;
+//! - slot accounting of one bounded pass of a month-long per-second backlog;
+//! - `/history` paging over 100k restarts: the first page vs a page 90k rows deep.
+
+use std::time::{Duration, Instant};
+
+use chrono::{TimeZone, Utc};
+use eru::{
+    eru::{
+        accounting::{Span, account},
+        schedule::Schedule,
+    },
+    history::{HistoryParams, history},
+    journal::{Entry, Journal, NewRestart, NewSlot, NewTransition, ObjectKey, SlotResult},
+};
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn entry(i: i64) -> Entry {
+    let object = ObjectKey { kind: "Eru", namespace: "ns".into(), name: "web".into(), uid: "u".into() };
+    let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(i);
+    Entry {
+        transitions: vec![NewTransition {
+            object: object.clone(),
+            observed: i.to_string(),
+            from: "Waiting",
+            to: "Restarting",
+            event: "SlotDue",
+            at,
+            detail: serde_json::json!({}),
+        }],
+        slots: vec![NewSlot {
+            object: object.clone(),
+            target: "web".into(),
+            slot: at,
+            last_slot: at,
+            slot_count: 1,
+            result: SlotResult::Fired,
+            reason: "scheduled",
+            window: None,
+            evaluated_at: at,
+        }],
+        restarts_started: vec![NewRestart { object, target: "web".into(), slot: at, started_at: at }],
+        restarts_finished: vec![],
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let scale = if full { 1 } else { 100 };
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(&dir.path().join("bench.db")).await.unwrap();
+
+    // 1. append
+    let appends = 2_000 / scale;
+    let mut samples = Vec::with_capacity(appends as usize);
+    for i in 0..appends {
+        let e = entry(i);
+        let start = Instant::now();
+        journal.append(&e).await.unwrap();
+        samples.push(start.elapsed());
+    }
+    let append = median(samples);
+
+    // 2. accounting: one bounded pass of a 30-day per-second backlog
+    let schedule = Schedule::parse("* * * * * *", None).unwrap();
+    let from = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let window = [(from, from + chrono::Duration::days(30))];
+    let span = Span {
+        after: from,
+        now: from + chrono::Duration::days(30),
+        starting_deadline: chrono::Duration::seconds(300),
+        suspended: false,
+        downtime: &window,
+    };
+    let passes = if full { 15 } else { 1 };
+    let samples: Vec<Duration> = (0..passes)
+        .map(|_| {
+            let start = Instant::now();
+            let a = account(&schedule, &span);
+            assert!(a.more && a.records.len() == eru::eru::accounting::RECORD_CAP + 1);
+            start.elapsed()
+        })
+        .collect();
+    let pass = median(samples);
+
+    // 3. paging: first page vs deep page over many restarts
+    let rows = 100_000 / scale;
+    for chunk in (appends..appends + rows).collect::<Vec<_>>().chunks(1_000) {
+        let mut batch = Entry::default();
+        for &i in chunk {
+            batch.restarts_started.extend(entry(i).restarts_started);
+        }
+        journal.append(&batch).await.unwrap();
+    }
+    let page = |cursor: Option<String>| HistoryParams { limit: Some("100".into()), cursor, ..HistoryParams::default() };
+    let deep_cursor = eru::history::encode_cursor(eru::history::Endpoint::History, (rows / 10).max(2));
+    let mut first = Vec::new();
+    let mut deep = Vec::new();
+    for _ in 0..if full { 51 } else { 1 } {
+        let start = Instant::now();
+        assert_eq!(history(&journal, &page(None)).await.unwrap().items.len(), 100);
+        first.push(start.elapsed());
+        let start = Instant::now();
+        history(&journal, &page(Some(deep_cursor.clone()))).await.unwrap();
+        deep.push(start.elapsed());
+    }
+    let (first, deep) = (median(first), median(deep));
+
+    if full {
+        println!("journal append (1 transition + 1 slot + 1 restart, WAL, synchronous=NORMAL): median {append:?} over {appends}");
+        println!(
+            "slot accounting, one pass of a 30-day per-second backlog ({} slots, {} records): median {pass:?} over {passes} ({:.0} slots/ms)",
+            eru::eru::accounting::SLOT_BUDGET,
+            eru::eru::accounting::RECORD_CAP + 1,
+            eru::eru::accounting::SLOT_BUDGET as f64 / pass.as_secs_f64() / 1000.0
+        );
+        println!(
+            "/history page of 100 over {rows} restarts: first {first:?}, {}k rows deep {deep:?} (ratio deep/first {:.2})",
+            rows * 9 / 10 / 1000,
+            deep.as_secs_f64() / first.as_secs_f64()
+        );
+    } else {
+        println!("bench smoke run ok (use hack/bench.sh for figures)");
+    }
+}
