@@ -23,7 +23,12 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn entry(i: i64) -> Entry {
-    let object = ObjectKey { kind: "Eru", namespace: "ns".into(), name: "web".into(), uid: "u".into() };
+    let object = ObjectKey {
+        kind: "Eru",
+        namespace: "ns".into(),
+        name: "web".into(),
+        uid: "u".into(),
+    };
     let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(i);
     Entry {
         transitions: vec![NewTransition {
@@ -46,7 +51,12 @@ fn entry(i: i64) -> Entry {
             window: None,
             evaluated_at: at,
         }],
-        restarts_started: vec![NewRestart { object, target: "web".into(), slot: at, started_at: at }],
+        restarts_started: vec![NewRestart {
+            object,
+            target: "web".into(),
+            slot: at,
+            started_at: at,
+        }],
         restarts_finished: vec![],
     }
 }
@@ -100,7 +110,11 @@ async fn main() {
         }
         journal.append(&batch).await.unwrap();
     }
-    let page = |cursor: Option<String>| HistoryParams { limit: Some("100".into()), cursor, ..HistoryParams::default() };
+    let page = |cursor: Option<String>| HistoryParams {
+        limit: Some("100".into()),
+        cursor,
+        ..HistoryParams::default()
+    };
     let deep_cursor = eru::history::encode_cursor(eru::history::Endpoint::History, (rows / 10).max(2));
     let mut first = Vec::new();
     let mut deep = Vec::new();
@@ -115,7 +129,9 @@ async fn main() {
     let (first, deep) = (median(first), median(deep));
 
     if full {
-        println!("journal append (1 transition + 1 slot + 1 restart, WAL, synchronous=NORMAL): median {append:?} over {appends}");
+        println!(
+            "journal append (1 transition + 1 slot + 1 restart, WAL, synchronous=NORMAL): median {append:?} over {appends}"
+        );
         println!(
             "slot accounting, one pass of a 30-day per-second backlog ({} slots, {} records): median {pass:?} over {passes} ({:.0} slots/ms)",
             eru::eru::accounting::SLOT_BUDGET,

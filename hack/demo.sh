@@ -17,7 +17,7 @@ eval "$(hack/cluster.sh env)"
 state="$repo/.cluster/eru"
 
 echo "== installing CRDs and RBAC"
-kubectl apply --server-side --force-conflicts -f crds/ >/dev/null
+kubectl apply -f crds/ >/dev/null
 kubectl apply -f deploy/namespace.yaml -f deploy/rbac.yaml >/dev/null
 kubectl wait --for=condition=Established --timeout=60s -f crds/ >/dev/null
 

@@ -13,8 +13,48 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("eru.yaml", Eru::crd()),
         ("memcached.yaml", Memcached::crd()),
-        ("podset.yaml", PodSet::crd()),
+        ("podset.yaml", without_template_descriptions(PodSet::crd())),
     ]
+}
+
+/// The PodSet CRD embeds the whole PodTemplateSpec schema; its descriptions alone push the CRD
+/// past the 256 KiB `last-applied-configuration` annotation that client-side `kubectl apply`
+/// writes. They go (as kubebuilder's `maxDescLen=0` does); every validation stays.
+fn without_template_descriptions(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    fn strip(schema: &mut serde_json::Value) {
+        match schema {
+            serde_json::Value::Object(map) => {
+                map.remove("description");
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    for version in &mut crd.spec.versions {
+        let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        let Some(template) = schema
+            .properties
+            .as_mut()
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|spec| spec.properties.as_mut())
+            .and_then(|p| p.get_mut("template"))
+        else {
+            continue;
+        };
+        let mut value = serde_json::to_value(&*template).expect("a schema serializes");
+        strip(&mut value);
+        value["description"] =
+            "The Pods' template (a PodTemplateSpec); without one, a busybox Pod running `sleep 3600`.".into();
+        *template = serde_json::from_value(value).expect("a schema deserializes");
+    }
+    crd
 }
 
 /// The YAML text of one CRD, as committed.

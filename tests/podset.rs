@@ -216,4 +216,15 @@ async fn quota_failure_is_a_condition_and_negative_replicas_are_refused() {
         matches!(refused, Err(kube::Error::Api(ref s)) if s.code == 422),
         "{refused:?}"
     );
+    // a malformed template is refused by the schema too (containers must be a list of objects)
+    let malformed: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "k8stest.justin0u0.com/v1alpha1", "kind": "PodSet",
+        "metadata": {"name": "malformed"}, "spec": {"replicas": 1, "template": {"spec": {"containers": "busybox"}}}
+    }))
+    .unwrap();
+    let refused = raw.create(&PostParams::default(), &malformed).await;
+    assert!(
+        matches!(refused, Err(kube::Error::Api(ref s)) if s.code == 422),
+        "{refused:?}"
+    );
 }

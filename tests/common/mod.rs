@@ -55,12 +55,14 @@ pub fn kubectl(args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Applies `crds/` and the operator's Namespace and RBAC from `deploy/`, once per test binary.
+/// Applies `crds/` and `deploy/` (Namespace, RBAC, the operator's Deployment), once per test
+/// binary. The in-cluster operator Deployment is inert on kwok's fake nodes; the tests run the
+/// operator as a process with the same ServiceAccount.
 pub fn install() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
-        kubectl(&["apply", "--server-side", "--force-conflicts", "-f", "crds/"]);
-        kubectl(&["apply", "-f", "deploy/namespace.yaml", "-f", "deploy/rbac.yaml"]);
+        // exactly the README's install command (client-side apply, as most users run it)
+        kubectl(&["apply", "-f", "crds/", "-f", "deploy/"]);
         kubectl(&[
             "wait",
             "--for=condition=Established",
