@@ -205,6 +205,37 @@ pub async fn instrumented(
     result
 }
 
+/// Runs a controller: every reconcile instrumented ([`instrumented`]), failures requeued by
+/// [`retry_after`] and logged. `context` is the controller's own state; `ctx` the shared one.
+pub fn drive<K, C, Fut>(
+    controller: kube::runtime::Controller<K>,
+    kind: &'static str,
+    ctx: Arc<Context>,
+    context: Arc<C>,
+    reconcile: fn(Arc<K>, Arc<C>) -> Fut,
+) -> impl Future<Output = ()> + Send
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    Fut: Future<Output = Result<Action>> + Send + 'static,
+{
+    use futures::StreamExt;
+    controller
+        .run(
+            move |obj, context| {
+                let ctx = ctx.clone();
+                async move { instrumented(&ctx, kind, reconcile(obj, context)).await }
+            },
+            |_, error, _| retry_after(error),
+            context,
+        )
+        .for_each(move |result| async move {
+            if let Err(e) = result {
+                warn!(kind, error = %e, "reconcile failed");
+            }
+        })
+}
+
 /// Requeue policy after a failed reconcile: soon for conflicts, later for the rest.
 pub fn retry_after(error: &Error) -> Action {
     match error.category() {

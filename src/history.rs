@@ -65,7 +65,8 @@ pub fn encode_cursor(endpoint: Endpoint, id: i64) -> String {
 /// The row id a cursor of `endpoint` continues after.
 pub fn decode_cursor(endpoint: Endpoint, cursor: &str) -> Result<i64> {
     let refused = || invalid("cursor is not one this endpoint issued");
-    if cursor.len() % 2 != 0 || cursor.len() > 128 || !cursor.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !cursor.len().is_multiple_of(2) || cursor.len() > 128 || !cursor.bytes().all(|b| b.is_ascii_hexdigit())
+    {
         return refused();
     }
     let bytes: Option<Vec<u8>> = (0..cursor.len())

@@ -498,7 +498,7 @@ impl Journal {
         Ok(sqlx::query_as(
             "SELECT id, kind, namespace, name, uid, from_state, to_state, event, at, detail FROM transitions
              WHERE (?1 IS NULL OR kind = ?1) AND (?2 IS NULL OR namespace = ?2) AND (?3 IS NULL OR name = ?3)
-               AND (?4 IS NULL OR at >= ?4) AND (?5 IS NULL OR at < ?5) AND (?6 IS NULL OR id < ?6)
+               AND (?4 IS NULL OR at >= ?4) AND (?5 IS NULL OR at < ?5) AND id < coalesce(?6, 9223372036854775807)
              ORDER BY id DESC LIMIT ?7",
         )
         .bind(&f.kind)
@@ -519,7 +519,7 @@ impl Journal {
             "SELECT * FROM restarts
              WHERE (?1 IS NULL OR namespace = ?1) AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR target = ?3)
                AND (?4 IS NULL OR outcome = ?4) AND (?5 IS NULL OR started_at >= ?5)
-               AND (?6 IS NULL OR started_at < ?6) AND (?7 IS NULL OR id < ?7)
+               AND (?6 IS NULL OR started_at < ?6) AND id < coalesce(?7, 9223372036854775807)
              ORDER BY id DESC LIMIT ?8",
         )
         .bind(&f.namespace)
@@ -542,7 +542,7 @@ impl Journal {
              WHERE result != 'fired'
                AND (?1 IS NULL OR namespace = ?1) AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR target = ?3)
                AND (?4 IS NULL OR reason = ?4) AND (?5 IS NULL OR last_slot >= ?5)
-               AND (?6 IS NULL OR slot < ?6) AND (?7 IS NULL OR id < ?7)
+               AND (?6 IS NULL OR slot < ?6) AND id < coalesce(?7, 9223372036854775807)
              ORDER BY id DESC LIMIT ?8",
         )
         .bind(&f.namespace)

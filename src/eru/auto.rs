@@ -6,7 +6,6 @@
 
 use std::{collections::BTreeMap, future::Future, sync::Arc};
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, Resource, ResourceExt,
@@ -20,7 +19,7 @@ use kube::{
     },
 };
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::{
     AUTO_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_TIMEZONE_ANNOTATION, DEFAULT_STARTING_DEADLINE_SECONDS,
@@ -28,10 +27,9 @@ use super::{
 };
 use crate::{
     Result,
-    controller::{Context, MANAGER, instrumented, retry_after, shutdown_requested, watch_util},
+    controller::{Context, MANAGER, drive, shutdown_requested, watch_util},
 };
 
-const KIND: &str = "Deployment";
 /// Label marking Erus the operator created.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", MANAGER);
 
@@ -148,20 +146,13 @@ pub fn controller(
         erus,
         erus_synced,
     });
-    let run = controller
-        .run(
-            |deployment, context| async move {
-                let ctx = context.ctx.clone();
-                instrumented(&ctx, "EruAutoCreate", reconcile(deployment, context)).await
-            },
-            |_, error, _| retry_after(error),
-            context,
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(kind = KIND, error = %e, "auto-create reconcile failed");
-            }
-        });
+    let run = drive(
+        controller,
+        "EruAutoCreate",
+        context.ctx.clone(),
+        context,
+        reconcile,
+    );
     (run, synced)
 }
 

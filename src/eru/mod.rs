@@ -34,6 +34,8 @@ fn default_starting_deadline() -> i64 {
 }
 
 /// Graceful rolling restarts of a workload on a cron schedule.
+// kube-derive takes one `printcolumn(...)` per column; clippy reads them as duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "mtsre.meitu.com",

@@ -6,7 +6,6 @@
 use std::{future::Future, sync::Arc, time::Duration as StdDuration};
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, Resource, ResourceExt,
@@ -33,7 +32,7 @@ use super::{
 use crate::{
     Result,
     conditions::condition,
-    controller::{Context, MANAGER, instrumented, object_key, retry_after, shutdown_requested, watch_util},
+    controller::{Context, MANAGER, drive, object_key, shutdown_requested, watch_util},
     journal::{Entry, EruSummary, FinishedRestart, NewRestart, NewSlot, SlotResult, parse_ts},
     machine::{Decision, EventName, Phase, step},
 };
@@ -89,20 +88,7 @@ pub fn controller(
         deployments,
         deployments_synced,
     });
-    let run = controller
-        .run(
-            |eru, context| async move {
-                let ctx = context.ctx.clone();
-                instrumented(&ctx, KIND, reconcile(eru, context)).await
-            },
-            |_, error, _| retry_after(error),
-            context,
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(kind = KIND, error = %e, "reconcile failed");
-            }
-        });
+    let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
     (run, synced)
 }
 

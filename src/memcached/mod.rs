@@ -14,6 +14,8 @@ fn default_port() -> i32 {
 }
 
 /// A memcached Deployment of `size` replicas.
+// kube-derive takes one `printcolumn(...)` per column; clippy reads them as duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "cache.example.com",

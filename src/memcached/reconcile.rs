@@ -3,7 +3,6 @@
 
 use std::{future::Future, sync::Arc, time::Duration};
 
-use futures::StreamExt;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kube::{
     Api, Resource, ResourceExt,
@@ -18,7 +17,6 @@ use kube::{
 };
 use serde_json::json;
 use tokio::sync::watch;
-use tracing::warn;
 
 use super::{
     Memcached, MemcachedStatus,
@@ -30,7 +28,7 @@ use super::{
 use crate::{
     Error, Result,
     conditions::condition,
-    controller::{Context, MANAGER, instrumented, retry_after, shutdown_requested, watch_util},
+    controller::{Context, MANAGER, drive, shutdown_requested, watch_util},
     journal::Entry,
     machine::{Phase, dispatch},
 };
@@ -94,20 +92,7 @@ pub fn controller(
         pods,
         caches_synced: (deployments_synced, pods_synced),
     });
-    let run = controller
-        .run(
-            |memcached, context| async move {
-                let ctx = context.ctx.clone();
-                instrumented(&ctx, KIND, reconcile(memcached, context)).await
-            },
-            |_, error, _| retry_after(error),
-            context,
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(kind = KIND, error = %e, "reconcile failed");
-            }
-        });
+    let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
     (run, synced)
 }
 

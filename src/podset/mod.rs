@@ -7,6 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A set of identical Pods.
+// kube-derive takes one `printcolumn(...)` per column; clippy reads them as duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "k8stest.justin0u0.com",

@@ -9,7 +9,7 @@ use std::{
 };
 
 use chrono::DateTime;
-use futures::{StreamExt, future::join_all};
+use futures::future::join_all;
 use k8s_openapi::{
     api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec},
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
@@ -27,7 +27,7 @@ use kube::{
 };
 use serde_json::json;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::{
     PodSet, PodSetStatus,
@@ -39,7 +39,7 @@ use super::{
 use crate::{
     Result,
     conditions::condition,
-    controller::{Context, instrumented, retry_after, shutdown_requested, watch_util},
+    controller::{Context, drive, shutdown_requested, watch_util},
     journal::Entry,
     machine::{Phase, dispatch},
 };
@@ -99,20 +99,7 @@ pub fn controller(
         pods_synced,
         expectations: Mutex::default(),
     });
-    let run = controller
-        .run(
-            |podset, context| async move {
-                let ctx = context.ctx.clone();
-                instrumented(&ctx, KIND, reconcile(podset, context)).await
-            },
-            |_, error, _| retry_after(error),
-            context,
-        )
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(kind = KIND, error = %e, "reconcile failed");
-            }
-        });
+    let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
     (run, synced)
 }
 
