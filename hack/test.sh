@@ -18,8 +18,9 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eru/
 hack/deps.sh
 
 start=$SECONDS
-echo "== cargo fmt --check"
+echo "== cargo fmt --check, clippy"
 cargo fmt --all -- --check
+cargo clippy --locked --all-targets -- -D warnings
 echo "== unit and integration tests (no cluster)"
 cargo test --locked --all-targets
 

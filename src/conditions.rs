@@ -31,8 +31,3 @@ pub fn condition(
         observed_generation: obj.meta().generation,
     }
 }
-
-/// Whether `conditions` has `type_` with status True.
-pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
-    conditions.iter().any(|c| c.type_ == type_ && c.status == "True")
-}

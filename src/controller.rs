@@ -240,7 +240,6 @@ where
 pub fn retry_after(error: &Error) -> Action {
     match error.category() {
         "conflict" => Action::requeue(Duration::from_millis(500)),
-        "invalid_spec" => Action::await_change(),
         _ => Action::requeue(Duration::from_secs(5)),
     }
 }

@@ -16,30 +16,22 @@ pub enum Error {
     #[error("journal file {path} is not usable: {reason}")]
     JournalFile { path: String, reason: String },
 
-    #[error("invalid {field}: {reason}")]
-    InvalidSpec { field: &'static str, reason: String },
-
     #[error("serialization error: {0}")]
     Serialization(#[from] serde_json::Error),
-
-    #[error("{0}")]
-    Config(String),
 }
 
 /// `Result` with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Every value [`Error::category`] returns.
-pub const CATEGORIES: [&str; 9] = [
+pub const CATEGORIES: [&str; 7] = [
     "conflict",
     "not_found",
     "forbidden",
     "invalid",
     "kube",
     "journal",
-    "invalid_spec",
     "serialization",
-    "config",
 ];
 
 impl Error {
@@ -52,9 +44,7 @@ impl Error {
             Error::Kube(kube::Error::Api(status)) if status.code == 422 => "invalid",
             Error::Kube(_) => "kube",
             Error::Journal(_) | Error::Migrate(_) | Error::JournalFile { .. } => "journal",
-            Error::InvalidSpec { .. } => "invalid_spec",
             Error::Serialization(_) => "serialization",
-            Error::Config(_) => "config",
         }
     }
 }

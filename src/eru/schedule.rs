@@ -140,14 +140,6 @@ impl Schedule {
             .map(|s| s.with_timezone(&Utc))
     }
 
-    /// The latest slot at or before `t`.
-    pub fn latest_at_or_before(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cron
-            .find_previous_occurrence(&t.with_timezone(&self.tz), true)
-            .ok()
-            .map(|s| s.with_timezone(&Utc))
-    }
-
     /// The slots in `(after, until]`, oldest first. Lazy: callers bound how many they take.
     pub fn slots_between(
         &self,
@@ -389,10 +381,6 @@ mod tests {
         assert_eq!(
             s.slots_between(from, utc(2026, 12, 22, 3, 0, 0)).take(2).count(),
             2
-        );
-        assert_eq!(
-            s.latest_at_or_before(utc(2026, 11, 22, 3, 0, 3)),
-            Some(utc(2026, 11, 22, 3, 0, 3))
         );
     }
 
