@@ -10,23 +10,13 @@ use eru::memcached::Memcached;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod, events::v1::Event};
 use kube::{
     Api, ResourceExt,
-    api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 
+/// Names of the live Pods of a Memcached, sorted.
 async fn pod_names(pods: &Api<Pod>, name: &str) -> Vec<String> {
-    let list = pods
-        .list(&ListParams::default().labels(&format!("app.kubernetes.io/instance={name}")))
-        .await
-        .unwrap();
-    let mut names: Vec<String> = list
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| p.name_any())
-        .collect();
-    names.sort();
-    names
+    common::live_pod_names(pods, &format!("app.kubernetes.io/instance={name}")).await
 }
 
 /// Waits until the Memcached is Available at `size` with `status.nodes` equal to its live Pods.

@@ -10,24 +10,13 @@ use eru::podset::PodSet;
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
 use kube::{
     Api, Client, ResourceExt,
-    api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 
-/// Names of the live (not terminating) Pods of a PodSet, sorted.
+/// Names of the live Pods of a PodSet, sorted.
 async fn pod_names(pods: &Api<Pod>, podset: &str) -> Vec<String> {
-    let list = pods
-        .list(&ListParams::default().labels(&format!("podset_cr={podset}")))
-        .await
-        .unwrap();
-    let mut names: Vec<String> = list
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| p.name_any())
-        .collect();
-    names.sort();
-    names
+    common::live_pod_names(pods, &format!("podset_cr={podset}")).await
 }
 
 /// Waits until the PodSet reports `n` Pods and its `podNames` are exactly the live Pods.

@@ -19,11 +19,7 @@ use k8s_openapi::api::{
     authentication::v1::{TokenRequest, TokenRequestSpec},
     core::v1::{Namespace, ServiceAccount},
 };
-use kube::{
-    Api, Client,
-    api::{DeleteParams, PostParams},
-    config::Kubeconfig,
-};
+use kube::{Api, Client, api::PostParams, config::Kubeconfig};
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -345,10 +341,18 @@ impl Drop for Operator {
     }
 }
 
-/// Deletes an object if it exists.
-pub async fn delete<K>(api: &Api<K>, name: &str)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let _ = api.delete(name, &DeleteParams::default()).await;
+/// Names of the live (not terminating) Pods matching a label selector, sorted.
+pub async fn live_pod_names(pods: &Api<k8s_openapi::api::core::v1::Pod>, selector: &str) -> Vec<String> {
+    let list = pods
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+        .unwrap();
+    let mut names: Vec<String> = list
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.metadata.name.clone().unwrap_or_default())
+        .collect();
+    names.sort();
+    names
 }
