@@ -13,6 +13,8 @@
 #   --name NAME / ERU_CLUSTER_NAME     cluster name (default "eru"); clusters run side by side
 #   ERU_CLUSTER_STATE                  state root (default <repo>/.cluster); one folder per name
 #   ERU_CACHE                          binaries cache root (default ${XDG_CACHE_HOME:-~/.cache}/eru)
+#   ERU_CLUSTER_PREBUILT               test seam: take the binaries from this folder instead of
+#                                      compiling them (the rest of a cold `up` runs unchanged)
 # Versions are pinned in hack/versions.env; the cache folder is keyed by them.
 set -euo pipefail
 
@@ -47,9 +49,10 @@ state="${ERU_CLUSTER_STATE:-$repo/.cluster}/$name"
 # ---------------------------------------------------------------------------------------------
 # build: every binary into $bin_dir, once. A lock keeps two concurrent `up`s from building twice.
 # ---------------------------------------------------------------------------------------------
+cached_files=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwok-stages.yaml)
 built() {
   local b
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwok-stages.yaml; do
+  for b in "${cached_files[@]}"; do
     [ -s "$bin_dir/$b" ] || return 1
   done
 }
@@ -119,25 +122,44 @@ build_kwok() {
   done >"$out/kwok-stages.yaml"
 }
 
-build() {
-  built && return 0
-  command -v go >/dev/null || die "go is required to build the control plane (Go >= 1.26)"
+# build runs in a subshell: its EXIT trap (removing the temporary folders) and its exports stay
+# inside it. A RETURN trap would not: bash keeps it installed after the function returns, and it
+# fired in a later function with `tmp` unset under `set -u`, failing the first `up` of every fresh
+# machine (issue 9).
+build() (
+  built && exit 0
+  command -v go >/dev/null || [ -n "${ERU_CLUSTER_PREBUILT:-}" ] ||
+    die "go is required to build the control plane (Go >= 1.26)"
   mkdir -p "$cache_root"
   exec 9>"$cache_root/.build.lock"
   say "waiting for the build lock $cache_root/.build.lock" && flock 9
-  built && return 0
+  built && exit 0
   local start=$SECONDS tmp work
   tmp="$bin_dir.tmp.$$"
   work=$(mktemp -d)
-  trap 'rm -rf "$tmp" "$work"' RETURN
+  trap 'rm -rf "$tmp" "$work"' EXIT
   mkdir -p "$tmp" "$work/k8s" "$work/etcd"
-  export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-trimpath
-  say "cold build of the control plane into $bin_dir (several minutes on 2 cores; cached afterwards)"
-  timed "etcd $ETCD_VERSION" build_etcd "$work/etcd" "$tmp"
-  timed "kwok $KWOK_VERSION" build_kwok "$tmp"
-  timed "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $K8S_VERSION" build_k8s "$work/k8s" "$tmp"
+  if [ -n "${ERU_CLUSTER_PREBUILT:-}" ]; then
+    # Test seam (tests/cold_start.sh): the compile step is satisfied from binaries built before,
+    # so everything a cold `up` does after compiling runs on every CI run in seconds.
+    timed "from $ERU_CLUSTER_PREBUILT (ERU_CLUSTER_PREBUILT)" copy_prebuilt "$ERU_CLUSTER_PREBUILT" "$tmp"
+  else
+    export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-trimpath
+    say "cold build of the control plane into $bin_dir (several minutes on 2 cores; cached afterwards)"
+    timed "etcd $ETCD_VERSION" build_etcd "$work/etcd" "$tmp"
+    timed "kwok $KWOK_VERSION" build_kwok "$tmp"
+    timed "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $K8S_VERSION" build_k8s "$work/k8s" "$tmp"
+  fi
   rm -rf "$bin_dir" && mv "$tmp" "$bin_dir"
   say "control plane built in $((SECONDS - start)) s; cache size $(du -sh "$bin_dir" | cut -f1)"
+)
+
+copy_prebuilt() { # copy_prebuilt FROM TO: the same files a build produces
+  local b
+  for b in "${cached_files[@]}"; do
+    [ -s "$1/$b" ] || die "ERU_CLUSTER_PREBUILT=$1 has no $b"
+    cp "$1/$b" "$2/$b"
+  done
 }
 
 # ---------------------------------------------------------------------------------------------
