@@ -8,6 +8,7 @@
 #   hack/cluster.sh status           what runs, by component
 #   hack/cluster.sh down             stop exactly what `up` started (by PID), remove its state
 #   hack/cluster.sh build            only build the binaries into the cache
+#   hack/cluster.sh cache-dir        print the folder of the cached binaries
 #
 # Options and environment:
 #   --name NAME / ERU_CLUSTER_NAME     cluster name (default "eru"); clusters run side by side
@@ -19,7 +20,7 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# shellcheck source=versions.env
+# shellcheck source=hack/versions.env source-path=SCRIPTDIR/..
 source "$repo/hack/versions.env"
 
 cache_root=${ERU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eru}
@@ -178,6 +179,8 @@ start() { # start COMPONENT BINARY ARGS...: detached from this shell, PID record
   local component=$1
   shift
   mkdir -p "$state/pids" "$state/logs"
+  # The single quotes are deliberate: the inner bash writes its own PID, then becomes the component.
+  # shellcheck disable=SC2016
   setsid bash -c 'echo $$ >"$0"; exec "$@"' "$state/pids/$component.pid" "$@" \
     >"$state/logs/$component.log" 2>&1 </dev/null &
   local i
@@ -212,7 +215,7 @@ stop_all() {
       pid=$(pid_of "$c")
       kill -TERM "$pid" 2>/dev/null || true
       for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+      if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
     fi
     rm -f "$state/pids/$c.pid"
   done
@@ -385,5 +388,6 @@ case "$cmd" in
   status) status ;;
   env) env_lines ;;
   build) build ;;
-  *) die "usage: $0 up|down|status|env|build [--nodes N] [--name NAME]" ;;
+  cache-dir) echo "$bin_dir" ;;
+  *) die "usage: $0 up|down|status|env|build|cache-dir [--nodes N] [--name NAME]" ;;
 esac

@@ -8,6 +8,8 @@ command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)
 command -v flock >/dev/null || missing+=(util-linux)
 command -v promtool >/dev/null || missing+=(prometheus)
+command -v shellcheck >/dev/null || missing+=(shellcheck)
+command -v pgrep >/dev/null || missing+=(procps)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo

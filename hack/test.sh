@@ -18,6 +18,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eru/
 hack/deps.sh
 
 start=$SECONDS
+echo "== shellcheck"
+shellcheck -x hack/*.sh .ci/run
 echo "== cargo fmt --check, clippy"
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
@@ -26,6 +28,9 @@ cargo test --locked --all-targets
 
 cluster=${ERU_TEST_CLUSTER:-test}
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
+  hack/cluster.sh build
+  echo "== the cold path of hack/cluster.sh up (empty cache and state, prebuilt binaries)"
+  hack/cold-up-check.sh
   trap 'hack/cluster.sh down --name "$cluster"' EXIT
   hack/cluster.sh up --name "$cluster"
   eval "$(hack/cluster.sh env --name "$cluster")"
