@@ -14,13 +14,13 @@ use serde_json::json;
 use utoipa::OpenApi;
 
 use crate::{
-    controller::Readiness,
     history::{
         self, ErrorBody, HistoryPage, HistoryParams, MissedItem, MissedPage, MissedParams, QueryError,
         RestartItem, TransitionItem, TransitionPage, TransitionParams, Window,
     },
     journal::Journal,
     metrics::Metrics,
+    runtime::Readiness,
 };
 
 /// Shared state of the handlers.

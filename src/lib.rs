@@ -11,9 +11,9 @@
 //! ([`machine`]), journals the transitions ([`journal`], the source of truth for history), then
 //! acts and writes status. [`http`] serves the journal and [`metrics`].
 
+pub mod app;
 pub mod conditions;
 pub mod config;
-pub mod controller;
 pub mod crds;
 pub mod error;
 pub mod eru;
@@ -24,5 +24,6 @@ pub mod machine;
 pub mod memcached;
 pub mod metrics;
 pub mod podset;
+pub mod runtime;
 
 pub use error::{Error, Result};

@@ -2,9 +2,11 @@
 //!
 //! Every kind models its object as a statig *blocking* machine (the async flavour makes the
 //! reconcile future non-`Send`, which `Controller::run` rejects). A reconcile restores the machine
-//! from `status.phase`, dispatches one observed event and gets back the new state plus a
-//! [`Decision`]: the transitions the `after_transition` hook recorded and the commands the handlers
-//! chose. Handlers are pure; the reconciler journals the transitions and then runs the commands.
+//! from `status.phase`, dispatches observed events and gets back the new state plus a
+//! [`Decision`]: the transitions the `after_transition` hook recorded, the records the handlers
+//! want journaled and the actions they chose. Handlers are pure; the reconciler journals the
+//! transitions and records, then performs the actions, and feeds an action's result back as an
+//! event in the same pass.
 //! Entry actions re-run when a machine is restored, so the machines here have none.
 
 use std::{collections::HashMap, sync::Mutex};
@@ -30,33 +32,46 @@ pub struct Transition {
     pub event: &'static str,
 }
 
-/// What one dispatch decided: the machine's context while it runs.
+/// A kind whose machine journals nothing but its transitions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoRecord {}
+
+/// What one dispatch decided: the machine's context while it runs. Records (rows for the journal)
+/// are kept apart from actions (cluster writes and Events): a reconcile journals the transitions
+/// and records first, and only then performs the actions.
 #[derive(Debug, PartialEq)]
-pub struct Decision<C> {
+pub struct Decision<A, R = NoRecord> {
     event: &'static str,
     pub transitions: Vec<Transition>,
-    pub commands: Vec<C>,
+    pub records: Vec<R>,
+    pub actions: Vec<A>,
 }
 
-impl<C> Default for Decision<C> {
+impl<A, R> Default for Decision<A, R> {
     fn default() -> Self {
         Self {
             event: "",
             transitions: Vec::new(),
-            commands: Vec::new(),
+            records: Vec::new(),
+            actions: Vec::new(),
         }
     }
 }
 
-impl<C> Decision<C> {
-    /// Asks the reconciler to perform `command` after the transitions are journaled.
-    pub fn command(&mut self, command: C) {
-        self.commands.push(command);
+impl<A, R> Decision<A, R> {
+    /// Asks the reconciler to perform `action` once this pass is journaled.
+    pub fn act(&mut self, action: A) {
+        self.actions.push(action);
+    }
+
+    /// Asks the reconciler to journal `record` with this pass's transitions.
+    pub fn record(&mut self, record: R) {
+        self.records.push(record);
     }
 
     /// Records a transition; call it from the machine's `after_transition` hook.
     /// A transition to the same phase is not one.
-    pub fn record(&mut self, from: &impl Phase, to: &impl Phase) {
+    pub fn transition(&mut self, from: &impl Phase, to: &impl Phase) {
         if from.phase() == to.phase() {
             return;
         }
@@ -66,13 +81,20 @@ impl<C> Decision<C> {
             event: self.event,
         });
     }
+
+    /// Everything of `other` after everything of `self`, as if one dispatch had decided both.
+    pub fn extend(&mut self, other: Decision<A, R>) {
+        self.transitions.extend(other.transitions);
+        self.records.extend(other.records);
+        self.actions.extend(other.actions);
+    }
 }
 
 /// Restores a machine in `state`, dispatches `event` and returns the new state with what was
 /// decided. Pure: no I/O happens here.
-pub fn dispatch<M, E, C>(machine: M, state: M::State, event: &E) -> (M::State, Decision<C>)
+pub fn dispatch<M, E, A, R>(machine: M, state: M::State, event: &E) -> (M::State, Decision<A, R>)
 where
-    M: for<'e, 'c> IntoStateMachine<Event<'e> = E, Context<'c> = Decision<C>> + IntoStateMachineExt,
+    M: for<'e, 'c> IntoStateMachine<Event<'e> = E, Context<'c> = Decision<A, R>> + IntoStateMachineExt,
     M::State: State<M> + Clone,
     for<'s> M::Superstate<'s>: Superstate<M>,
     E: EventName,
@@ -83,10 +105,10 @@ where
 }
 
 /// Like [`dispatch`], adding to an existing decision: a reconcile that feeds several events
-/// through one machine collects all their transitions and commands in order.
-pub fn step<M, E, C>(machine: M, state: M::State, event: &E, decision: &mut Decision<C>) -> M::State
+/// through one machine collects all their transitions, records and actions in order.
+pub fn step<M, E, A, R>(machine: M, state: M::State, event: &E, decision: &mut Decision<A, R>) -> M::State
 where
-    M: for<'e, 'c> IntoStateMachine<Event<'e> = E, Context<'c> = Decision<C>> + IntoStateMachineExt,
+    M: for<'e, 'c> IntoStateMachine<Event<'e> = E, Context<'c> = Decision<A, R>> + IntoStateMachineExt,
     M::State: State<M> + Clone,
     for<'s> M::Superstate<'s>: Superstate<M>,
     E: EventName,
@@ -181,7 +203,7 @@ mod tests {
         fn closed(event: &DoorEvent, context: &mut Decision<DoorCommand>) -> Outcome<State> {
             match event {
                 DoorEvent::Push => {
-                    context.command(DoorCommand::Beep);
+                    context.act(DoorCommand::Beep);
                     Transition(State::open())
                 }
                 DoorEvent::Lock => Transition(State::locked()),
@@ -202,7 +224,7 @@ mod tests {
         }
 
         fn after_transition(&mut self, from: &State, to: &State, context: &mut Decision<DoorCommand>) {
-            context.record(from, to);
+            context.transition(from, to);
         }
     }
 
@@ -228,7 +250,7 @@ mod tests {
                 event: "Push"
             }]
         );
-        assert_eq!(decision.commands, vec![DoorCommand::Beep]);
+        assert_eq!(decision.actions, vec![DoorCommand::Beep]);
     }
 
     #[test]
@@ -237,7 +259,7 @@ mod tests {
         let (state, decision) = dispatch(Door, State::Open {}, &DoorEvent::Push);
         assert_eq!(state, State::Closed {});
         assert_eq!(decision.transitions[0].from, "Open");
-        assert!(decision.commands.is_empty());
+        assert!(decision.actions.is_empty());
     }
 
     #[test]
@@ -264,7 +286,7 @@ mod tests {
     fn handled_event_records_nothing() {
         let (state, decision) = dispatch(Door, State::Locked {}, &DoorEvent::Lock);
         assert_eq!(state, State::Locked {});
-        assert!(decision.transitions.is_empty() && decision.commands.is_empty());
+        assert!(decision.transitions.is_empty() && decision.actions.is_empty());
         let (_, decision) = dispatch(Door, State::Open {}, &DoorEvent::Lock);
         assert!(decision.transitions.is_empty());
     }

@@ -216,7 +216,7 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(eru::controller::run(args)) {
+    match runtime.block_on(eru::app::run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

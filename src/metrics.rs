@@ -1,5 +1,5 @@
-//! Prometheus metrics. Names are a contract with `dashboards/` and the alert rules in `deploy/`.
-//! Labels are bounded: kinds, phases, outcomes, reasons and error categories are fixed sets, and
+//! Prometheus metrics shared by every kind. Names are a contract with `dashboards/` and the alert
+//! rules in `deploy/`. Labels are bounded: kinds, phases, outcomes, reasons and error categories are fixed sets, and
 //! `namespace`/`name` identify objects that exist (their series are removed when they go away).
 
 use std::{
@@ -9,38 +9,21 @@ use std::{
 };
 
 use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-/// Kinds with reconcile metrics (EruAutoCreate: the Deployment-annotation controller).
-pub const KINDS: [&str; 4] = ["Eru", "PodSet", "Memcached", "EruAutoCreate"];
-/// Outcomes of a finished restart.
-pub const RESTART_OUTCOMES: [&str; 3] = ["succeeded", "failed", "abandoned"];
-
-/// Every (result, reason) of `eru_slots_total`.
-fn slot_series() -> impl Iterator<Item = (&'static str, &'static str)> {
-    use crate::eru::accounting::Reason;
-    std::iter::once(("fired", "scheduled")).chain(Reason::ALL.iter().map(|r| (r.reason_result(), r.as_str())))
-}
-
-/// All metric handles, registered in one registry. Cheap to clone.
+/// All shared metric handles, registered in one registry. Cheap to clone. Kinds register their
+/// own series into [`Metrics::registry`] (e.g. `eru::metrics`).
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
-    pub restarts: IntCounterVec,
-    pub restart_duration: Histogram,
-    pub slots: IntCounterVec,
-    pub fire_lateness: Histogram,
-    pub next_fire: GaugeVec,
-    pub transitions: IntCounterVec,
+    transitions: IntCounterVec,
     objects: IntGaugeVec,
     phases: Arc<Mutex<HashMap<(&'static str, String), &'static str>>>,
-    pub reconciles: IntCounterVec,
-    pub reconcile_errors: IntCounterVec,
-    pub reconcile_duration: HistogramVec,
+    reconciles: IntCounterVec,
+    reconcile_errors: IntCounterVec,
+    reconcile_duration: HistogramVec,
     pub journal_write: Histogram,
-    pub build_info: IntGaugeVec,
 }
 
 impl Default for Metrics {
@@ -49,75 +32,48 @@ impl Default for Metrics {
     }
 }
 
-fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+/// Registers `metric` in `registry` and returns it.
+pub fn register<M: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: M) -> M {
     registry
         .register(Box::new(metric.clone()))
         .expect("metric registered once");
     metric
 }
 
-fn histogram(registry: &Registry, name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
-    let metric = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).expect("valid metric");
-    registry
-        .register(Box::new(metric.clone()))
-        .expect("metric registered once");
-    metric
+/// A counter vector, registered.
+pub fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    register(
+        registry,
+        IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
+    )
+}
+
+/// A histogram with `buckets`, registered.
+pub fn histogram(registry: &Registry, name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
+    register(
+        registry,
+        Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).expect("valid metric"),
+    )
 }
 
 impl Metrics {
-    /// A fresh registry with every metric registered.
+    /// A fresh registry with the shared metrics registered.
     pub fn new() -> Self {
         let registry = Registry::new();
-        let restarts = counter(
-            &registry,
-            "eru_restarts_total",
-            "Rolling restarts finished, by Eru and outcome (succeeded, failed).",
-            &["namespace", "name", "outcome"],
-        );
-        let restart_duration = histogram(
-            &registry,
-            "eru_restart_duration_seconds",
-            "From the restart patch to the rollout's end.",
-            vec![1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 3600.0],
-        );
-        let slots = counter(
-            &registry,
-            "eru_slots_total",
-            "Evaluated cron slots by result (fired, missed, skipped) and reason.",
-            &["namespace", "name", "result", "reason"],
-        );
-        let fire_lateness = histogram(
-            &registry,
-            "eru_fire_lateness_seconds",
-            "Time from a slot to its restart patch.",
-            vec![0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
-        );
-        let next_fire = GaugeVec::new(
-            Opts::new(
-                "eru_next_fire_timestamp_seconds",
-                "Unix time of the next scheduled restart.",
-            ),
-            &["namespace", "name"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(next_fire.clone()))
-            .expect("metric registered once");
         let transitions = counter(
             &registry,
             "eru_state_transitions_total",
             "State-machine transitions by kind and phases.",
             &["kind", "from", "to"],
         );
-        let objects = IntGaugeVec::new(
-            Opts::new("eru_objects", "Managed objects by kind and phase."),
-            &["kind", "phase"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(objects.clone()))
-            .expect("metric registered once");
+        let objects = register(
+            &registry,
+            IntGaugeVec::new(
+                Opts::new("eru_objects", "Managed objects by kind and phase."),
+                &["kind", "phase"],
+            )
+            .expect("valid metric"),
+        );
         let reconciles = counter(
             &registry,
             "eru_reconcile_total",
@@ -130,46 +86,32 @@ impl Metrics {
             "Failed reconcile passes by kind and error category.",
             &["kind", "category"],
         );
-        let reconcile_duration = HistogramVec::new(
-            HistogramOpts::new(
-                "eru_reconcile_duration_seconds",
-                "Duration of one reconcile pass.",
+        let reconcile_duration = register(
+            &registry,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "eru_reconcile_duration_seconds",
+                    "Duration of one reconcile pass.",
+                )
+                .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
+                &["kind"],
             )
-            .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
-            &["kind"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(reconcile_duration.clone()))
-            .expect("metric registered once");
+            .expect("valid metric"),
+        );
         let journal_write = histogram(
             &registry,
             "eru_journal_write_seconds",
             "Duration of one journal append (one transaction).",
             vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0],
         );
-        let build_info = IntGaugeVec::new(Opts::new("eru_build_info", "Build information."), &["version"])
-            .expect("valid metric");
-        registry
-            .register(Box::new(build_info.clone()))
-            .expect("metric registered once");
+        let build_info = register(
+            &registry,
+            IntGaugeVec::new(Opts::new("eru_build_info", "Build information."), &["version"])
+                .expect("valid metric"),
+        );
         build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
-        // Series that exist from the start read 0 instead of "no data" in dashboards and alerts.
-        for kind in KINDS {
-            for result in ["success", "error"] {
-                reconciles.with_label_values(&[kind, result]);
-            }
-            for category in crate::error::CATEGORIES {
-                reconcile_errors.with_label_values(&[kind, category]);
-            }
-        }
         Self {
             registry,
-            restarts,
-            restart_duration,
-            slots,
-            fire_lateness,
-            next_fire,
             transitions,
             objects,
             phases: Arc::default(),
@@ -177,8 +119,37 @@ impl Metrics {
             reconcile_errors,
             reconcile_duration,
             journal_write,
-            build_info,
         }
+    }
+
+    /// The registry, for kinds registering their own series.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Creates the reconcile series of a controller `kind` at 0, so dashboards and alerts see 0
+    /// rather than "no data".
+    pub fn init_kind(&self, kind: &'static str) {
+        for result in ["success", "error"] {
+            self.reconciles.with_label_values(&[kind, result]);
+        }
+        for category in crate::error::CATEGORIES {
+            self.reconcile_errors.with_label_values(&[kind, category]);
+        }
+    }
+
+    /// Counts a reconcile of `kind` that succeeded, or failed with an error `category`.
+    pub fn count_reconcile(&self, kind: &'static str, error: Option<&'static str>) {
+        let result = if error.is_some() { "error" } else { "success" };
+        self.reconciles.with_label_values(&[kind, result]).inc();
+        if let Some(category) = error {
+            self.reconcile_errors.with_label_values(&[kind, category]).inc();
+        }
+    }
+
+    /// Counts a journaled transition.
+    pub fn count_transition(&self, kind: &'static str, from: &'static str, to: &'static str) {
+        self.transitions.with_label_values(&[kind, from, to]).inc();
     }
 
     /// The registry in Prometheus text format.
@@ -201,19 +172,8 @@ impl Metrics {
         self.objects.with_label_values(&[kind, phase]).inc();
     }
 
-    /// Creates an Eru's counter series at 0 (every outcome, result and reason), so dashboards and
-    /// alerts see 0 rather than no data.
-    pub fn init_eru(&self, namespace: &str, name: &str) {
-        for outcome in RESTART_OUTCOMES {
-            self.restarts.with_label_values(&[namespace, name, outcome]);
-        }
-        for (result, reason) in slot_series() {
-            self.slots.with_label_values(&[namespace, name, result, reason]);
-        }
-    }
-
-    /// Forgets a deleted object: its phase count and its per-object series.
-    pub fn forget(&self, kind: &'static str, uid: &str, namespace: &str, name: &str) {
+    /// Forgets a deleted object's phase.
+    pub fn forget_phase(&self, kind: &'static str, uid: &str) {
         if let Some(old) = self
             .phases
             .lock()
@@ -221,15 +181,6 @@ impl Metrics {
             .remove(&(kind, uid.to_string()))
         {
             self.objects.with_label_values(&[kind, old]).dec();
-        }
-        if kind == "Eru" {
-            let _ = self.next_fire.remove_label_values(&[namespace, name]);
-            for outcome in RESTART_OUTCOMES {
-                let _ = self.restarts.remove_label_values(&[namespace, name, outcome]);
-            }
-            for (result, reason) in slot_series() {
-                let _ = self.slots.remove_label_values(&[namespace, name, result, reason]);
-            }
         }
     }
 
@@ -269,7 +220,7 @@ mod tests {
             1
         );
         assert_eq!(metrics.objects.with_label_values(&["PodSet", "Stable"]).get(), 1);
-        metrics.forget("PodSet", "u1", "ns", "a");
+        metrics.forget_phase("PodSet", "u1");
         assert_eq!(metrics.objects.with_label_values(&["PodSet", "Stable"]).get(), 0);
     }
 

@@ -9,10 +9,10 @@ use axum::{
 };
 use chrono::{Duration, TimeZone, Utc};
 use eru::{
-    controller::Readiness,
     http::{AppState, router},
     journal::{Entry, Journal, NewRestart, NewSlot, NewTransition, ObjectKey, SlotResult},
     metrics::Metrics,
+    runtime::Readiness,
 };
 use proptest::prelude::*;
 use serde_json::Value;

@@ -27,7 +27,10 @@ use super::{
 };
 use crate::{
     Result,
-    controller::{Context, MANAGER, drive, shutdown_requested, watch_util},
+    runtime::{
+        Context, MANAGER, drive, shutdown_requested,
+        watch::{Synced, watched},
+    },
 };
 
 /// Label marking Erus the operator created.
@@ -115,7 +118,7 @@ pub fn decide(deployment: &Deployment, existing: Option<&Eru>, default_schedule:
 struct AutoContext {
     ctx: Arc<Context>,
     erus: Store<Eru>,
-    erus_synced: watch_util::Synced,
+    erus_synced: Synced,
 }
 
 /// The controller that keeps automatic Erus in line with Deployment annotations.
@@ -124,27 +127,21 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
 ) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
     let namespace = &ctx.settings.namespace;
-    let (deployments, deployment_stream, deployments_synced) = watch_util::reflect(
-        watch_util::api_for::<Deployment>(&ctx.client, namespace),
-        watcher::Config::default(),
-    );
-    let (erus, eru_stream, erus_synced) = watch_util::reflect(
-        watch_util::api_for::<Eru>(&ctx.client, namespace),
-        watcher::Config::default(),
-    );
-    let controller = Controller::for_stream(deployment_stream, deployments)
-        .owns_stream(eru_stream)
+    let deployments = watched::<Deployment>(&ctx.client, namespace, watcher::Config::default());
+    let erus = watched::<Eru>(&ctx.client, namespace, watcher::Config::default());
+    let controller = Controller::for_stream(deployments.stream, deployments.store)
+        .owns_stream(erus.stream)
         .graceful_shutdown_on(shutdown_requested(shutdown));
     let synced = {
-        let erus_synced = erus_synced.clone();
+        let (deployments_synced, erus_synced) = (deployments.synced, erus.synced.clone());
         async move {
             futures::join!(deployments_synced.wait(), erus_synced.wait());
         }
     };
     let context = Arc::new(AutoContext {
         ctx,
-        erus,
-        erus_synced,
+        erus: erus.store,
+        erus_synced: erus.synced,
     });
     let run = drive(
         controller,

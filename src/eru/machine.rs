@@ -89,6 +89,12 @@ pub enum RestartOutcome {
 }
 
 impl RestartOutcome {
+    pub const ALL: [RestartOutcome; 3] = [
+        RestartOutcome::Succeeded,
+        RestartOutcome::Failed,
+        RestartOutcome::Abandoned,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             RestartOutcome::Succeeded => "succeeded",
@@ -98,31 +104,36 @@ impl RestartOutcome {
     }
 }
 
-/// What the reconciler is asked to do. Records are journaled before anything is acted on.
+/// What the journal gets from a pass, before anything is acted on.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EruCommand {
-    /// Journal missed or skipped slots.
-    RecordSlots(Vec<SlotRecord>),
-    /// Journal a slot as fired and its restart as started.
-    RecordFired {
-        slot: DateTime<Utc>,
-    },
-    /// Set the slot on the target's pod template (idempotent: keyed by the slot).
-    PatchRestart {
-        slot: DateTime<Utc>,
-    },
-    /// Journal the end of a restart, and tell the user.
-    FinishRestart {
+pub enum EruRecord {
+    /// Missed or skipped slots.
+    Slots(Vec<SlotRecord>),
+    /// A slot fired: its restart begins.
+    Fired { slot: DateTime<Utc> },
+    /// A restart ended.
+    Finished {
         slot: DateTime<Utc>,
         outcome: RestartOutcome,
+        /// When it ended, if the machine knows (else: when it was journaled).
         finished_at: Option<DateTime<Utc>>,
         reason: Option<String>,
     },
-    ReportInvalid {
-        reason: String,
-    },
+}
+
+/// What the reconciler does in the cluster once the pass is journaled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EruAction {
+    /// Set the slot on the target's pod template (idempotent: keyed by the slot).
+    PatchRestart { slot: DateTime<Utc> },
+    /// Tell the user the spec is invalid (an Event).
+    ReportInvalid { reason: String },
+    /// Tell the user the target does not exist (an Event).
     ReportTargetMissing,
 }
+
+/// What one Eru pass decided.
+pub type EruDecision = Decision<EruAction, EruRecord>;
 
 /// The Eru machine.
 #[derive(Default)]
@@ -147,23 +158,23 @@ fn skipped(slot: DateTime<Utc>, reason: Reason) -> SlotRecord {
 impl EruMachine {
     /// Waiting for the next slot.
     #[state(superstate = "idle")]
-    fn waiting(event: &EruEvent, context: &mut Decision<EruCommand>) -> Outcome<State> {
+    fn waiting(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::SpecReady { suspend: true } => Transition(State::suspended()),
             EruEvent::SlotsDue(due) => {
                 if !due.records.is_empty() {
-                    context.command(EruCommand::RecordSlots(due.records.clone()));
+                    context.record(EruRecord::Slots(due.records.clone()));
                 }
                 let Some(slot) = due.due else { return Handled };
                 if due.template_slot == Some(slot) {
                     // patched before a crash, or by another replica: never patch twice
-                    context.command(EruCommand::RecordFired { slot });
+                    context.record(EruRecord::Fired { slot });
                     return Transition(State::rolling_out(slot));
                 }
                 match due.gate {
                     Gate::Open => {
-                        context.command(EruCommand::RecordFired { slot });
-                        context.command(EruCommand::PatchRestart { slot });
+                        context.record(EruRecord::Fired { slot });
+                        context.act(EruAction::PatchRestart { slot });
                         Transition(State::restarting(slot))
                     }
                     Gate::Paused => record_skip(context, slot, Reason::TargetPaused),
@@ -176,14 +187,14 @@ impl EruMachine {
     }
 
     #[state(superstate = "idle")]
-    fn suspended(event: &EruEvent, context: &mut Decision<EruCommand>) -> Outcome<State> {
+    fn suspended(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
             EruEvent::SlotsDue(due) => {
                 let mut records = due.records.clone();
                 records.extend(due.due.map(|slot| skipped(slot, Reason::Suspended)));
                 if !records.is_empty() {
-                    context.command(EruCommand::RecordSlots(records));
+                    context.record(EruRecord::Slots(records));
                 }
                 Handled
             }
@@ -202,7 +213,7 @@ impl EruMachine {
     }
 
     #[state(superstate = "idle")]
-    fn target_missing(event: &EruEvent, context: &mut Decision<EruCommand>) -> Outcome<State> {
+    fn target_missing(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::TargetMissing => Handled,
             EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
@@ -211,7 +222,7 @@ impl EruMachine {
                 let mut records = due.records.clone();
                 records.extend(due.due.map(|slot| skipped(slot, Reason::TargetMissing)));
                 if !records.is_empty() {
-                    context.command(EruCommand::RecordSlots(records));
+                    context.record(EruRecord::Slots(records));
                 }
                 Handled
             }
@@ -221,14 +232,10 @@ impl EruMachine {
 
     /// The restart of `slot` is journaled; the target's template does not carry it yet.
     #[state(superstate = "busy")]
-    fn restarting(
-        slot: &DateTime<Utc>,
-        event: &EruEvent,
-        context: &mut Decision<EruCommand>,
-    ) -> Outcome<State> {
+    fn restarting(slot: &DateTime<Utc>, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::RestartPending => {
-                context.command(EruCommand::PatchRestart { slot: *slot });
+                context.act(EruAction::PatchRestart { slot: *slot });
                 Handled
             }
             EruEvent::RestartPatched => Transition(State::rolling_out(*slot)),
@@ -238,16 +245,12 @@ impl EruMachine {
 
     /// The target rolls out the restart of `slot`.
     #[state(superstate = "busy")]
-    fn rolling_out(
-        slot: &DateTime<Utc>,
-        event: &EruEvent,
-        context: &mut Decision<EruCommand>,
-    ) -> Outcome<State> {
+    fn rolling_out(slot: &DateTime<Utc>, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::RolloutProgressed => Handled,
             EruEvent::RolloutDone { finished_at } => {
                 let outcome = RestartOutcome::Succeeded;
-                context.command(EruCommand::FinishRestart {
+                context.record(EruRecord::Finished {
                     slot: *slot,
                     outcome,
                     finished_at: Some(*finished_at),
@@ -256,7 +259,7 @@ impl EruMachine {
                 Transition(State::waiting())
             }
             EruEvent::RolloutFailed { finished_at, reason } => {
-                context.command(EruCommand::FinishRestart {
+                context.record(EruRecord::Finished {
                     slot: *slot,
                     outcome: RestartOutcome::Failed,
                     finished_at: Some(*finished_at),
@@ -270,16 +273,16 @@ impl EruMachine {
 
     /// Not restarting: spec and target problems move between these states.
     #[superstate]
-    fn idle(event: &EruEvent, context: &mut Decision<EruCommand>) -> Outcome<State> {
+    fn idle(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::SpecInvalid { reason } => {
-                context.command(EruCommand::ReportInvalid {
+                context.act(EruAction::ReportInvalid {
                     reason: reason.clone(),
                 });
                 Transition(State::invalid())
             }
             EruEvent::TargetMissing => {
-                context.command(EruCommand::ReportTargetMissing);
+                context.act(EruAction::ReportTargetMissing);
                 Transition(State::target_missing())
             }
             _ => Handled,
@@ -288,9 +291,9 @@ impl EruMachine {
 
     /// A restart is in flight: new slots are skipped; losing the spec or target abandons it.
     #[superstate]
-    fn busy(slot: &DateTime<Utc>, event: &EruEvent, context: &mut Decision<EruCommand>) -> Outcome<State> {
-        let abandon = |context: &mut Decision<EruCommand>, reason: &str| {
-            context.command(EruCommand::FinishRestart {
+    fn busy(slot: &DateTime<Utc>, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+        let abandon = |context: &mut EruDecision, reason: &str| {
+            context.record(EruRecord::Finished {
                 slot: *slot,
                 outcome: RestartOutcome::Abandoned,
                 finished_at: None,
@@ -306,33 +309,33 @@ impl EruMachine {
                         .map(|d| skipped(d, Reason::ConcurrentRollout)),
                 );
                 if !records.is_empty() {
-                    context.command(EruCommand::RecordSlots(records));
+                    context.record(EruRecord::Slots(records));
                 }
                 Handled
             }
             EruEvent::SpecInvalid { reason } => {
                 abandon(context, "the spec became invalid");
-                context.command(EruCommand::ReportInvalid {
+                context.act(EruAction::ReportInvalid {
                     reason: reason.clone(),
                 });
                 Transition(State::invalid())
             }
             EruEvent::TargetMissing => {
                 abandon(context, "the target disappeared");
-                context.command(EruCommand::ReportTargetMissing);
+                context.act(EruAction::ReportTargetMissing);
                 Transition(State::target_missing())
             }
             _ => Handled,
         }
     }
 
-    fn after_transition(&mut self, from: &State, to: &State, context: &mut Decision<EruCommand>) {
-        context.record(from, to);
+    fn after_transition(&mut self, from: &State, to: &State, context: &mut EruDecision) {
+        context.transition(from, to);
     }
 }
 
-fn record_skip(context: &mut Decision<EruCommand>, slot: DateTime<Utc>, reason: Reason) -> Outcome<State> {
-    context.command(EruCommand::RecordSlots(vec![skipped(slot, reason)]));
+fn record_skip(context: &mut EruDecision, slot: DateTime<Utc>, reason: Reason) -> Outcome<State> {
+    context.record(EruRecord::Slots(vec![skipped(slot, reason)]));
     Handled
 }
 
@@ -386,236 +389,4 @@ pub fn restore(
 }
 
 #[cfg(test)]
-mod tests {
-    use chrono::TimeZone;
-
-    use super::*;
-    use crate::machine::{dispatch, step};
-
-    fn t(m: u32) -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 22, 3, m, 0).unwrap()
-    }
-
-    fn due(slot: DateTime<Utc>, gate: Gate) -> EruEvent {
-        EruEvent::SlotsDue(SlotsDue {
-            records: vec![],
-            due: Some(slot),
-            gate,
-            template_slot: None,
-        })
-    }
-
-    #[test]
-    fn a_due_slot_restarts_then_rolls_out_then_succeeds() {
-        let (state, decision) = dispatch(EruMachine, State::Waiting {}, &due(t(1), Gate::Open));
-        assert_eq!(state, State::Restarting { slot: t(1) });
-        assert_eq!(
-            decision.commands,
-            vec![
-                EruCommand::RecordFired { slot: t(1) },
-                EruCommand::PatchRestart { slot: t(1) }
-            ]
-        );
-        assert_eq!(decision.transitions[0].event, "SlotDue");
-
-        let mut decision = Decision::default();
-        let state = step(EruMachine, state, &EruEvent::RestartPatched, &mut decision);
-        assert_eq!(state, State::RollingOut { slot: t(1) });
-        let state = step(EruMachine, state, &EruEvent::RolloutProgressed, &mut decision);
-        assert_eq!(state, State::RollingOut { slot: t(1) });
-        let state = step(
-            EruMachine,
-            state,
-            &EruEvent::RolloutDone { finished_at: t(2) },
-            &mut decision,
-        );
-        assert_eq!(state, State::Waiting {});
-        let phases: Vec<_> = decision
-            .transitions
-            .iter()
-            .map(|t| (t.from, t.to, t.event))
-            .collect();
-        assert_eq!(
-            phases,
-            [
-                ("Restarting", "RollingOut", "RestartPatched"),
-                ("RollingOut", "Waiting", "RolloutDone")
-            ]
-        );
-        assert_eq!(
-            decision.commands,
-            vec![EruCommand::FinishRestart {
-                slot: t(1),
-                outcome: RestartOutcome::Succeeded,
-                finished_at: Some(t(2)),
-                reason: None
-            }]
-        );
-    }
-
-    #[test]
-    fn an_already_patched_slot_is_never_patched_again() {
-        let event = EruEvent::SlotsDue(SlotsDue {
-            records: vec![],
-            due: Some(t(1)),
-            gate: Gate::Open,
-            template_slot: Some(t(1)),
-        });
-        let (state, decision) = dispatch(EruMachine, State::Waiting {}, &event);
-        assert_eq!(state, State::RollingOut { slot: t(1) });
-        assert_eq!(decision.commands, vec![EruCommand::RecordFired { slot: t(1) }]);
-    }
-
-    #[test]
-    fn restarting_repatches_until_the_template_carries_the_slot() {
-        let (state, decision) = dispatch(
-            EruMachine,
-            State::Restarting { slot: t(1) },
-            &EruEvent::RestartPending,
-        );
-        assert_eq!(state, State::Restarting { slot: t(1) });
-        assert_eq!(decision.commands, vec![EruCommand::PatchRestart { slot: t(1) }]);
-    }
-
-    #[test]
-    fn gates_skip_with_their_reason() {
-        for (gate, reason) in [
-            (Gate::Paused, Reason::TargetPaused),
-            (Gate::Unhealthy, Reason::TargetUnhealthy),
-            (Gate::Missing, Reason::TargetMissing),
-        ] {
-            let (state, decision) = dispatch(EruMachine, State::Waiting {}, &due(t(1), gate));
-            assert_eq!(state, State::Waiting {});
-            assert_eq!(
-                decision.commands,
-                vec![EruCommand::RecordSlots(vec![skipped(t(1), reason)])]
-            );
-        }
-    }
-
-    #[test]
-    fn slots_during_a_rollout_are_concurrent_rollout() {
-        let (state, decision) = dispatch(
-            EruMachine,
-            State::RollingOut { slot: t(1) },
-            &due(t(2), Gate::Open),
-        );
-        assert_eq!(state, State::RollingOut { slot: t(1) });
-        assert_eq!(
-            decision.commands,
-            vec![EruCommand::RecordSlots(vec![skipped(
-                t(2),
-                Reason::ConcurrentRollout
-            )])]
-        );
-    }
-
-    #[test]
-    fn failure_still_returns_to_waiting() {
-        let failed = EruEvent::RolloutFailed {
-            finished_at: t(9),
-            reason: "ProgressDeadlineExceeded".into(),
-        };
-        let (state, decision) = dispatch(EruMachine, State::RollingOut { slot: t(1) }, &failed);
-        assert_eq!(state, State::Waiting {});
-        assert!(matches!(
-            decision.commands[0],
-            EruCommand::FinishRestart {
-                outcome: RestartOutcome::Failed,
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn invalid_spec_abandons_a_restart_and_recovers() {
-        let bad = EruEvent::SpecInvalid {
-            reason: "61 is not a minute".into(),
-        };
-        let (state, decision) = dispatch(EruMachine, State::RollingOut { slot: t(1) }, &bad);
-        assert_eq!(state, State::Invalid {});
-        assert!(matches!(
-            decision.commands[0],
-            EruCommand::FinishRestart {
-                outcome: RestartOutcome::Abandoned,
-                ..
-            }
-        ));
-        assert_eq!(
-            decision.commands[1],
-            EruCommand::ReportInvalid {
-                reason: "61 is not a minute".into()
-            }
-        );
-        let (state, decision) = dispatch(EruMachine, State::Invalid {}, &bad);
-        assert_eq!(state, State::Invalid {});
-        assert!(
-            decision.commands.is_empty(),
-            "an unchanged invalid spec is reported once"
-        );
-        let (state, _) = dispatch(
-            EruMachine,
-            State::Invalid {},
-            &EruEvent::SpecReady { suspend: false },
-        );
-        assert_eq!(state, State::Waiting {});
-    }
-
-    #[test]
-    fn target_missing_and_found() {
-        let (state, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::TargetMissing);
-        assert_eq!(state, State::TargetMissing {});
-        assert_eq!(decision.commands, vec![EruCommand::ReportTargetMissing]);
-        let (state, decision) = dispatch(EruMachine, state, &due(t(1), Gate::Missing));
-        assert_eq!(state, State::TargetMissing {});
-        assert_eq!(
-            decision.commands,
-            vec![EruCommand::RecordSlots(vec![skipped(
-                t(1),
-                Reason::TargetMissing
-            )])]
-        );
-        let (state, _) = dispatch(EruMachine, state, &EruEvent::SpecReady { suspend: false });
-        assert_eq!(state, State::Waiting {});
-    }
-
-    #[test]
-    fn suspended_skips_and_resumes() {
-        let (state, _) = dispatch(
-            EruMachine,
-            State::Waiting {},
-            &EruEvent::SpecReady { suspend: true },
-        );
-        assert_eq!(state, State::Suspended {});
-        let (state, decision) = dispatch(EruMachine, state, &due(t(1), Gate::Open));
-        assert_eq!(state, State::Suspended {});
-        assert_eq!(
-            decision.commands,
-            vec![EruCommand::RecordSlots(vec![skipped(t(1), Reason::Suspended)])]
-        );
-        let (state, _) = dispatch(EruMachine, state, &EruEvent::SpecReady { suspend: false });
-        assert_eq!(state, State::Waiting {});
-    }
-
-    #[test]
-    fn restore_prefers_the_journal_for_an_open_restart() {
-        assert_eq!(
-            restore(Some("RollingOut"), Some(t(1)), Some(t(1))),
-            State::RollingOut { slot: t(1) }
-        );
-        assert_eq!(
-            restore(Some("Waiting"), None, Some(t(2))),
-            State::Restarting { slot: t(2) }
-        );
-        assert_eq!(
-            restore(Some("RollingOut"), Some(t(1)), None),
-            State::RollingOut { slot: t(1) }
-        );
-        assert_eq!(restore(Some("Suspended"), None, None), State::Suspended {});
-        assert_eq!(restore(None, None, None), State::Waiting {});
-        assert_eq!(
-            restore(Some("TargetMissing"), None, None),
-            State::TargetMissing {}
-        );
-    }
-}
+mod tests;

@@ -167,8 +167,17 @@ pub struct LastRestart {
 }
 
 pub mod accounting;
+pub mod act;
 pub mod auto;
+pub mod decide;
 pub mod machine;
+pub mod metrics;
+pub mod observe;
 pub mod reconcile;
+pub mod record;
 pub mod schedule;
+pub mod status;
 pub mod target;
+
+/// The kind's name in the journal, metrics and Events.
+pub const KIND: &str = "Eru";

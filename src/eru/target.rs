@@ -6,56 +6,28 @@ use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
 
 use super::{RESTARTED_AT_ANNOTATION, machine::Gate};
+use crate::runtime::deployment::DeploymentView;
 
-/// Default `progressDeadlineSeconds` of a Deployment.
-pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
-
-/// A workload's rollout state.
+/// A workload's rollout state and the slot its pod template carries.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TargetView {
-    pub paused: bool,
-    pub desired: i32,
-    pub replicas: i32,
-    pub updated: i32,
-    pub ready: i32,
-    pub available: i32,
-    /// The workload controller has seen the latest spec.
-    pub caught_up: bool,
+    pub rollout: DeploymentView,
     /// The slot the pod template carries (the last restart patched).
     pub template_slot: Option<DateTime<Utc>>,
-    /// The workload controller gave up on progress (Deployment: ProgressDeadlineExceeded).
-    pub deadline_exceeded: bool,
-    pub progress_deadline_seconds: i32,
 }
 
 /// The view of a Deployment.
 pub fn view_deployment(deployment: &Deployment) -> TargetView {
-    let spec = deployment.spec.clone().unwrap_or_default();
-    let status = deployment.status.clone().unwrap_or_default();
     TargetView {
-        paused: spec.paused.unwrap_or(false),
-        desired: spec.replicas.unwrap_or(1),
-        replicas: status.replicas.unwrap_or(0),
-        updated: status.updated_replicas.unwrap_or(0),
-        ready: status.ready_replicas.unwrap_or(0),
-        available: status.available_replicas.unwrap_or(0),
-        caught_up: status.observed_generation >= deployment.metadata.generation,
-        template_slot: spec
-            .template
-            .metadata
+        rollout: DeploymentView::of(deployment),
+        template_slot: deployment
+            .spec
             .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
             .and_then(|m| m.annotations.as_ref())
             .and_then(|a| a.get(RESTARTED_AT_ANNOTATION))
             .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
             .map(|t| t.with_timezone(&Utc)),
-        deadline_exceeded: status
-            .conditions
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")),
-        progress_deadline_seconds: spec
-            .progress_deadline_seconds
-            .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS),
     }
 }
 
@@ -70,16 +42,12 @@ pub enum Verdict {
 impl TargetView {
     /// Every desired replica is updated, ready and available, and no old one is left.
     pub fn settled(&self) -> bool {
-        self.caught_up
-            && self.updated == self.desired
-            && self.ready == self.desired
-            && self.available == self.desired
-            && self.replicas == self.desired
+        self.rollout.settled_at(self.rollout.desired)
     }
 
     /// Whether a restart may start now.
     pub fn gate(&self) -> Gate {
-        if self.paused {
+        if self.rollout.paused {
             Gate::Paused
         } else if !self.settled() {
             Gate::Unhealthy
@@ -99,7 +67,7 @@ impl TargetView {
         let ours = self.template_slot == Some(slot);
         if ours && self.settled() {
             Verdict::Done
-        } else if ours && self.deadline_exceeded {
+        } else if ours && self.rollout.deadline_exceeded {
             Verdict::Failed(
                 "ProgressDeadlineExceeded: the Deployment made no progress within its deadline".into(),
             )
@@ -204,6 +172,6 @@ mod tests {
         let mut d = deployment(None, settled());
         d.spec.as_mut().unwrap().paused = Some(true);
         assert_eq!(view_deployment(&d).gate(), Gate::Paused);
-        assert_eq!(view_deployment(&d).progress_deadline_seconds, 600);
+        assert_eq!(view_deployment(&d).rollout.progress_deadline_seconds, 600);
     }
 }

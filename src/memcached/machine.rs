@@ -17,24 +17,14 @@ use kube::{Resource, ResourceExt};
 use statig::prelude::*;
 
 use super::Memcached;
-use crate::machine::{Decision, EventName, Phase};
+use crate::{
+    machine::{Decision, EventName, Phase},
+    runtime::deployment::DeploymentView,
+};
 
 /// The memcached command line (operator-sdk's sample).
 pub const COMMAND: [&str; 4] = ["memcached", "-m=64", "-o", "modern"];
 const VERBOSE: &str = "-v";
-
-/// What the reconciler saw of the owned Deployment.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DeploymentView {
-    pub replicas: i32,
-    pub updated: i32,
-    pub ready: i32,
-    pub available: i32,
-    /// The Deployment controller has seen its latest spec.
-    pub caught_up: bool,
-    /// `Progressing` is False with reason `ProgressDeadlineExceeded`.
-    pub deadline_exceeded: bool,
-}
 
 /// Everything a Memcached decision needs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -46,17 +36,27 @@ pub struct Observation {
     pub deployment: Option<DeploymentView>,
     /// The fields the operator manages match the desired Deployment.
     pub in_sync: bool,
+    /// The apply that degraded the Memcached in an earlier pass (its `Degraded` condition with
+    /// reason `ApplyFailed`): while it lasts, a pass that applies again stays `Degraded` until the
+    /// apply succeeds.
+    pub apply_failure: Option<String>,
 }
 
 /// Events of a Memcached.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MemcachedEvent {
     Observed(Observation),
+    /// The pass applied the Deployment; `error` is the API's message if that failed.
+    Applied {
+        error: Option<String>,
+    },
 }
 
 impl EventName for MemcachedEvent {
     fn name(&self) -> &'static str {
         match self {
+            MemcachedEvent::Applied { error: Some(_) } => "ApplyFailed",
+            MemcachedEvent::Applied { error: None } => "Applied",
             MemcachedEvent::Observed(o) if o.deleting => "DeletionRequested",
             MemcachedEvent::Observed(o) if o.deployment.is_none() => "DeploymentMissing",
             MemcachedEvent::Observed(o) if !o.in_sync => "DeploymentDrifted",
@@ -67,7 +67,7 @@ impl EventName for MemcachedEvent {
 
 /// What the reconciler is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MemcachedCommand {
+pub enum MemcachedAction {
     AddFinalizer,
     /// Server-side apply the desired Deployment (creates it, or reverts drift).
     ApplyDeployment,
@@ -100,29 +100,38 @@ impl MemcachedMachine {
         Super
     }
 
+    /// The Deployment cannot be applied, or its rollout exceeded its progress deadline.
     #[state(superstate = "observing")]
-    fn degraded() -> Outcome<State> {
-        Super
+    fn degraded(event: &MemcachedEvent) -> Outcome<State> {
+        match event {
+            MemcachedEvent::Applied { error: None } => Transition(State::scaling()),
+            _ => Super,
+        }
     }
 
     /// Terminal: cleanup runs until the finalizer is gone.
     #[state]
-    fn deleting(event: &MemcachedEvent, context: &mut Decision<MemcachedCommand>) -> Outcome<State> {
-        let MemcachedEvent::Observed(observation) = event;
-        if observation.has_finalizer {
-            context.command(MemcachedCommand::Cleanup);
+    fn deleting(event: &MemcachedEvent, context: &mut Decision<MemcachedAction>) -> Outcome<State> {
+        if let MemcachedEvent::Observed(observation) = event
+            && observation.has_finalizer
+        {
+            context.act(MemcachedAction::Cleanup);
         }
         Handled
     }
 
     #[superstate]
-    fn observing(event: &MemcachedEvent, context: &mut Decision<MemcachedCommand>) -> Outcome<State> {
-        let MemcachedEvent::Observed(observation) = event;
-        Transition(plan(observation, context))
+    fn observing(event: &MemcachedEvent, context: &mut Decision<MemcachedAction>) -> Outcome<State> {
+        match event {
+            MemcachedEvent::Observed(observation) => Transition(plan(observation, context)),
+            // the apply failed in this pass: phase and condition say so in this pass
+            MemcachedEvent::Applied { error: Some(_) } => Transition(State::degraded()),
+            MemcachedEvent::Applied { error: None } => Handled,
+        }
     }
 
-    fn after_transition(&mut self, from: &State, to: &State, context: &mut Decision<MemcachedCommand>) {
-        context.record(from, to);
+    fn after_transition(&mut self, from: &State, to: &State, context: &mut Decision<MemcachedAction>) {
+        context.transition(from, to);
     }
 }
 
@@ -149,33 +158,37 @@ pub fn restore(phase: Option<&str>) -> State {
     }
 }
 
-fn plan(observation: &Observation, decision: &mut Decision<MemcachedCommand>) -> State {
+fn plan(observation: &Observation, decision: &mut Decision<MemcachedAction>) -> State {
     if observation.deleting {
         if observation.has_finalizer {
-            decision.command(MemcachedCommand::Cleanup);
+            decision.act(MemcachedAction::Cleanup);
         }
         return State::Deleting {};
     }
     if !observation.has_finalizer {
-        decision.command(MemcachedCommand::AddFinalizer);
+        decision.act(MemcachedAction::AddFinalizer);
     }
+    let failing = observation.apply_failure.is_some();
     let Some(deployment) = &observation.deployment else {
-        decision.command(MemcachedCommand::ApplyDeployment);
-        return State::Creating {};
+        decision.act(MemcachedAction::ApplyDeployment);
+        return if failing {
+            State::Degraded {}
+        } else {
+            State::Creating {}
+        };
     };
     if !observation.in_sync {
-        decision.command(MemcachedCommand::ApplyDeployment);
-        return State::Scaling {};
+        decision.act(MemcachedAction::ApplyDeployment);
+        return if failing {
+            State::Degraded {}
+        } else {
+            State::Scaling {}
+        };
     }
     if deployment.deadline_exceeded {
         return State::Degraded {};
     }
-    let size = observation.size;
-    let settled = deployment.caught_up
-        && deployment.replicas == size
-        && deployment.updated == size
-        && deployment.available == size;
-    if settled {
+    if deployment.settled_at(observation.size) {
         State::Available {}
     } else {
         State::Scaling {}
@@ -189,7 +202,7 @@ pub fn labels(name: &str) -> BTreeMap<String, String> {
         ("app.kubernetes.io/instance".to_string(), name.to_string()),
         (
             "app.kubernetes.io/managed-by".to_string(),
-            crate::controller::MANAGER.to_string(),
+            crate::runtime::MANAGER.to_string(),
         ),
     ])
 }
@@ -317,18 +330,46 @@ mod tests {
             deployment,
             in_sync,
             deleting: false,
+            apply_failure: None,
         })
     }
 
     fn settled(n: i32) -> DeploymentView {
         DeploymentView {
+            desired: n,
             replicas: n,
             updated: n,
             ready: n,
             available: n,
             caught_up: true,
-            deadline_exceeded: false,
+            ..DeploymentView::default()
         }
+    }
+
+    #[test]
+    fn a_failed_apply_degrades_in_the_same_pass_and_a_retry_recovers() {
+        let (state, decision) = dispatch(
+            MemcachedMachine,
+            State::Creating {},
+            &MemcachedEvent::Applied {
+                error: Some("admission webhook denied".into()),
+            },
+        );
+        assert_eq!(state, State::Degraded {});
+        assert_eq!(decision.transitions[0].event, "ApplyFailed");
+        // the next pass retries and stays Degraded until the apply succeeds
+        let retry = MemcachedEvent::Observed(Observation {
+            size: 3,
+            has_finalizer: true,
+            apply_failure: Some("admission webhook denied".into()),
+            ..Observation::default()
+        });
+        let (state, decision) = dispatch(MemcachedMachine, State::Degraded {}, &retry);
+        assert_eq!(state, State::Degraded {});
+        assert_eq!(decision.actions, vec![MemcachedAction::ApplyDeployment]);
+        assert!(decision.transitions.is_empty());
+        let (state, _) = dispatch(MemcachedMachine, state, &MemcachedEvent::Applied { error: None });
+        assert_eq!(state, State::Scaling {});
     }
 
     #[test]
@@ -340,8 +381,8 @@ mod tests {
         let (state, decision) = dispatch(MemcachedMachine, restore(None), &event);
         assert_eq!(state, State::Creating {});
         assert_eq!(
-            decision.commands,
-            vec![MemcachedCommand::AddFinalizer, MemcachedCommand::ApplyDeployment]
+            decision.actions,
+            vec![MemcachedAction::AddFinalizer, MemcachedAction::ApplyDeployment]
         );
         assert!(
             decision.transitions.is_empty(),
@@ -357,7 +398,7 @@ mod tests {
             &observed(3, Some(settled(3)), true),
         );
         assert_eq!(state, State::Available {});
-        assert!(decision.commands.is_empty());
+        assert!(decision.actions.is_empty());
         assert_eq!(decision.transitions[0].event, "DeploymentObserved");
     }
 
@@ -369,7 +410,7 @@ mod tests {
             &observed(3, Some(settled(5)), false),
         );
         assert_eq!(state, State::Scaling {});
-        assert_eq!(decision.commands, vec![MemcachedCommand::ApplyDeployment]);
+        assert_eq!(decision.actions, vec![MemcachedAction::ApplyDeployment]);
         assert_eq!(decision.transitions[0].event, "DeploymentDrifted");
     }
 
@@ -397,13 +438,13 @@ mod tests {
         });
         let (state, decision) = dispatch(MemcachedMachine, State::Available {}, &event);
         assert_eq!(state, State::Deleting {});
-        assert_eq!(decision.commands, vec![MemcachedCommand::Cleanup]);
+        assert_eq!(decision.actions, vec![MemcachedAction::Cleanup]);
         let gone = MemcachedEvent::Observed(Observation {
             deleting: true,
             ..Observation::default()
         });
         let (_, decision) = dispatch(MemcachedMachine, State::Deleting {}, &gone);
-        assert!(decision.commands.is_empty());
+        assert!(decision.actions.is_empty());
     }
 
     #[test]

@@ -21,19 +21,24 @@ use tokio::sync::watch;
 use super::{
     Memcached, MemcachedStatus,
     machine::{
-        DeploymentView, MemcachedCommand, MemcachedEvent, MemcachedMachine, Observation, desired_deployment,
-        in_sync, restore,
+        MemcachedAction, MemcachedEvent, MemcachedMachine, Observation, desired_deployment, in_sync, restore,
     },
 };
 use crate::{
     Error, Result,
     conditions::condition,
-    controller::{Context, MANAGER, drive, shutdown_requested, watch_util},
-    journal::Entry,
-    machine::{Phase, dispatch},
+    machine::{Phase, dispatch, step},
+    runtime::{
+        Context, MANAGER, api_message,
+        deployment::DeploymentView,
+        drive, shutdown_requested,
+        watch::{Synced, watched},
+    },
 };
 
 const KIND: &str = "Memcached";
+/// Reason of the `Degraded` condition while the Deployment cannot be applied.
+const APPLY_FAILED: &str = "ApplyFailed";
 /// Pinned default memcached image (overridden by `MEMCACHED_IMAGE`).
 pub const DEFAULT_IMAGE: &str = "memcached:1.6.39-alpine";
 /// Finalizer of the operator-sdk sample.
@@ -45,7 +50,7 @@ struct MemcachedContext {
     ctx: Arc<Context>,
     deployments: Store<Deployment>,
     pods: Store<Pod>,
-    caches_synced: (watch_util::Synced, watch_util::Synced),
+    caches_synced: (Synced, Synced),
 }
 
 /// Builds the Memcached controller; returns it and a future that resolves once its caches synced.
@@ -54,21 +59,20 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
 ) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
     let namespace = &ctx.settings.namespace;
-    let (memcacheds, memcached_stream, memcacheds_synced) = watch_util::reflect(
-        watch_util::api_for::<Memcached>(&ctx.client, namespace),
-        watcher::Config::default(),
-    );
-    let (deployments, deployment_stream, deployments_synced) = watch_util::reflect(
-        watch_util::api_for::<Deployment>(&ctx.client, namespace),
+    let memcacheds = watched::<Memcached>(&ctx.client, namespace, watcher::Config::default());
+    let deployments = watched::<Deployment>(
+        &ctx.client,
+        namespace,
         watcher::Config::default().labels(SELECTOR),
     );
-    let (pods, pod_stream, pods_synced) = watch_util::reflect(
-        watch_util::api_for::<Pod>(&ctx.client, namespace),
+    let pods = watched::<Pod>(
+        &ctx.client,
+        namespace,
         watcher::Config::default().labels(SELECTOR),
     );
-    let controller = Controller::for_stream(memcached_stream, memcacheds)
-        .owns_stream(deployment_stream)
-        .watches_stream(pod_stream, |pod: Pod| {
+    let controller = Controller::for_stream(memcacheds.stream, memcacheds.store)
+        .owns_stream(deployments.stream)
+        .watches_stream(pods.stream, |pod: Pod| {
             let namespace = pod.namespace();
             pod.labels()
                 .get(INSTANCE_LABEL)
@@ -77,39 +81,19 @@ pub fn controller(
         })
         .graceful_shutdown_on(shutdown_requested(shutdown));
     let synced = {
-        let (deployments_synced, pods_synced) = (deployments_synced.clone(), pods_synced.clone());
+        let caches = (memcacheds.synced, deployments.synced.clone(), pods.synced.clone());
         async move {
-            futures::join!(
-                memcacheds_synced.wait(),
-                deployments_synced.wait(),
-                pods_synced.wait()
-            );
+            futures::join!(caches.0.wait(), caches.1.wait(), caches.2.wait());
         }
     };
     let context = Arc::new(MemcachedContext {
         ctx,
-        deployments,
-        pods,
-        caches_synced: (deployments_synced, pods_synced),
+        deployments: deployments.store,
+        pods: pods.store,
+        caches_synced: (deployments.synced, pods.synced),
     });
     let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
     (run, synced)
-}
-
-fn view(deployment: &Deployment) -> DeploymentView {
-    let status = deployment.status.clone().unwrap_or_default();
-    DeploymentView {
-        replicas: status.replicas.unwrap_or(0),
-        updated: status.updated_replicas.unwrap_or(0),
-        ready: status.ready_replicas.unwrap_or(0),
-        available: status.available_replicas.unwrap_or(0),
-        caught_up: status.observed_generation >= deployment.metadata.generation,
-        deadline_exceeded: status
-            .conditions
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")),
-    }
 }
 
 async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) -> Result<Action> {
@@ -120,38 +104,44 @@ async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) ->
     let image = &ctx.settings.memcached_image;
     let desired = desired_deployment(&memcached, image);
     let live = context.deployments.get(&ObjectRef::new(&name).within(&namespace));
-    let observation = Observation {
-        size: memcached.spec.size,
-        deleting: memcached.meta().deletion_timestamp.is_some(),
-        has_finalizer: memcached.finalizers().iter().any(|f| f == FINALIZER),
-        deployment: live.as_deref().map(view),
-        in_sync: live.as_deref().is_some_and(|d| in_sync(d, &desired)),
-    };
     let uid = memcached.uid().unwrap_or_default();
     let known = ctx.statuses.current(
         &uid,
         &memcached.resource_version().unwrap_or_default(),
         memcached.status.as_ref(),
     );
+    let observation = Observation {
+        size: memcached.spec.size,
+        deleting: memcached.meta().deletion_timestamp.is_some(),
+        has_finalizer: memcached.finalizers().iter().any(|f| f == FINALIZER),
+        deployment: live.as_deref().map(DeploymentView::of),
+        in_sync: live.as_deref().is_some_and(|d| in_sync(d, &desired)),
+        apply_failure: known.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "Degraded" && c.status == "True" && c.reason == APPLY_FAILED)
+                .map(|c| c.message.clone())
+        }),
+    };
     let phase = known.as_ref().and_then(|s| s.phase.as_deref());
     let (state, decision) = dispatch(
         MemcachedMachine,
         restore(phase),
         &MemcachedEvent::Observed(observation.clone()),
     );
-    ctx.commit(KIND, memcached.as_ref(), &decision.transitions, Entry::default())
+    ctx.commit(KIND, memcached.as_ref(), &decision.transitions)
         .await?;
 
     let api: Api<Memcached> = ctx.api(&namespace);
     let mut apply_error = None;
-    for command in &decision.commands {
+    for command in &decision.actions {
         match command {
-            MemcachedCommand::AddFinalizer => {
+            MemcachedAction::AddFinalizer => {
                 let mut finalizers = memcached.finalizers().to_vec();
                 finalizers.push(FINALIZER.into());
                 set_finalizers(&api, &memcached, finalizers).await?;
             }
-            MemcachedCommand::ApplyDeployment => {
+            MemcachedAction::ApplyDeployment => {
                 let deployments: Api<Deployment> = ctx.api(&namespace);
                 if let Err(e) = deployments
                     .patch(
@@ -161,10 +151,7 @@ async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) ->
                     )
                     .await
                 {
-                    let message = match &e {
-                        kube::Error::Api(s) => s.message.clone(),
-                        other => other.to_string(),
-                    };
+                    let message = api_message(&e);
                     ctx.publish(
                         memcached.as_ref(),
                         EventType::Warning,
@@ -176,7 +163,7 @@ async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) ->
                     apply_error = Some(message);
                 }
             }
-            MemcachedCommand::Cleanup => {
+            MemcachedAction::Cleanup => {
                 let note = format!("Custom Resource {name} is being deleted from the namespace {namespace}");
                 ctx.publish(
                     memcached.as_ref(),
@@ -197,9 +184,18 @@ async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) ->
         }
     }
     if observation.deleting {
-        ctx.statuses.forget(&uid);
-        ctx.metrics.forget(KIND, &uid, &namespace, &name);
+        ctx.forget(KIND, memcached.as_ref());
         return Ok(Action::await_change());
+    }
+    // the apply's result goes back into the machine in this pass
+    let mut state = state;
+    if decision.actions.contains(&MemcachedAction::ApplyDeployment) {
+        let mut applied = Default::default();
+        let event = MemcachedEvent::Applied {
+            error: apply_error.clone(),
+        };
+        state = step(MemcachedMachine, state, &event, &mut applied);
+        ctx.commit(KIND, memcached.as_ref(), &applied.transitions).await?;
     }
     ctx.metrics.set_phase(KIND, &uid, state.phase());
     let status = status(
@@ -256,14 +252,18 @@ fn status(
     let size = observation.size;
     let available = deployment.available >= size && observation.deployment.is_some();
     let progressing = phase == "Creating" || phase == "Scaling";
-    let degraded = phase == "Degraded" || apply_error.is_some();
-    let degraded_message = apply_error.unwrap_or_else(|| {
-        if deployment.deadline_exceeded {
-            "the Deployment exceeded its progress deadline".into()
-        } else {
-            String::new()
-        }
-    });
+    let degraded = phase == "Degraded";
+    // Degraded without an apply in this pass: an earlier apply failure stands until one succeeds
+    let apply_error = apply_error.or_else(|| observation.apply_failure.clone().filter(|_| degraded));
+    let (degraded_reason, degraded_message) = match apply_error {
+        Some(message) => (APPLY_FAILED, message),
+        None if degraded && deployment.deadline_exceeded => (
+            "ProgressDeadlineExceeded",
+            "the Deployment exceeded its progress deadline".into(),
+        ),
+        None if degraded => ("Failing", String::new()),
+        None => ("AsExpected", String::new()),
+    };
     let conditions = vec![
         condition(
             &previous,
@@ -293,7 +293,7 @@ fn status(
             &previous,
             "Degraded",
             degraded,
-            if degraded { "Failing" } else { "AsExpected" },
+            degraded_reason,
             &degraded_message,
             memcached,
         ),

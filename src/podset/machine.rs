@@ -35,27 +35,42 @@ pub struct Observation {
     pub strays: Vec<String>,
     /// Earlier creates and deletes are visible in the cache.
     pub expectations_met: bool,
-    /// The last create or delete failure, if the previous pass had one.
+    /// The failure that degraded the PodSet in an earlier pass (its `ReplicaFailure` condition):
+    /// while it lasts, a pass that scales again stays `Degraded` until its actions succeed.
     pub failure: Option<String>,
+}
+
+/// Which way a pass scaled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scaling {
+    Up,
+    Down,
 }
 
 /// Events of a PodSet.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PodSetEvent {
     Observed(Observation),
+    /// The pass's actions ran: `failure` is the first API error, `scaling` what was attempted.
+    Acted {
+        failure: Option<String>,
+        scaling: Option<Scaling>,
+    },
 }
 
 impl EventName for PodSetEvent {
     fn name(&self) -> &'static str {
         match self {
             PodSetEvent::Observed(_) => "Observed",
+            PodSetEvent::Acted { failure: Some(_), .. } => "ActionFailed",
+            PodSetEvent::Acted { failure: None, .. } => "ActionsSucceeded",
         }
     }
 }
 
 /// What the reconciler is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PodSetCommand {
+pub enum PodSetAction {
     /// Create this many Pods, in slow-start batches.
     Create { count: usize },
     /// Delete these Pods.
@@ -106,23 +121,38 @@ impl PodSetMachine {
         Super
     }
 
-    /// Creating or deleting Pods failed (quota, admission, ...); retried on every pass.
+    /// Creating, deleting, adopting or releasing Pods failed (quota, admission, ...); retried on
+    /// every pass, left in the pass whose actions succeed.
     #[state(superstate = "observing")]
-    fn degraded() -> Outcome<State> {
-        Super
-    }
-
-    #[superstate]
-    fn observing(event: &PodSetEvent, context: &mut Decision<PodSetCommand>) -> Outcome<State> {
-        let PodSetEvent::Observed(observation) = event;
-        match plan(observation, context) {
-            Some(next) => Transition(next),
-            None => Handled,
+    fn degraded(event: &PodSetEvent) -> Outcome<State> {
+        match event {
+            PodSetEvent::Acted {
+                failure: None,
+                scaling: Some(Scaling::Up),
+            } => Transition(State::scaling_up()),
+            PodSetEvent::Acted {
+                failure: None,
+                scaling: Some(Scaling::Down),
+            } => Transition(State::scaling_down()),
+            _ => Super,
         }
     }
 
-    fn after_transition(&mut self, from: &State, to: &State, context: &mut Decision<PodSetCommand>) {
-        context.record(from, to);
+    #[superstate]
+    fn observing(event: &PodSetEvent, context: &mut Decision<PodSetAction>) -> Outcome<State> {
+        match event {
+            PodSetEvent::Observed(observation) => match plan(observation, context) {
+                Some(next) => Transition(next),
+                None => Handled,
+            },
+            // an action failed in this pass: phase and condition say so in this pass
+            PodSetEvent::Acted { failure: Some(_), .. } => Transition(State::degraded()),
+            PodSetEvent::Acted { failure: None, .. } => Handled,
+        }
+    }
+
+    fn after_transition(&mut self, from: &State, to: &State, context: &mut Decision<PodSetAction>) {
+        context.transition(from, to);
     }
 }
 
@@ -152,14 +182,14 @@ pub fn restore(phase: Option<&str>) -> State {
 }
 
 /// Decides the commands for an observation and the state to be in; `None` keeps the state.
-fn plan(observation: &Observation, decision: &mut Decision<PodSetCommand>) -> Option<State> {
+fn plan(observation: &Observation, decision: &mut Decision<PodSetAction>) -> Option<State> {
     if !observation.orphans.is_empty() {
-        decision.command(PodSetCommand::Adopt {
+        decision.act(PodSetAction::Adopt {
             names: observation.orphans.clone(),
         });
     }
     if !observation.strays.is_empty() {
-        decision.command(PodSetCommand::Release {
+        decision.act(PodSetAction::Release {
             names: observation.strays.clone(),
         });
     }
@@ -171,7 +201,7 @@ fn plan(observation: &Observation, decision: &mut Decision<PodSetCommand>) -> Op
     let active = observation.active.len();
     let failed = observation.failure.is_some();
     if active < desired {
-        decision.command(PodSetCommand::Create {
+        decision.act(PodSetAction::Create {
             count: (desired - active).min(BURST_REPLICAS),
         });
         return Some(if failed {
@@ -185,7 +215,7 @@ fn plan(observation: &Observation, decision: &mut Decision<PodSetCommand>) -> Op
             .into_iter()
             .take(active - desired)
             .collect();
-        decision.command(PodSetCommand::Delete { names });
+        decision.act(PodSetAction::Delete { names });
         return Some(if failed {
             State::Degraded {}
         } else {
@@ -301,7 +331,7 @@ mod tests {
     fn scale_up_from_nothing() {
         let (state, decision) = dispatch(PodSetMachine, restore(None), &observed(3, vec![]));
         assert_eq!(state, State::ScalingUp {});
-        assert_eq!(decision.commands, vec![PodSetCommand::Create { count: 3 }]);
+        assert_eq!(decision.actions, vec![PodSetAction::Create { count: 3 }]);
         assert_eq!(decision.transitions[0].from, "Pending");
         assert_eq!(decision.transitions[0].to, "ScalingUp");
         assert_eq!(decision.transitions[0].event, "Observed");
@@ -315,7 +345,7 @@ mod tests {
             &observed(1, vec![pod("a", true, "Running", true, 0)]),
         );
         assert_eq!(state, State::Stable {});
-        assert!(decision.commands.is_empty());
+        assert!(decision.actions.is_empty());
         let (state, _) = dispatch(
             PodSetMachine,
             State::ScalingUp {},
@@ -350,8 +380,8 @@ mod tests {
         let (state, decision) = dispatch(PodSetMachine, State::Stable {}, &observed(2, pods));
         assert_eq!(state, State::ScalingDown {});
         assert_eq!(
-            decision.commands,
-            vec![PodSetCommand::Delete {
+            decision.actions,
+            vec![PodSetAction::Delete {
                 names: vec!["unscheduled".into(), "pending".into(), "unready".into()]
             }]
         );
@@ -377,8 +407,8 @@ mod tests {
         let (state, decision) = dispatch(PodSetMachine, State::ScalingUp {}, &event);
         assert_eq!(state, State::ScalingUp {});
         assert_eq!(
-            decision.commands,
-            vec![PodSetCommand::Adopt {
+            decision.actions,
+            vec![PodSetAction::Adopt {
                 names: vec!["orphan".into()]
             }]
         );
@@ -394,7 +424,36 @@ mod tests {
         });
         let (state, decision) = dispatch(PodSetMachine, State::ScalingUp {}, &event);
         assert_eq!(state, State::Degraded {});
-        assert_eq!(decision.commands, vec![PodSetCommand::Create { count: 2 }]);
+        assert_eq!(decision.actions, vec![PodSetAction::Create { count: 2 }]);
+        let (state, decision) = dispatch(PodSetMachine, State::Degraded {}, &event);
+        assert_eq!(state, State::Degraded {});
+        assert!(
+            decision.transitions.is_empty(),
+            "a retry while degraded journals nothing"
+        );
+    }
+
+    #[test]
+    fn an_action_failure_degrades_in_the_same_pass_and_success_recovers() {
+        let failed = PodSetEvent::Acted {
+            failure: Some("exceeded quota".into()),
+            scaling: Some(Scaling::Up),
+        };
+        let (state, decision) = dispatch(PodSetMachine, State::ScalingUp {}, &failed);
+        assert_eq!(state, State::Degraded {});
+        assert_eq!(decision.transitions[0].event, "ActionFailed");
+        let (state, _) = dispatch(PodSetMachine, State::Degraded {}, &failed);
+        assert_eq!(state, State::Degraded {});
+        let succeeded = PodSetEvent::Acted {
+            failure: None,
+            scaling: Some(Scaling::Up),
+        };
+        let (state, decision) = dispatch(PodSetMachine, State::Degraded {}, &succeeded);
+        assert_eq!(state, State::ScalingUp {});
+        assert_eq!(decision.transitions[0].event, "ActionsSucceeded");
+        let (state, decision) = dispatch(PodSetMachine, State::Stable {}, &succeeded);
+        assert_eq!(state, State::Stable {});
+        assert!(decision.transitions.is_empty());
     }
 
     #[test]
@@ -408,8 +467,8 @@ mod tests {
         let (state, decision) = dispatch(PodSetMachine, State::Stable {}, &event);
         assert_eq!(state, State::Stable {});
         assert_eq!(
-            decision.commands,
-            vec![PodSetCommand::Release {
+            decision.actions,
+            vec![PodSetAction::Release {
                 names: vec!["relabelled".into()]
             }]
         );

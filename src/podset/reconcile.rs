@@ -32,16 +32,18 @@ use tracing::info;
 use super::{
     PodSet, PodSetStatus,
     machine::{
-        Cached, Expected, Observation, PodSetCommand, PodSetEvent, PodSetMachine, PodView, restore,
+        Cached, Expected, Observation, PodSetAction, PodSetEvent, PodSetMachine, PodView, Scaling, restore,
         slow_start_batches,
     },
 };
 use crate::{
     Result,
     conditions::condition,
-    controller::{Context, drive, shutdown_requested, watch_util},
-    journal::Entry,
-    machine::{Phase, dispatch},
+    machine::{Phase, dispatch, step},
+    runtime::{
+        Context, api_message, drive, shutdown_requested,
+        watch::{Synced, watched},
+    },
 };
 
 const KIND: &str = "PodSet";
@@ -52,7 +54,7 @@ pub const POD_LABEL: &str = "podset_cr";
 struct PodSetContext {
     ctx: Arc<Context>,
     pods: Store<Pod>,
-    pods_synced: watch_util::Synced,
+    pods_synced: Synced,
     expectations: Mutex<HashMap<String, Expected>>,
 }
 
@@ -62,16 +64,14 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
 ) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
     let namespace = &ctx.settings.namespace;
-    let (podsets, podset_stream, podsets_synced) = watch_util::reflect(
-        watch_util::api_for::<PodSet>(&ctx.client, namespace),
-        watcher::Config::default(),
-    );
-    let (pods, pod_stream, pods_synced) = watch_util::reflect(
-        watch_util::api_for::<Pod>(&ctx.client, namespace),
+    let podsets = watched::<PodSet>(&ctx.client, namespace, watcher::Config::default());
+    let pods = watched::<Pod>(
+        &ctx.client,
+        namespace,
         watcher::Config::default().labels(POD_LABEL),
     );
-    let controller = Controller::for_stream(podset_stream, podsets)
-        .watches_stream(pod_stream, |pod: Pod| {
+    let controller = Controller::for_stream(podsets.stream, podsets.store)
+        .watches_stream(pods.stream, |pod: Pod| {
             // the label names the PodSet; a controller reference covers a relabelled Pod
             let namespace = pod.namespace().unwrap_or_default();
             let labelled = pod.labels().get(POD_LABEL).cloned();
@@ -88,15 +88,15 @@ pub fn controller(
         })
         .graceful_shutdown_on(shutdown_requested(shutdown));
     let synced = {
-        let pods_synced = pods_synced.clone();
+        let (podsets_synced, pods_synced) = (podsets.synced, pods.synced.clone());
         async move {
             futures::join!(podsets_synced.wait(), pods_synced.wait());
         }
     };
     let context = Arc::new(PodSetContext {
         ctx,
-        pods,
-        pods_synced,
+        pods: pods.store,
+        pods_synced: pods.synced,
         expectations: Mutex::default(),
     });
     let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
@@ -229,12 +229,7 @@ async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<A
             .lock()
             .expect("expectations lock")
             .remove(&uid);
-        ctx.metrics.forget(
-            KIND,
-            &uid,
-            &podset.namespace().unwrap_or_default(),
-            &podset.name_any(),
-        );
+        ctx.forget(KIND, podset.as_ref());
         return Ok(Action::await_change());
     }
     let pods = context.pods.state();
@@ -268,18 +263,22 @@ async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<A
         restore(phase),
         &PodSetEvent::Observed(observation.clone()),
     );
-    ctx.commit(KIND, podset.as_ref(), &decision.transitions, Entry::default())
-        .await?;
+    ctx.commit(KIND, podset.as_ref(), &decision.transitions).await?;
+    let scaling = decision.actions.iter().find_map(|a| match a {
+        PodSetAction::Create { .. } => Some(Scaling::Up),
+        PodSetAction::Delete { .. } => Some(Scaling::Down),
+        _ => None,
+    });
 
     let api: Api<Pod> = ctx.api(&podset.namespace().unwrap_or_default());
     let mut failures = Vec::new();
     let mut expected = Expected::new(Instant::now());
-    for command in decision.commands {
+    for command in decision.actions {
         match command {
-            PodSetCommand::Create { count } => {
+            PodSetAction::Create { count } => {
                 create_pods(&api, &podset, count, &mut expected, &mut failures).await
             }
-            PodSetCommand::Delete { names } => {
+            PodSetAction::Delete { names } => {
                 for name in names {
                     match api.delete(&name, &DeleteParams::default()).await {
                         Ok(_) => {
@@ -290,14 +289,14 @@ async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<A
                     }
                 }
             }
-            PodSetCommand::Adopt { names } => {
+            PodSetAction::Adopt { names } => {
                 for name in names {
                     if let Err(e) = set_controller(&api, &podset, &name, true).await {
                         failures.push(format!("adopting pod {name}: {}", api_message(&e)));
                     }
                 }
             }
-            PodSetCommand::Release { names } => {
+            PodSetAction::Release { names } => {
                 for name in names {
                     if let Err(e) = set_controller(&api, &podset, &name, false).await {
                         failures.push(format!("releasing pod {name}: {}", api_message(&e)));
@@ -323,13 +322,32 @@ async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<A
         )
         .await;
     }
+    // the actions' result goes back into the machine in this pass
+    let failure = failures.into_iter().next();
+    let mut acted = Default::default();
+    let state = step(
+        PodSetMachine,
+        state,
+        &PodSetEvent::Acted {
+            failure: failure.clone(),
+            scaling,
+        },
+        &mut acted,
+    );
+    ctx.commit(KIND, podset.as_ref(), &acted.transitions).await?;
     ctx.metrics.set_phase(KIND, &uid, state.phase());
+    // Degraded without a failure in this pass: waiting on earlier actions, the earlier failure stands
+    let failure = failure.or_else(|| {
+        (state.phase() == "Degraded")
+            .then(|| observation.failure.clone())
+            .flatten()
+    });
     let status = status(
         &podset,
         known.as_ref(),
         state.phase(),
         &observation,
-        failures.first(),
+        failure.as_ref(),
     );
     ctx.apply_status(podset.as_ref(), KIND, known.as_ref(), &status)
         .await?;
@@ -388,14 +406,6 @@ async fn set_controller(api: &Api<Pod>, podset: &PodSet, name: &str, adopt: bool
     api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await?;
     Ok(())
-}
-
-/// The API server's message, without the Rust wrapper text.
-fn api_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// The status to write: counts and names from the observation, a `ReplicaFailure` condition

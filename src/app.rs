@@ -1,0 +1,197 @@
+//! Start-up wiring of `eru-operator run`: the journal and its run record, the HTTP API, the
+//! Kubernetes client, the wait for the CRDs, the journal heartbeat and the controllers of the three
+//! kinds. The only module besides `main.rs` that imports the kinds, `http` and `config`.
+
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use chrono::Utc;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client, Config, ResourceExt,
+    config::{KubeConfigOptions, Kubeconfig},
+    runtime::{
+        events::{Recorder, Reporter},
+        wait::{await_condition, conditions},
+    },
+};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::{
+    config::RunArgs,
+    crds, eru,
+    journal::Journal,
+    machine::StatusMemo,
+    memcached,
+    metrics::Metrics,
+    podset,
+    runtime::{Context, MANAGER, Readiness, Settings, shutdown_requested},
+};
+
+/// `eru-operator run`.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let journal = Journal::open(&args.database).await?;
+    let metrics = Metrics::new();
+    let readiness = Readiness::default();
+    readiness.journal.store(true, Ordering::Relaxed);
+    let instance = args
+        .instance
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "eru-operator".to_string());
+    let run_id = journal
+        .start_run(env!("CARGO_PKG_VERSION"), &instance, Utc::now())
+        .await?;
+    info!(database = %args.database.display(), run = run_id, "journal open");
+
+    let shutdown = shutdown_channel();
+    let listener = tokio::net::TcpListener::bind(args.http_address)
+        .await
+        .with_context(|| format!("binding the HTTP API to {}", args.http_address))?;
+    info!(address = %args.http_address, "HTTP API listening");
+    let app = crate::http::router(crate::http::AppState {
+        journal: journal.clone(),
+        metrics: metrics.clone(),
+        readiness: readiness.clone(),
+    });
+    let http = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_requested(shutdown.clone()))
+            .into_future(),
+    );
+
+    let client = client(&args).await?;
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: MANAGER.into(),
+            instance: Some(instance),
+        },
+    );
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        journal: journal.clone(),
+        metrics,
+        recorder,
+        settings: Settings {
+            namespace: args.namespace.clone(),
+            default_schedule: args.default_schedule.clone(),
+            memcached_image: args.memcached_image.clone(),
+        },
+        statuses: StatusMemo::default(),
+    });
+
+    tokio::select! {
+        waited = wait_for_crds(&client) => waited?,
+        _ = shutdown_requested(shutdown.clone()) => {
+            journal.stop_run(run_id, Utc::now()).await?;
+            return Ok(());
+        }
+    }
+    readiness.crds.store(true, Ordering::Relaxed);
+    info!("CRDs established; starting controllers");
+
+    let heartbeat = tokio::spawn(heartbeat(
+        journal.clone(),
+        run_id,
+        Duration::from_secs(args.heartbeat_seconds),
+        shutdown.clone(),
+    ));
+    let (podsets, podsets_synced) = podset::reconcile::controller(ctx.clone(), shutdown.clone());
+    let (memcacheds, memcacheds_synced) = memcached::reconcile::controller(ctx.clone(), shutdown.clone());
+    let (erus, erus_synced) = eru::reconcile::controller(ctx.clone(), shutdown.clone());
+    let (auto, auto_synced) = eru::auto::controller(ctx.clone(), shutdown.clone());
+    let synced = {
+        let caches = readiness.caches.clone();
+        async move {
+            futures::join!(podsets_synced, memcacheds_synced, erus_synced, auto_synced);
+            caches.store(true, Ordering::Relaxed);
+            info!("watch caches synced; ready");
+        }
+    };
+    futures::join!(podsets, memcacheds, erus, auto, synced);
+
+    let _ = heartbeat.await;
+    let _ = http.await;
+    journal.stop_run(run_id, Utc::now()).await?;
+    journal.close().await;
+    info!("stopped cleanly");
+    Ok(())
+}
+
+/// Journals a heartbeat of run `run_id` every `every` until shutdown, so downtime is known.
+async fn heartbeat(journal: Journal, run_id: i64, every: Duration, stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                if let Err(e) = journal.heartbeat(run_id, Utc::now()).await {
+                    warn!(error = %e, "journal heartbeat failed");
+                }
+            }
+            _ = shutdown_requested(stop.clone()) => break,
+        }
+    }
+}
+
+/// A Kubernetes client from `--kubeconfig`, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster).
+async fn client(args: &RunArgs) -> anyhow::Result<Client> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("loading kubeconfig {}", path.display()))?
+        }
+        None => Config::infer()
+            .await
+            .context("no Kubernetes configuration found (use --kubeconfig)")?,
+    };
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Waits until every CRD of the operator is Established, logging what it waits for.
+async fn wait_for_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (_, crd) in crds::all() {
+        let name = crd.name_any();
+        loop {
+            let established = await_condition(api.clone(), &name, conditions::is_crd_established());
+            match tokio::time::timeout(Duration::from_secs(10), established).await {
+                Ok(Ok(_)) => break,
+                Ok(Err(e)) => warn!(crd = %name, error = %e, "cannot read CRD; retrying"),
+                Err(_) => {
+                    warn!(crd = %name, "waiting for CRD to be established; is it installed? (kubectl apply -f crds/)")
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A channel that turns true on SIGTERM or Ctrl-C, shared by every task.
+fn shutdown_channel() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing the SIGTERM handler");
+            tokio::select! {
+                _ = ctrl_c => {},
+                _ = term.recv() => {},
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        info!("shutdown requested");
+        let _ = tx.send(true);
+    });
+    rx
+}

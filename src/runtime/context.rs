@@ -1,0 +1,192 @@
+//! The shared controller [`Context`]: clients, journal, metrics and Event recorder, and the commit
+//! path by which a reconcile's decisions leave its machine — journaled first, then announced.
+
+use chrono::Utc;
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::events::{Event, EventType, Recorder},
+};
+use serde::de::DeserializeOwned;
+use tracing::warn;
+
+use super::MANAGER;
+use crate::{
+    Result,
+    journal::{Appended, Entry, Journal, NewTransition, ObjectKey},
+    machine::{StatusMemo, Transition},
+    metrics::Metrics,
+};
+
+/// Operator-wide settings the reconcilers read.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Only this namespace is watched, when set.
+    pub namespace: Option<String>,
+    /// Schedule for Erus created from a Deployment annotation without a schedule.
+    pub default_schedule: String,
+    /// Image of memcached Deployments.
+    pub memcached_image: String,
+}
+
+/// What every reconcile gets: clients and the shared journal, metrics and Event recorder.
+pub struct Context {
+    pub client: Client,
+    pub journal: Journal,
+    pub metrics: Metrics,
+    pub recorder: Recorder,
+    pub settings: Settings,
+    /// Statuses written but maybe not yet in the watch caches.
+    pub statuses: StatusMemo,
+}
+
+/// The journal identity of an object.
+pub fn object_key<K: Resource>(kind: &'static str, obj: &K) -> ObjectKey {
+    ObjectKey {
+        kind,
+        namespace: obj.meta().namespace.clone().unwrap_or_default(),
+        name: obj.meta().name.clone().unwrap_or_default(),
+        uid: obj.meta().uid.clone().unwrap_or_default(),
+    }
+}
+
+impl Context {
+    /// An `Api` for the kind in one namespace.
+    pub fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Journals one pass's `transitions` with the rest of its `entry`, in one transaction. What a
+    /// replay journals again is not appended twice ([`Appended`] counts what is new).
+    pub async fn journal<K>(
+        &self,
+        kind: &'static str,
+        obj: &K,
+        transitions: &[Transition],
+        mut entry: Entry,
+    ) -> Result<Appended>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let object = object_key(kind, obj);
+        let observed = obj.meta().resource_version.clone().unwrap_or_default();
+        let now = Utc::now();
+        entry
+            .transitions
+            .extend(transitions.iter().map(|t| NewTransition {
+                object: object.clone(),
+                observed: observed.clone(),
+                from: t.from,
+                to: t.to,
+                event: t.event,
+                at: now,
+                detail: serde_json::json!({}),
+            }));
+        if entry.is_empty() {
+            return Ok(Appended::default());
+        }
+        let timer = self.metrics.journal_write.start_timer();
+        let appended = self.journal.append(&entry).await;
+        timer.observe_duration();
+        appended
+    }
+
+    /// Counts journaled `transitions` and emits an Event for each; a replay that journaled no
+    /// transition announces nothing.
+    pub async fn announce<K>(
+        &self,
+        kind: &'static str,
+        obj: &K,
+        transitions: &[Transition],
+        appended: &Appended,
+    ) where
+        K: Resource<DynamicType = ()>,
+    {
+        if appended.transitions == 0 {
+            return;
+        }
+        for t in transitions {
+            self.metrics.count_transition(kind, t.from, t.to);
+            let note = format!("{} → {} on {}", t.from, t.to, t.event);
+            self.publish(obj, EventType::Normal, t.to, t.event, Some(note))
+                .await;
+        }
+    }
+
+    /// [`journal`](Self::journal) then [`announce`](Self::announce): the whole path for kinds
+    /// whose passes journal only transitions.
+    pub async fn commit<K>(&self, kind: &'static str, obj: &K, transitions: &[Transition]) -> Result<()>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let appended = self.journal(kind, obj, transitions, Entry::default()).await?;
+        self.announce(kind, obj, transitions, &appended).await;
+        Ok(())
+    }
+
+    /// Writes `status` with server-side apply (unless it is what the object already has) and
+    /// remembers it until the watch cache catches up.
+    pub async fn apply_status<K, S>(
+        &self,
+        obj: &K,
+        kind: &'static str,
+        known: Option<&S>,
+        status: &S,
+    ) -> Result<()>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+        S: serde::Serialize + PartialEq,
+    {
+        if known == Some(status) {
+            return Ok(());
+        }
+        let api: Api<K> = self.api(&obj.namespace().unwrap_or_default());
+        let patch = serde_json::json!({"apiVersion": K::api_version(&()), "kind": kind, "status": status});
+        api.patch_status(
+            &obj.name_any(),
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(patch),
+        )
+        .await?;
+        let uid = obj.meta().uid.clone().unwrap_or_default();
+        self.statuses
+            .remember(&uid, &obj.resource_version().unwrap_or_default(), status);
+        Ok(())
+    }
+
+    /// Forgets a deleted object: its status memo and its per-object metric series.
+    pub fn forget<K: Resource>(&self, kind: &'static str, obj: &K) {
+        let uid = obj.meta().uid.clone().unwrap_or_default();
+        self.statuses.forget(&uid);
+        self.metrics.forget_phase(kind, &uid);
+    }
+
+    /// Emits a Kubernetes Event about `obj`. Best effort: a failure is logged, never returned.
+    pub async fn publish<K>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: Option<String>,
+    ) where
+        K: Resource<DynamicType = ()>,
+    {
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            note,
+            action: action.to_string(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            warn!(object = %obj.name_any(), reason, error = %e, "could not publish Event");
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! What the operator reads of a Deployment, as plain data: Memcached judges its owned Deployment
+//! with it, an Eru its target. Pure.
+
+use k8s_openapi::api::apps::v1::Deployment;
+
+/// Default `progressDeadlineSeconds` of a Deployment.
+pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
+
+/// A Deployment's rollout state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeploymentView {
+    pub paused: bool,
+    /// `spec.replicas` (default 1).
+    pub desired: i32,
+    pub replicas: i32,
+    pub updated: i32,
+    pub ready: i32,
+    pub available: i32,
+    /// The Deployment controller has seen the latest spec.
+    pub caught_up: bool,
+    /// `Progressing` is False with reason `ProgressDeadlineExceeded`.
+    pub deadline_exceeded: bool,
+    pub progress_deadline_seconds: i32,
+}
+
+impl DeploymentView {
+    /// The view of `deployment`.
+    pub fn of(deployment: &Deployment) -> Self {
+        let spec = deployment.spec.as_ref();
+        let status = deployment.status.clone().unwrap_or_default();
+        DeploymentView {
+            paused: spec.and_then(|s| s.paused).unwrap_or(false),
+            desired: spec.and_then(|s| s.replicas).unwrap_or(1),
+            replicas: status.replicas.unwrap_or(0),
+            updated: status.updated_replicas.unwrap_or(0),
+            ready: status.ready_replicas.unwrap_or(0),
+            available: status.available_replicas.unwrap_or(0),
+            caught_up: status.observed_generation >= deployment.metadata.generation,
+            deadline_exceeded: status
+                .conditions
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")),
+            progress_deadline_seconds: spec
+                .and_then(|s| s.progress_deadline_seconds)
+                .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS),
+        }
+    }
+
+    /// `size` replicas, all updated, ready and available, no old one left, and the controller
+    /// caught up with the spec.
+    pub fn settled_at(&self, size: i32) -> bool {
+        self.caught_up
+            && self.updated == size
+            && self.ready == size
+            && self.available == size
+            && self.replicas == size
+    }
+}

@@ -1,0 +1,48 @@
+//! The runtime every kind shares, importing none of them: the controller [`Context`] and its
+//! commit path, the [`drive`]r with its error policy, watch caches ([`watch`]), the Deployment
+//! view ([`deployment`]) and process [`Readiness`].
+//!
+//! Imports point one way: `app` → kinds (`eru`, `podset`, `memcached`) → `runtime` →
+//! `journal`/`metrics`/`machine`.
+
+pub mod context;
+pub mod deployment;
+pub mod driver;
+pub mod watch;
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+pub use context::{Context, Settings, object_key};
+pub use driver::{drive, shutdown_requested};
+
+/// Field manager for server-side apply, and the controller name in Events.
+pub const MANAGER: &str = "eru-operator";
+
+/// The API server's message of a failed call, without the Rust wrapper text (for Events and
+/// conditions, where users read it).
+pub fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Readiness of the process, reported by `/readyz`.
+#[derive(Clone, Debug, Default)]
+pub struct Readiness {
+    pub journal: Arc<AtomicBool>,
+    pub crds: Arc<AtomicBool>,
+    pub caches: Arc<AtomicBool>,
+}
+
+impl Readiness {
+    /// Ready once the journal is open, the CRDs are established and the watch caches synced.
+    pub fn is_ready(&self) -> bool {
+        self.journal.load(Ordering::Relaxed)
+            && self.crds.load(Ordering::Relaxed)
+            && self.caches.load(Ordering::Relaxed)
+    }
+}
