@@ -18,8 +18,9 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eru/
 hack/deps.sh
 
 start=$SECONDS
-echo "== shellcheck"
+echo "== shellcheck, import layering"
 shellcheck -x hack/*.sh .ci/run
+python3 hack/imports.py
 echo "== cargo fmt --check, clippy"
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings

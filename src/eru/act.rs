@@ -14,8 +14,8 @@ use tracing::{info, warn};
 
 use super::{
     Eru, RESTARTED_AT_ANNOTATION,
+    context::EruContext,
     machine::{EruAction, EruDecision, EruEvent, EruMachine, State},
-    reconcile::EruContext,
     record::{self, slot_text},
 };
 use crate::{

@@ -169,6 +169,7 @@ pub struct LastRestart {
 pub mod accounting;
 pub mod act;
 pub mod auto;
+pub mod context;
 pub mod decide;
 pub mod machine;
 pub mod metrics;

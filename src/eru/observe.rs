@@ -7,7 +7,7 @@ use kube::{Resource, ResourceExt, runtime::reflector::ObjectRef};
 use super::{
     Eru, EruStatus,
     accounting::downtime,
-    reconcile::EruContext,
+    context::EruContext,
     schedule::{Schedule, ScheduleError},
     target::{TargetView, view_deployment},
 };

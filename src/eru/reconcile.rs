@@ -10,18 +10,14 @@ use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Resource, ResourceExt,
-    runtime::{
-        Controller,
-        controller::Action,
-        reflector::{ObjectRef, Store},
-        watcher,
-    },
+    runtime::{Controller, controller::Action, reflector::ObjectRef, watcher},
 };
 use tokio::sync::watch;
 
 use super::{
     Eru, KIND,
     act::act,
+    context::EruContext,
     decide::{Pass, decide},
     metrics::EruMetrics,
     observe::observe,
@@ -31,22 +27,11 @@ use super::{
 use crate::{
     Result,
     machine::Phase,
-    runtime::{
-        Context, drive, shutdown_requested,
-        watch::{Synced, watched},
-    },
+    runtime::{Context, drive, shutdown_requested, watch::watched},
 };
 
 /// Requeue margin after a slot, so the slot is due when the reconcile runs.
 const SLOT_MARGIN: StdDuration = StdDuration::from_millis(100);
-
-/// The Eru controller's state besides the shared context.
-pub struct EruContext {
-    pub ctx: Arc<Context>,
-    pub metrics: EruMetrics,
-    pub deployments: Store<Deployment>,
-    deployments_synced: Synced,
-}
 
 /// Builds the Eru controller; returns it and a future that resolves once its caches synced.
 pub fn controller(

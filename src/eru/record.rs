@@ -7,8 +7,8 @@ use kube::runtime::events::EventType;
 
 use super::{
     Eru, KIND,
+    context::EruContext,
     machine::{EruDecision, EruRecord, RestartOutcome},
-    reconcile::EruContext,
 };
 use crate::{
     Result,

@@ -1,0 +1,18 @@
+//! What every step of the Eru pass shares: the runtime's context, the Eru's own metric series and
+//! the Deployment cache its targets are read from.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::reflector::Store;
+
+use super::metrics::EruMetrics;
+use crate::runtime::{Context, watch::Synced};
+
+/// The Eru controller's state besides the shared context.
+pub struct EruContext {
+    pub ctx: Arc<Context>,
+    pub metrics: EruMetrics,
+    pub deployments: Store<Deployment>,
+    pub deployments_synced: Synced,
+}

@@ -1,0 +1,251 @@
+//! The journal: SQLite (WAL) holding the history of every transition, evaluated slot, restart and
+//! operator run. This is the only module that speaks SQL. Appends are idempotent on unique keys, so
+//! a reconcile replayed after a crash writes nothing twice.
+
+use std::{path::Path, str::FromStr, time::Duration};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use sqlx::{
+    Row, SqlitePool,
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
+};
+
+use crate::{Error, Result};
+
+/// Formats a time the way the journal stores it: RFC 3339, UTC, milliseconds, `Z` (fixed width,
+/// so text order is time order).
+pub fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Parses a time stored by [`ts`].
+pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+mod read;
+mod rows;
+#[cfg(test)]
+mod tests;
+
+pub use rows::*;
+
+/// The journal handle; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Journal {
+    pool: SqlitePool,
+}
+
+impl Journal {
+    /// Opens (creating if missing) and migrates the journal at `path`. An unwritable, locked or
+    /// corrupt file gives [`Error::JournalFile`] naming the path.
+    pub async fn open(path: &Path) -> Result<Self> {
+        let shown = path.display().to_string();
+        let file_error = |e: sqlx::Error| Error::JournalFile {
+            path: shown.clone(),
+            reason: describe(&e),
+        };
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true)
+            // temp tables in memory: the container root filesystem is read-only
+            .pragma("temp_store", "memory");
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(file_error)?;
+        Self::prepare(pool).await.map_err(|e| match e {
+            Error::Journal(e) => file_error(e),
+            Error::Migrate(e) => Error::JournalFile {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            },
+            other => other,
+        })
+    }
+
+    /// An in-memory journal (one connection, so one database), for tests and previews.
+    pub async fn open_in_memory() -> Result<Self> {
+        let options = SqliteConnectOptions::from_str("sqlite::memory:")?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        Self::prepare(pool).await
+    }
+
+    async fn prepare(pool: SqlitePool) -> Result<Self> {
+        let check: String = sqlx::query("PRAGMA quick_check")
+            .fetch_one(&pool)
+            .await?
+            .try_get(0)?;
+        if check != "ok" {
+            return Err(Error::JournalFile {
+                path: "journal".into(),
+                reason: format!("integrity check: {check}"),
+            });
+        }
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// Closes the pool, checkpointing the WAL.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Appends one reconcile's records in a single transaction. Rows already present (same unique
+    /// key) are left as they are; a finished restart is finished only once.
+    pub async fn append(&self, entry: &Entry) -> Result<Appended> {
+        let mut done = Appended::default();
+        if entry.is_empty() {
+            return Ok(done);
+        }
+        let mut tx = self.pool.begin().await?;
+        for t in &entry.transitions {
+            done.transitions += sqlx::query(
+                "INSERT OR IGNORE INTO transitions
+                   (kind, namespace, name, uid, observed, from_state, to_state, event, at, detail)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(t.object.kind)
+            .bind(&t.object.namespace)
+            .bind(&t.object.name)
+            .bind(&t.object.uid)
+            .bind(&t.observed)
+            .bind(t.from)
+            .bind(t.to)
+            .bind(t.event)
+            .bind(ts(t.at))
+            .bind(t.detail.to_string())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        for s in &entry.slots {
+            done.slots += sqlx::query(
+                "INSERT OR IGNORE INTO slots
+                   (uid, namespace, name, target, slot, last_slot, slot_count, result, reason,
+                    window_start, window_end, evaluated_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(&s.object.uid)
+            .bind(&s.object.namespace)
+            .bind(&s.object.name)
+            .bind(&s.target)
+            .bind(ts(s.slot))
+            .bind(ts(s.last_slot))
+            .bind(s.slot_count)
+            .bind(s.result.as_str())
+            .bind(s.reason)
+            .bind(s.window.map(|w| ts(w.0)))
+            .bind(s.window.map(|w| ts(w.1)))
+            .bind(ts(s.evaluated_at))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        for r in &entry.restarts_started {
+            done.restarts_started += sqlx::query(
+                "INSERT OR IGNORE INTO restarts (uid, namespace, name, target, slot, started_at)
+                 VALUES (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(&r.object.uid)
+            .bind(&r.object.namespace)
+            .bind(&r.object.name)
+            .bind(&r.target)
+            .bind(ts(r.slot))
+            .bind(ts(r.started_at))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        for f in &entry.restarts_finished {
+            done.restarts_finished += sqlx::query(
+                "UPDATE restarts SET finished_at = ?, outcome = ?, reason = ?
+                 WHERE uid = ? AND slot = ? AND finished_at IS NULL",
+            )
+            .bind(ts(f.finished_at))
+            .bind(f.outcome)
+            .bind(&f.reason)
+            .bind(&f.uid)
+            .bind(ts(f.slot))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        }
+        tx.commit().await?;
+        Ok(done)
+    }
+
+    /// Records the start of an operator process; returns its run id.
+    pub async fn start_run(&self, version: &str, instance: &str, at: DateTime<Utc>) -> Result<i64> {
+        let row = sqlx::query(
+            "INSERT INTO operator_runs (started_at, heartbeat_at, version, instance)
+             VALUES (?, ?, ?, ?) RETURNING id",
+        )
+        .bind(ts(at))
+        .bind(ts(at))
+        .bind(version)
+        .bind(instance)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get(0)?)
+    }
+
+    /// Proves the run is still alive at `at`.
+    pub async fn heartbeat(&self, run: i64, at: DateTime<Utc>) -> Result<()> {
+        sqlx::query("UPDATE operator_runs SET heartbeat_at = ? WHERE id = ?")
+            .bind(ts(at))
+            .bind(run)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records a clean stop.
+    pub async fn stop_run(&self, run: i64, at: DateTime<Utc>) -> Result<()> {
+        sqlx::query("UPDATE operator_runs SET heartbeat_at = ?, stopped_at = ? WHERE id = ?")
+            .bind(ts(at))
+            .bind(ts(at))
+            .bind(run)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// All operator runs, oldest first.
+    pub async fn runs(&self) -> Result<Vec<OperatorRun>> {
+        Ok(sqlx::query_as("SELECT * FROM operator_runs ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?)
+    }
+}
+
+/// A one-line reason for a database that cannot be opened.
+fn describe(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => {
+            let msg = db.message();
+            if msg.contains("not a database") {
+                "the file is not a SQLite database or is corrupt".into()
+            } else if msg.contains("locked") || msg.contains("busy") {
+                "the database is locked by another process".into()
+            } else if msg.contains("unable to open") || msg.contains("readonly") || msg.contains("read-only")
+            {
+                format!("cannot open or write it ({msg}); check the directory exists and is writable")
+            } else {
+                msg.to_string()
+            }
+        }
+        other => other.to_string(),
+    }
+}

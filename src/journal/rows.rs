@@ -1,0 +1,211 @@
+//! The journal's rows: what a reconcile appends and what the queries return.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::FromRow;
+
+/// Which object a journal row is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectKey {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// A state-machine transition to append.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewTransition {
+    pub object: ObjectKey,
+    /// resourceVersion of the observed object: replaying the same observation gives the same key.
+    pub observed: String,
+    pub from: &'static str,
+    pub to: &'static str,
+    pub event: &'static str,
+    pub at: DateTime<Utc>,
+    pub detail: serde_json::Value,
+}
+
+/// The result of evaluating a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotResult {
+    /// Restarted.
+    Fired,
+    /// The operator could not act (down, or too late).
+    Missed,
+    /// The operator chose not to (suspended, target paused or unhealthy, ...).
+    Skipped,
+}
+
+impl SlotResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlotResult::Fired => "fired",
+            SlotResult::Missed => "missed",
+            SlotResult::Skipped => "skipped",
+        }
+    }
+}
+
+/// An evaluated slot (or a summarized run of them) to append.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewSlot {
+    pub object: ObjectKey,
+    pub target: String,
+    pub slot: DateTime<Utc>,
+    pub last_slot: DateTime<Utc>,
+    pub slot_count: i64,
+    pub result: SlotResult,
+    pub reason: &'static str,
+    /// The operator downtime window, for `operator_down`.
+    pub window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    pub evaluated_at: DateTime<Utc>,
+}
+
+/// A restart that began (its patch was decided) for a slot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewRestart {
+    pub object: ObjectKey,
+    pub target: String,
+    pub slot: DateTime<Utc>,
+    pub started_at: DateTime<Utc>,
+}
+
+/// The end of a restart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FinishedRestart {
+    pub uid: String,
+    pub slot: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub outcome: &'static str,
+    pub reason: Option<String>,
+}
+
+/// Everything one reconcile pass journals, written in one transaction.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Entry {
+    pub transitions: Vec<NewTransition>,
+    pub slots: Vec<NewSlot>,
+    pub restarts_started: Vec<NewRestart>,
+    pub restarts_finished: Vec<FinishedRestart>,
+}
+
+impl Entry {
+    pub fn is_empty(&self) -> bool {
+        self.transitions.is_empty()
+            && self.slots.is_empty()
+            && self.restarts_started.is_empty()
+            && self.restarts_finished.is_empty()
+    }
+}
+
+/// How many rows an [`Entry`] actually added (replays add none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Appended {
+    pub transitions: u64,
+    pub slots: u64,
+    pub restarts_started: u64,
+    pub restarts_finished: u64,
+}
+
+/// A journaled transition.
+#[derive(Clone, Debug, FromRow, Serialize, PartialEq)]
+pub struct TransitionRow {
+    pub id: i64,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub from_state: String,
+    pub to_state: String,
+    pub event: String,
+    pub at: String,
+    #[sqlx(try_from = "String")]
+    pub detail: JsonText,
+}
+
+/// A JSON column, parsed.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(transparent)]
+pub struct JsonText(pub serde_json::Value);
+
+impl TryFrom<String> for JsonText {
+    type Error = serde_json::Error;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        serde_json::from_str(&s).map(JsonText)
+    }
+}
+
+/// A journaled restart.
+#[derive(Clone, Debug, FromRow, Serialize, PartialEq)]
+pub struct RestartRow {
+    pub id: i64,
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub target: String,
+    pub slot: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub outcome: String,
+    pub reason: Option<String>,
+}
+
+/// A journaled missed or skipped slot (or a summarized run of them).
+#[derive(Clone, Debug, FromRow, Serialize, PartialEq)]
+pub struct SlotRow {
+    pub id: i64,
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub target: String,
+    pub slot: String,
+    pub last_slot: String,
+    pub slot_count: i64,
+    pub result: String,
+    pub reason: Option<String>,
+    pub window_start: Option<String>,
+    pub window_end: Option<String>,
+    pub evaluated_at: String,
+}
+
+/// An Eru's history as its status shows it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EruSummary {
+    /// Slots missed or skipped (summaries count every slot they stand for).
+    pub missed_slots: i64,
+    pub last_missed: Option<DateTime<Utc>>,
+    pub last_success: Option<DateTime<Utc>>,
+    pub last_failure: Option<DateTime<Utc>>,
+    pub last_restart: Option<RestartRow>,
+}
+
+/// One operator process, as journaled.
+#[derive(Clone, Debug, FromRow, Serialize, PartialEq)]
+pub struct OperatorRun {
+    pub id: i64,
+    pub started_at: String,
+    pub heartbeat_at: String,
+    pub stopped_at: Option<String>,
+    pub version: String,
+    pub instance: String,
+}
+
+/// Filters shared by the journal queries (all optional).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Filter {
+    pub kind: Option<String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub target: Option<String>,
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    /// Journal time bounds, as [`ts`] strings: at or after `since`, before `until`.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    /// Rows with an id below this one (the page cursor).
+    pub before: Option<i64>,
+    /// Page size; one row more is fetched to tell whether another page follows.
+    pub limit: u32,
+}
