@@ -110,12 +110,13 @@ async fn main() {
         }
         journal.append(&batch).await.unwrap();
     }
-    let page = |cursor: Option<String>| HistoryParams {
-        limit: Some("100".into()),
+    use eru::history::params::{Cursor, Limit, Restarts};
+    let page = |cursor: Option<Cursor<Restarts>>| HistoryParams {
+        limit: Some(Limit(100)),
         cursor,
         ..HistoryParams::default()
     };
-    let deep_cursor = eru::history::encode_cursor(eru::history::Endpoint::History, (rows / 10).max(2));
+    let deep_cursor = Cursor::<Restarts>::new((rows / 10).max(2));
     let mut first = Vec::new();
     let mut deep = Vec::new();
     for _ in 0..if full { 51 } else { 1 } {
@@ -123,7 +124,7 @@ async fn main() {
         assert_eq!(history(&journal, &page(None)).await.unwrap().items.len(), 100);
         first.push(start.elapsed());
         let start = Instant::now();
-        history(&journal, &page(Some(deep_cursor.clone()))).await.unwrap();
+        history(&journal, &page(Some(deep_cursor))).await.unwrap();
         deep.push(start.elapsed());
     }
     let (first, deep) = (median(first), median(deep));

@@ -27,6 +27,9 @@ cargo clippy --locked --all-targets -- -D warnings
 echo "== unit and integration tests (no cluster)"
 cargo test --locked --all-targets
 
+echo "== Python tools of the contract tests (hack/pytools.sh)"
+hack/pytools.sh >/dev/null
+
 cluster=${ERU_TEST_CLUSTER:-test}
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   hack/cluster.sh build

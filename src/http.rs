@@ -1,22 +1,27 @@
-//! The HTTP API (axum): journal listings, the OpenAPI document generated from these handlers,
-//! Prometheus metrics and health. Bad parameters get a 400 with `{"error": "..."}`; no query
-//! string produces a 5xx (tests/http.rs checks that with a property test).
+//! The HTTP API (axum): journal listings, the OpenAPI document generated from these handlers and
+//! from the parameter types they parse, Prometheus metrics and health.
+//!
+//! The contract, as the document states it: bad parameters get a 400 with `{"error": "..."}`
+//! naming the parameter; unknown paths a 404 and other methods than those documented a 405 with
+//! `Allow`, both with the same JSON body; every answer carries `Cache-Control: no-store` (they all
+//! describe live state) and the `Content-Type` the document gives. tests/http.rs checks no query
+//! string produces a 5xx (property test); tests/contract.rs runs Schemathesis against a live
+//! operator.
 
 use axum::{
     Json, Router,
     extract::{FromRequestParts, State},
-    http::{StatusCode, request::Parts},
+    http::{HeaderValue, StatusCode, header, request::Parts},
     response::{IntoResponse, Response},
     routing::get,
 };
-use serde::de::DeserializeOwned;
-use serde_json::json;
-use utoipa::OpenApi;
+use serde::{Serialize, de::DeserializeOwned};
+use utoipa::{OpenApi, ToSchema};
 
 use crate::{
     history::{
-        self, ErrorBody, HistoryPage, HistoryParams, MissedItem, MissedPage, MissedParams, QueryError,
-        RestartItem, TransitionItem, TransitionPage, TransitionParams, Window,
+        self, ErrorBody, HistoryPage, HistoryParams, MissedPage, MissedParams, QueryError, TransitionPage,
+        TransitionParams,
     },
     journal::Journal,
     metrics::Metrics,
@@ -36,7 +41,14 @@ pub struct AppState {
 #[openapi(
     info(
         title = "eru-operator",
-        description = "Restart history, state transitions and the missed-slot audit of the ERU operator's journal."
+        description = "Restart history, state transitions and the missed-slot audit of the ERU \
+operator's journal.\n\nEvery rule the server enforces on a parameter is in its schema: a value \
+outside it gets a 400 with an `ErrorBody` naming the parameter. An empty value (`?name=`) is such a \
+value: omit a parameter not to filter by it. Listings are newest first and paged with an opaque \
+`cursor` (the `next_cursor` of the previous page, null on the last one); rows journaled while a \
+client pages appear before its first page, never inside later ones. Unknown paths get a 404 and \
+undocumented methods a 405 with `Allow`, with the same JSON body. Every answer carries \
+`Cache-Control: no-store`."
     ),
     paths(
         history_handler,
@@ -46,16 +58,7 @@ pub struct AppState {
         readyz,
         metrics
     ),
-    components(schemas(
-        HistoryPage,
-        RestartItem,
-        TransitionPage,
-        TransitionItem,
-        MissedPage,
-        MissedItem,
-        Window,
-        ErrorBody
-    ))
+    components(schemas(ErrorBody, ReadyzBody))
 )]
 pub struct ApiDoc;
 
@@ -70,7 +73,37 @@ pub fn router(state: AppState) -> Router {
         .route("/missed", get(missed_handler))
         .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
+        .layer(axum::middleware::map_response(contract_headers))
         .with_state(state)
+}
+
+/// What every answer carries: `Cache-Control: no-store`, and for a 405 (axum's, which sets `Allow`)
+/// the same JSON body as every other error.
+async fn contract_headers(response: Response) -> Response {
+    let mut response = if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+        let allow = response.headers().get(header::ALLOW).cloned();
+        let mut refused = ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!(
+                "method not allowed; this endpoint allows {}",
+                allow
+                    .as_ref()
+                    .and_then(|a| a.to_str().ok())
+                    .unwrap_or("GET, HEAD")
+            ),
+        )
+        .into_response();
+        if let Some(allow) = allow {
+            refused.headers_mut().insert(header::ALLOW, allow);
+        }
+        refused
+    } else {
+        response
+    };
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// An error answer: a status and `{"error": "..."}`.
@@ -107,23 +140,22 @@ impl From<QueryError> for ApiError {
     }
 }
 
-/// Query parameters, refused with a JSON 400 when malformed or unknown.
+/// Query parameters, refused with a JSON 400 naming the parameter when outside their schema.
 pub struct Params<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        axum::extract::Query::<T>::try_from_uri(&parts.uri)
-            .map(|q| Params(q.0))
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))
+        Ok(Params(history::parse(parts.uri.query().unwrap_or_default())?))
     }
 }
 
 /// Restarts, newest first.
-#[utoipa::path(get, path = "/history", params(HistoryParams), responses(
+#[utoipa::path(get, path = "/history", operation_id = "listHistory", params(HistoryParams), responses(
     (status = 200, description = "A page of restarts", body = HistoryPage),
-    (status = 400, description = "Bad parameters", body = ErrorBody),
+    (status = 400, description = "A parameter outside its schema", body = ErrorBody),
+    (status = 503, description = "The journal is unavailable", body = ErrorBody),
 ))]
 async fn history_handler(
     State(state): State<AppState>,
@@ -133,9 +165,10 @@ async fn history_handler(
 }
 
 /// State-machine transitions, newest first.
-#[utoipa::path(get, path = "/transitions", params(TransitionParams), responses(
+#[utoipa::path(get, path = "/transitions", operation_id = "listTransitions", params(TransitionParams), responses(
     (status = 200, description = "A page of transitions", body = TransitionPage),
-    (status = 400, description = "Bad parameters", body = ErrorBody),
+    (status = 400, description = "A parameter outside its schema", body = ErrorBody),
+    (status = 503, description = "The journal is unavailable", body = ErrorBody),
 ))]
 async fn transitions_handler(
     State(state): State<AppState>,
@@ -145,9 +178,10 @@ async fn transitions_handler(
 }
 
 /// Slots that were not restarted, with reason and downtime window, newest first.
-#[utoipa::path(get, path = "/missed", params(MissedParams), responses(
+#[utoipa::path(get, path = "/missed", operation_id = "listMissed", params(MissedParams), responses(
     (status = 200, description = "A page of missed and skipped slots", body = MissedPage),
-    (status = 400, description = "Bad parameters", body = ErrorBody),
+    (status = 400, description = "A parameter outside its schema", body = ErrorBody),
+    (status = 503, description = "The journal is unavailable", body = ErrorBody),
 ))]
 async fn missed_handler(
     State(state): State<AppState>,
@@ -157,24 +191,37 @@ async fn missed_handler(
 }
 
 /// The process is alive.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "alive")))]
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", responses(
+    (status = 200, description = "alive", body = String, content_type = "text/plain", example = "ok"),
+))]
 async fn healthz() -> &'static str {
     "ok"
 }
 
+/// Which parts of the operator are ready.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReadyzBody {
+    /// The journal is open.
+    pub journal: bool,
+    /// The custom resource definitions are established.
+    pub crds: bool,
+    /// The watch caches have synced.
+    pub caches: bool,
+}
+
 /// Ready once the journal is open, the CRDs are established and the watch caches synced.
-#[utoipa::path(get, path = "/readyz", responses(
-    (status = 200, description = "ready"),
-    (status = 503, description = "not ready; the body says which part"),
+#[utoipa::path(get, path = "/readyz", operation_id = "readyz", responses(
+    (status = 200, description = "ready", body = ReadyzBody),
+    (status = 503, description = "not ready; the body says which part", body = ReadyzBody),
 ))]
 async fn readyz(State(state): State<AppState>) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
     let r = &state.readiness;
-    let body = json!({
-        "journal": r.journal.load(Relaxed),
-        "crds": r.crds.load(Relaxed),
-        "caches": r.caches.load(Relaxed),
-    });
+    let body = ReadyzBody {
+        journal: r.journal.load(Relaxed),
+        crds: r.crds.load(Relaxed),
+        caches: r.caches.load(Relaxed),
+    };
     let status = if r.is_ready() {
         StatusCode::OK
     } else {
@@ -183,8 +230,10 @@ async fn readyz(State(state): State<AppState>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// Prometheus metrics, text format.
-#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format")))]
+/// Prometheus metrics, text exposition format 0.0.4.
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", responses(
+    (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
+))]
 async fn metrics(State(state): State<AppState>) -> Response {
     (
         [("content-type", "text/plain; version=0.0.4")],

@@ -29,6 +29,8 @@ enum Command {
     },
     /// Read the journal file directly (for audits while the operator is not running).
     History(HistoryArgs),
+    /// Print the HTTP API's OpenAPI document (as served at /openapi.json), to generate clients.
+    Openapi,
     /// Print the next slots of a schedule, one RFC 3339 UTC time a line.
     Schedule {
         /// Crontab expression (5 fields, 6 with seconds, or a macro such as @daily).
@@ -112,6 +114,16 @@ fn main() -> ExitCode {
             }
         },
         Command::History(args) => history(args),
+        Command::Openapi => {
+            use utoipa::OpenApi;
+            println!(
+                "{}",
+                eru::http::ApiDoc::openapi()
+                    .to_pretty_json()
+                    .expect("the document serializes")
+            );
+            ExitCode::SUCCESS
+        }
         Command::Schedule {
             expr,
             time_zone,
@@ -143,46 +155,30 @@ fn history(args: HistoryArgs) -> ExitCode {
         .expect("a runtime");
     let result = runtime.block_on(async {
         let journal = eru::journal::Journal::open(&args.database).await?;
+        // The flags go through the HTTP API's own query parser: the same rules, the same errors.
+        let query = eru::history::params::query_string([
+            ("namespace", args.namespace.as_deref()),
+            ("name", args.name.as_deref()),
+            ("target", args.target.as_deref()),
+            ("outcome", args.outcome.as_deref()),
+            ("reason", args.reason.as_deref()),
+            ("kind", args.kind.as_deref()),
+            ("since", args.since.as_deref()),
+            ("until", args.until.as_deref()),
+            ("limit", args.limit.as_deref()),
+            ("cursor", args.cursor.as_deref()),
+        ]);
         let (json, table) = match args.listing {
             Listing::Restarts => {
-                let params = eru::history::HistoryParams {
-                    namespace: args.namespace,
-                    name: args.name,
-                    target: args.target,
-                    outcome: args.outcome,
-                    since: args.since,
-                    until: args.until,
-                    limit: args.limit,
-                    cursor: args.cursor,
-                };
-                let page = eru::history::history(&journal, &params).await?;
+                let page = eru::history::history(&journal, &eru::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
             Listing::Missed => {
-                let params = eru::history::MissedParams {
-                    namespace: args.namespace,
-                    name: args.name,
-                    target: args.target,
-                    reason: args.reason,
-                    since: args.since,
-                    until: args.until,
-                    limit: args.limit,
-                    cursor: args.cursor,
-                };
-                let page = eru::history::missed(&journal, &params).await?;
+                let page = eru::history::missed(&journal, &eru::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
             Listing::Transitions => {
-                let params = eru::history::TransitionParams {
-                    kind: args.kind,
-                    namespace: args.namespace,
-                    name: args.name,
-                    since: args.since,
-                    until: args.until,
-                    limit: args.limit,
-                    cursor: args.cursor,
-                };
-                let page = eru::history::transitions(&journal, &params).await?;
+                let page = eru::history::transitions(&journal, &eru::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
         };

@@ -99,7 +99,6 @@ async fn bad_parameters_are_400_with_a_json_error() {
         "/history?limit=ten",
         "/history?since=yesterday",
         "/history?until=2026-13-01T00:00:00Z",
-        "/history?since=2026-11-23T00:00:00Z&until=2026-11-22T00:00:00Z",
         "/history?outcome=exploded",
         "/history?colour=blue",
         "/history?kind=Eru",
@@ -108,6 +107,9 @@ async fn bad_parameters_are_400_with_a_json_error() {
         "/transitions?kind=Deployment",
         "/missed?reason=bored",
         "/missed?name=",
+        "/missed?namespace=Prod",
+        "/history?name=-web",
+        "/history?limit=%2B5",
         "/history?%zz=1",
     ] {
         let (status, body) = get(&app, uri).await;
@@ -123,6 +125,67 @@ async fn bad_parameters_are_400_with_a_json_error() {
     let (status, _) = get(&app, &format!("/history?cursor={cursor}")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(get(&app, "/nope").await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn every_answer_is_no_store_and_typed_and_other_methods_get_405_with_allow() {
+    let (app, _) = app(3).await;
+    for (uri, content_type) in [
+        ("/history", "application/json"),
+        ("/missed?limit=1", "application/json"),
+        ("/transitions?limit=x", "application/json"),
+        ("/nope", "application/json"),
+        ("/healthz", "text/plain"),
+        ("/metrics", "text/plain"),
+        ("/readyz", "application/json"),
+    ] {
+        let response = app
+            .clone()
+            .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let headers = response.headers();
+        assert_eq!(headers["cache-control"], "no-store", "{uri}");
+        assert!(
+            headers["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with(content_type),
+            "{uri}: {:?}",
+            headers["content-type"]
+        );
+    }
+    for method in ["POST", "PUT", "DELETE", "PATCH"] {
+        let response = app
+            .clone()
+            .oneshot(
+                Request::builder()
+                    .method(method)
+                    .uri("/history")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED, "{method}");
+        assert_eq!(response.headers()["allow"], "GET,HEAD", "{method}");
+        assert_eq!(response.headers()["cache-control"], "no-store");
+        let body: Value =
+            serde_json::from_slice(&to_bytes(response.into_body(), 1 << 20).await.unwrap()).unwrap();
+        assert!(body["error"].as_str().unwrap().contains("GET"), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_since_after_until_selects_nothing() {
+    let (app, _) = app(3).await;
+    let (status, body) = get(
+        &app,
+        "/history?since=2026-11-23T00:00:00Z&until=2026-11-22T00:00:00Z",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["items"], serde_json::json!([]));
 }
 
 #[tokio::test]
@@ -235,6 +298,47 @@ async fn openapi_document_is_generated_from_the_handlers() {
     );
     assert!(doc["components"]["schemas"]["RestartItem"]["properties"]["duration_seconds"].is_object());
     assert!(doc["paths"]["/history"]["get"]["responses"]["400"].is_object());
+    // the rules the parser enforces, stated in the document
+    let param = |path: &str, name: &str| -> Value {
+        doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{path} {name}"))["schema"]
+            .clone()
+    };
+    assert_eq!(param("/history", "limit")["minimum"], 1);
+    assert_eq!(param("/history", "limit")["maximum"], 1000);
+    assert_eq!(param("/history", "limit")["default"], 100);
+    assert_eq!(param("/missed", "since")["format"], "date-time");
+    assert_eq!(param("/transitions", "namespace")["maxLength"], 63);
+    assert_eq!(param("/history", "name")["minLength"], 1);
+    assert!(
+        param("/history", "name")["pattern"]
+            .as_str()
+            .unwrap()
+            .starts_with('^')
+    );
+    assert_eq!(param("/history", "cursor")["pattern"], "^h[0-9a-f]{1,15}$");
+    assert_eq!(param("/missed", "reason")["enum"].as_array().unwrap().len(), 7);
+    assert_eq!(
+        param("/transitions", "kind")["enum"],
+        serde_json::json!(["Eru", "PodSet", "Memcached"])
+    );
+    let item = &doc["components"]["schemas"]["RestartItem"];
+    assert!(
+        item["required"]
+            .as_array()
+            .unwrap()
+            .contains(&"finished_at".into()),
+        "nullable, never absent"
+    );
+    assert_eq!(item["properties"]["started_at"]["format"], "date-time");
+    assert_eq!(
+        doc["components"]["schemas"]["ErrorBody"]["required"],
+        serde_json::json!(["error"])
+    );
 }
 
 /// Query strings: known keys with plausible or hostile values, unknown keys, raw bytes.
@@ -291,5 +395,67 @@ proptest! {
             }
             Ok(())
         })?;
+    }
+}
+
+#[test]
+fn the_document_lists_exactly_the_reasons_outcomes_and_kinds_the_operator_journals() {
+    use eru::{
+        eru::{accounting::Reason, machine::RestartOutcome},
+        history::params::{self, vocabulary},
+    };
+    use kube::Resource;
+    let reasons: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+    assert_eq!(vocabulary::<params::Reason>(), reasons);
+    let mut outcomes = vec!["in_progress"];
+    outcomes.extend(RestartOutcome::ALL.iter().map(|o| o.as_str()));
+    assert_eq!(vocabulary::<params::Outcome>(), outcomes);
+    let kinds = [
+        eru::eru::Eru::kind(&()),
+        eru::podset::PodSet::kind(&()),
+        eru::memcached::Memcached::kind(&()),
+    ];
+    assert_eq!(vocabulary::<params::Kind>(), kinds);
+}
+
+#[tokio::test]
+async fn the_cli_reads_a_journal_file_through_the_same_parser() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("eru.db");
+    Journal::open(&path)
+        .await
+        .unwrap()
+        .append(&rows(0, 4))
+        .await
+        .unwrap();
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+            .arg("history")
+            .args(args)
+            .arg("--database")
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    let out = cli(&["restarts", "--name", "web", "--limit", "1", "--output", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(page["items"][0]["slot"], "2026-11-22T00:02:00.000Z");
+    assert_eq!(page["next_cursor"], "h3", "continues before row 3");
+    for (args, message) in [
+        (
+            &["restarts", "--limit", "0"][..],
+            "error: limit: must be an integer from 1 to 1000",
+        ),
+        (&["missed", "--name", ""][..], "error: name: must not be empty"),
+        (
+            &["transitions", "--outcome", "failed"][..],
+            "error: unknown field `outcome`",
+        ),
+    ] {
+        let out = cli(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with(message), "{args:?}: {stderr}");
     }
 }

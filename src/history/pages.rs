@@ -1,0 +1,286 @@
+//! The pages the listings answer with, as the OpenAPI document describes them (every field is
+//! always present; `nullable` ones may be `null`; times are RFC 3339 in UTC), and as the CLI's
+//! text tables.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::params::{Kind, Outcome, Reason, SlotOutcome};
+use crate::journal::{RestartRow, SlotRow, TransitionRow, parse_ts};
+
+/// An error answer (every 4xx and 5xx of this API).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What is wrong, naming the parameter where one is at fault.
+    pub error: String,
+}
+
+/// One restart.
+#[derive(Debug, Serialize, ToSchema, PartialEq)]
+pub struct RestartItem {
+    pub namespace: String,
+    /// The Eru.
+    pub name: String,
+    /// The restarted workload.
+    pub target: String,
+    /// The scheduled slot (the restart's idempotency key).
+    #[schema(format = DateTime)]
+    pub slot: String,
+    /// When the restart began.
+    #[schema(format = DateTime)]
+    pub started_at: String,
+    /// When the rollout ended; null while in progress.
+    #[schema(format = DateTime, required = true)]
+    pub finished_at: Option<String>,
+    /// From start to finish; null while in progress.
+    #[schema(required = true)]
+    pub duration_seconds: Option<f64>,
+    #[schema(value_type = Outcome)]
+    pub outcome: String,
+    /// Why it failed or was abandoned, in words; null otherwise.
+    #[schema(required = true)]
+    pub reason: Option<String>,
+}
+
+impl From<RestartRow> for RestartItem {
+    fn from(r: RestartRow) -> Self {
+        let duration = r
+            .finished_at
+            .as_deref()
+            .and_then(parse_ts)
+            .zip(parse_ts(&r.started_at))
+            .map(|(end, start)| (end - start).as_seconds_f64());
+        Self {
+            namespace: r.namespace,
+            name: r.name,
+            target: r.target,
+            slot: r.slot,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            duration_seconds: duration,
+            outcome: r.outcome,
+            reason: r.reason,
+        }
+    }
+}
+
+/// A page of restarts, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HistoryPage {
+    pub items: Vec<RestartItem>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// One state-machine transition.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransitionItem {
+    #[schema(value_type = Kind)]
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub from: String,
+    pub to: String,
+    /// The event that caused it.
+    pub event: String,
+    #[schema(format = DateTime)]
+    pub at: String,
+    /// Further facts about the transition, a JSON object (empty in this version).
+    #[schema(value_type = Object)]
+    pub detail: serde_json::Value,
+}
+
+impl From<TransitionRow> for TransitionItem {
+    fn from(t: TransitionRow) -> Self {
+        Self {
+            kind: t.kind,
+            namespace: t.namespace,
+            name: t.name,
+            from: t.from_state,
+            to: t.to_state,
+            event: t.event,
+            at: t.at,
+            detail: t.detail.0,
+        }
+    }
+}
+
+/// A page of transitions, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransitionPage {
+    pub items: Vec<TransitionItem>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// When the operator was down.
+#[derive(Debug, Serialize, ToSchema, PartialEq)]
+pub struct Window {
+    /// The last heartbeat before the downtime.
+    #[schema(format = DateTime)]
+    pub start: String,
+    /// The start of the next operator run.
+    #[schema(format = DateTime)]
+    pub end: String,
+}
+
+/// A slot that was not restarted, or a summarized run of them (`slot_count` > 1).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MissedItem {
+    pub namespace: String,
+    pub name: String,
+    pub target: String,
+    /// The (first) slot.
+    #[schema(format = DateTime)]
+    pub slot: String,
+    /// The last slot this record stands for.
+    #[schema(format = DateTime)]
+    pub last_slot: String,
+    /// How many slots this record stands for.
+    #[schema(minimum = 1)]
+    pub slot_count: i64,
+    #[schema(value_type = SlotOutcome)]
+    pub result: String,
+    #[schema(value_type = Option<Reason>, required = true)]
+    pub reason: Option<String>,
+    /// The downtime window, for `operator_down`; null otherwise.
+    #[schema(required = true)]
+    pub window: Option<Window>,
+    /// When the operator accounted for the slot.
+    #[schema(format = DateTime)]
+    pub evaluated_at: String,
+}
+
+impl From<SlotRow> for MissedItem {
+    fn from(s: SlotRow) -> Self {
+        let window = s
+            .window_start
+            .zip(s.window_end)
+            .map(|(start, end)| Window { start, end });
+        Self {
+            namespace: s.namespace,
+            name: s.name,
+            target: s.target,
+            slot: s.slot,
+            last_slot: s.last_slot,
+            slot_count: s.slot_count,
+            result: s.result,
+            reason: s.reason,
+            window,
+            evaluated_at: s.evaluated_at,
+        }
+    }
+}
+
+/// A page of missed and skipped slots, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MissedPage {
+    pub items: Vec<MissedItem>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// Renders rows as an aligned text table.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let mut out = vec![line(headers.iter().map(|h| h.to_string()).collect())];
+    out.extend(rows.iter().map(|r| line(r.clone())));
+    out.join("\n") + "\n"
+}
+
+fn or_dash(value: Option<impl ToString>) -> String {
+    value.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+impl HistoryPage {
+    /// The page as a text table.
+    pub fn table(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .items
+            .iter()
+            .map(|r| {
+                vec![
+                    r.slot.clone(),
+                    format!("{}/{}", r.namespace, r.name),
+                    r.target.clone(),
+                    r.outcome.clone(),
+                    or_dash(r.duration_seconds.map(|d| format!("{d:.1}s"))),
+                    or_dash(r.reason.as_ref()),
+                ]
+            })
+            .collect();
+        table(&["SLOT", "ERU", "TARGET", "OUTCOME", "DURATION", "REASON"], &rows)
+    }
+}
+
+impl TransitionPage {
+    /// The page as a text table.
+    pub fn table(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .items
+            .iter()
+            .map(|t| {
+                vec![
+                    t.at.clone(),
+                    t.kind.clone(),
+                    format!("{}/{}", t.namespace, t.name),
+                    t.from.clone(),
+                    t.to.clone(),
+                    t.event.clone(),
+                ]
+            })
+            .collect();
+        table(&["AT", "KIND", "OBJECT", "FROM", "TO", "EVENT"], &rows)
+    }
+}
+
+impl MissedPage {
+    /// The page as a text table.
+    pub fn table(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .items
+            .iter()
+            .map(|m| {
+                vec![
+                    m.slot.clone(),
+                    m.slot_count.to_string(),
+                    format!("{}/{}", m.namespace, m.name),
+                    m.result.clone(),
+                    or_dash(m.reason.as_ref()),
+                    or_dash(m.window.as_ref().map(|w| format!("{} .. {}", w.start, w.end))),
+                ]
+            })
+            .collect();
+        table(&["SLOT", "COUNT", "ERU", "RESULT", "REASON", "DOWNTIME"], &rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns() {
+        let text = table(
+            &["A", "LONGER"],
+            &[vec!["xyz".into(), "1".into()], vec!["q".into(), "22".into()]],
+        );
+        assert_eq!(text, "A    LONGER\nxyz  1\nq    22\n");
+    }
+}

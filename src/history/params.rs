@@ -1,0 +1,533 @@
+//! The query parameters of the journal listings as types. Each type parses its own values and
+//! describes itself to the OpenAPI document from the same constants, so the document states exactly
+//! the rules the server enforces and the two cannot drift:
+//!
+//! - names and namespaces: Kubernetes' DNS-1123 grammar (`pattern`, `minLength`, `maxLength`);
+//! - `outcome`, `reason`, `kind`: closed vocabularies (`enum`);
+//! - `since`, `until`: RFC 3339 times (`format: date-time`, checked by the same pattern);
+//! - `limit`: an integer from 1 to [`MAX_LIMIT`] (`minimum`, `maximum`, `default`);
+//! - `cursor`: opaque, but every value its pattern admits is a valid position.
+//!
+//! An empty value (`?namespace=`) is refused like any other value outside the rules: it is never
+//! read as "no filter" (omit the parameter for that), and the document says so (`minLength`, the
+//! patterns). The same parser serves the CLI (`eru-operator history`), which passes its flags
+//! through [`parse`].
+
+use std::{fmt, sync::LazyLock};
+
+use chrono::{DateTime, Utc};
+use regex::Regex;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use utoipa::{
+    IntoParams, PartialSchema, ToSchema,
+    openapi::{
+        KnownFormat, ObjectBuilder, RefOr, Schema, SchemaFormat, Type,
+        schema::{Schema as S, SchemaType},
+    },
+};
+
+use super::QueryError;
+
+/// Default page size.
+pub const DEFAULT_LIMIT: u32 = 100;
+/// Largest page size.
+pub const MAX_LIMIT: u32 = 1000;
+
+/// Parses a query string (without the `?`) into parameters, or says what is wrong and where.
+pub fn parse<T: DeserializeOwned>(query: &str) -> Result<T, QueryError> {
+    let pairs = form_urlencoded::parse(query.as_bytes());
+    serde_path_to_error::deserialize(serde_urlencoded::Deserializer::new(pairs)).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // serde's own messages for unknown and duplicate fields already name the parameter.
+        let named = inner.contains(&format!("field `{path}`"));
+        QueryError::Invalid(if path == "." || named {
+            inner
+        } else {
+            format!("{path}: {inner}")
+        })
+    })
+}
+
+/// Builds the query string that [`parse`] reads, from name/value pairs (the CLI's flags).
+pub fn query_string<'a>(pairs: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) -> String {
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in pairs {
+        if let Some(value) = value {
+            out.append_pair(name, value);
+        }
+    }
+    out.finish()
+}
+
+fn anchored(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("a valid pattern")
+}
+
+fn string_schema(description: &str, pattern: &str, min_length: usize, max_length: usize) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Type(Type::String))
+        .description(Some(description))
+        .pattern(Some(pattern))
+        .min_length(Some(min_length))
+        .max_length(Some(max_length))
+        .into()
+}
+
+/// A string type checked by an anchored pattern and a length range.
+macro_rules! checked_string {
+    ($(#[$doc:meta])* $name:ident, $what:literal, $pattern:expr, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+        #[serde(try_from = "String")]
+        pub struct $name(pub String);
+
+        impl $name {
+            pub const PATTERN: &str = $pattern;
+            pub const MAX_LENGTH: usize = $max;
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = String;
+            fn try_from(value: String) -> Result<Self, String> {
+                static RE: LazyLock<Regex> = LazyLock::new(|| anchored($name::PATTERN));
+                if value.is_empty() {
+                    Err(format!("must not be empty; omit the parameter to not filter by it"))
+                } else if value.len() > $name::MAX_LENGTH || !RE.is_match(&value) {
+                    Err(format!(
+                        "must be {} ({} characters at most: lowercase letters, digits, '-'{}), got '{}'",
+                        $what,
+                        $name::MAX_LENGTH,
+                        if $name::PATTERN.contains("\\.") { ", '.'" } else { "" },
+                        value.escape_debug()
+                    ))
+                } else {
+                    Ok(Self(value))
+                }
+            }
+        }
+
+        impl PartialSchema for $name {
+            fn schema() -> RefOr<Schema> {
+                string_schema($what, $name::PATTERN, 1, $name::MAX_LENGTH)
+            }
+        }
+        impl ToSchema for $name {}
+    };
+}
+
+checked_string!(
+    /// A namespace: a DNS-1123 label.
+    Namespace,
+    "a Kubernetes namespace (DNS-1123 label)",
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+    63
+);
+
+checked_string!(
+    /// An object name: a DNS-1123 subdomain.
+    ObjectName,
+    "a Kubernetes object name (DNS-1123 subdomain)",
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    253
+);
+
+/// An RFC 3339 time (`format: date-time`), kept in UTC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Time(pub DateTime<Utc>);
+
+impl Time {
+    /// RFC 3339 `date-time`: `T` (or `t`) between date and time, `Z` or a `±hh:mm` offset.
+    pub const PATTERN: &str =
+        "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$";
+}
+
+impl TryFrom<String> for Time {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        static RE: LazyLock<Regex> = LazyLock::new(|| anchored(Time::PATTERN));
+        let parsed = RE
+            .is_match(&value)
+            .then(|| DateTime::parse_from_rfc3339(&value).ok())
+            .flatten();
+        match parsed {
+            Some(t) => Ok(Self(t.to_utc())),
+            None => Err(format!(
+                "must be an RFC 3339 time such as 2026-11-22T03:00:00Z, got '{}'",
+                value.escape_debug()
+            )),
+        }
+    }
+}
+
+impl PartialSchema for Time {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::String))
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some("an RFC 3339 time, e.g. 2026-11-22T03:00:00Z"))
+            .into()
+    }
+}
+impl ToSchema for Time {}
+
+/// A page size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Limit(pub u32);
+
+impl Default for Limit {
+    fn default() -> Self {
+        Limit(DEFAULT_LIMIT)
+    }
+}
+
+impl TryFrom<String> for Limit {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        let digits = !value.is_empty() && value.len() <= 10 && value.bytes().all(|b| b.is_ascii_digit());
+        match value.parse::<u32>() {
+            Ok(n) if digits && (1..=MAX_LIMIT).contains(&n) => Ok(Self(n)),
+            _ => Err(format!(
+                "must be an integer from 1 to {MAX_LIMIT}, got '{}'",
+                value.escape_debug()
+            )),
+        }
+    }
+}
+
+impl PartialSchema for Limit {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::Integer))
+            .description(Some("page size"))
+            .minimum(Some(1))
+            .maximum(Some(MAX_LIMIT))
+            .default(Some(DEFAULT_LIMIT.into()))
+            .into()
+    }
+}
+impl ToSchema for Limit {}
+
+/// Which listing a cursor belongs to: its first character.
+pub trait Listing {
+    const TAG: char;
+}
+
+/// A position in one listing: the journal row id the next page continues before.
+///
+/// Opaque to clients (pass the `next_cursor` of the previous page), but not secret: every string
+/// the pattern admits is a valid position, so a schema-valid cursor is never refused. A cursor of
+/// another listing does not match the pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor<L> {
+    pub before: i64,
+    listing: std::marker::PhantomData<L>,
+}
+
+/// Hex digits in a cursor at most (ids below 2^60).
+const CURSOR_DIGITS: usize = 15;
+
+impl<L: Listing> Cursor<L> {
+    pub fn new(before: i64) -> Self {
+        Self {
+            before,
+            listing: std::marker::PhantomData,
+        }
+    }
+
+    pub fn pattern() -> String {
+        format!("^{}[0-9a-f]{{1,{CURSOR_DIGITS}}}$", L::TAG)
+    }
+}
+
+impl<L: Listing> fmt::Display for Cursor<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{:x}", L::TAG, self.before)
+    }
+}
+
+impl<L: Listing> TryFrom<String> for Cursor<L> {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        let hex = value.strip_prefix(L::TAG).filter(|h| {
+            (1..=CURSOR_DIGITS).contains(&h.len())
+                && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        });
+        match hex.and_then(|h| i64::from_str_radix(h, 16).ok()) {
+            Some(before) => Ok(Self::new(before)),
+            None => Err(format!(
+                "is not a cursor of this listing (pass the next_cursor of its previous page), got '{}'",
+                value.escape_debug()
+            )),
+        }
+    }
+}
+
+impl<'de, L: Listing> Deserialize<'de> for Cursor<L> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Self::try_from(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl<L: Listing> Serialize for Cursor<L> {
+    fn serialize<S2: serde::Serializer>(&self, s: S2) -> Result<S2::Ok, S2::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<L: Listing> PartialSchema for Cursor<L> {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::String))
+            .description(Some(
+                "opaque position in this listing: the next_cursor of the previous page",
+            ))
+            .pattern(Some(Self::pattern()))
+            .into()
+    }
+}
+
+/// The listings, as cursor tags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Restarts;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transitions;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slots;
+impl Listing for Restarts {
+    const TAG: char = 'h';
+}
+impl Listing for Transitions {
+    const TAG: char = 't';
+}
+impl Listing for Slots {
+    const TAG: char = 'm';
+}
+
+/// How a restart ended (or that it has not yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    InProgress,
+    Succeeded,
+    Failed,
+    Abandoned,
+}
+
+/// Why a slot was not restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    OperatorDown,
+    Suspended,
+    PastDeadline,
+    TargetPaused,
+    TargetUnhealthy,
+    ConcurrentRollout,
+    TargetMissing,
+}
+
+/// A custom resource kind whose transitions are journaled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+pub enum Kind {
+    Eru,
+    PodSet,
+    Memcached,
+}
+
+/// `missed` (the operator could not act) or `skipped` (it chose not to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotOutcome {
+    Missed,
+    Skipped,
+}
+
+/// The wire name of a vocabulary value (`in_progress`, `operator_down`, `Eru`, ...).
+pub fn wire_name(value: &impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        other => unreachable!("a unit variant serializes as a string: {other:?}"),
+    }
+}
+
+/// The wire names of every variant of a vocabulary, as the document lists them.
+pub fn vocabulary<T: ToSchema>() -> Vec<String> {
+    let RefOr::T(S::Object(object)) = T::schema() else {
+        unreachable!("vocabularies are string enums")
+    };
+    object
+        .enum_values
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect()
+}
+
+/// Parameters shared by the three listings.
+macro_rules! listing_params {
+    ($(#[$doc:meta])* $name:ident, $listing:ty, $cursor_schema:path, { $($(#[$fdoc:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Default, Deserialize, IntoParams)]
+        #[serde(deny_unknown_fields)]
+        #[into_params(parameter_in = Query)]
+        pub struct $name {
+            $($(#[$fdoc])* #[param(inline)] pub $field: Option<$ty>,)*
+            /// Only entries at or after this time (RFC 3339).
+            #[param(inline)]
+            pub since: Option<Time>,
+            /// Only entries before this time (RFC 3339). A `since` after `until` selects nothing.
+            #[param(inline)]
+            pub until: Option<Time>,
+            /// Page size, 1 to 1000; 100 when omitted.
+            #[param(inline)]
+            pub limit: Option<Limit>,
+            /// Opaque: the `next_cursor` of the previous page.
+            #[param(schema_with = $cursor_schema)]
+            pub cursor: Option<Cursor<$listing>>,
+        }
+    };
+}
+
+listing_params!(
+    /// Query parameters of `GET /history`.
+    HistoryParams, Restarts, Cursor::<Restarts>::schema, {
+        /// Namespace of the Eru.
+        namespace: Namespace,
+        /// Name of the Eru.
+        name: ObjectName,
+        /// Name of the restarted workload.
+        target: ObjectName,
+        /// How the restart ended.
+        outcome: Outcome,
+    }
+);
+
+listing_params!(
+    /// Query parameters of `GET /transitions`.
+    TransitionParams, Transitions, Cursor::<Transitions>::schema, {
+        /// Kind of the object.
+        kind: Kind,
+        /// Namespace of the object.
+        namespace: Namespace,
+        /// Name of the object.
+        name: ObjectName,
+    }
+);
+
+listing_params!(
+    /// Query parameters of `GET /missed`.
+    MissedParams, Slots, Cursor::<Slots>::schema, {
+        /// Namespace of the Eru.
+        namespace: Namespace,
+        /// Name of the Eru.
+        name: ObjectName,
+        /// Name of the workload.
+        target: ObjectName,
+        /// Why the slot was not restarted.
+        reason: Reason,
+    }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused<T: DeserializeOwned + fmt::Debug>(query: &str) -> String {
+        match parse::<T>(query) {
+            Err(QueryError::Invalid(message)) => message,
+            other => panic!("{query}: expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn values_inside_the_rules_parse() {
+        let p: HistoryParams = parse(
+            "namespace=prod-1&name=web.v2&target=web&outcome=in_progress\
+             &since=2026-11-22T04:00:00%2B01:00&until=2026-11-23t00:00:00.5z&limit=1000&cursor=h2a",
+        )
+        .unwrap();
+        assert_eq!(p.namespace, Some(Namespace("prod-1".into())));
+        assert_eq!(p.outcome, Some(Outcome::InProgress));
+        assert_eq!(p.since.unwrap().0.to_rfc3339(), "2026-11-22T03:00:00+00:00");
+        assert_eq!(p.limit, Some(Limit(1000)));
+        assert_eq!(p.cursor.unwrap().before, 42);
+        assert_eq!(Cursor::<Restarts>::new(42).to_string(), "h2a");
+    }
+
+    #[test]
+    fn values_outside_the_rules_are_refused_with_the_parameter_named() {
+        for (query, expect) in [
+            ("namespace=", "namespace: must not be empty"),
+            ("namespace=Prod", "namespace: must be a Kubernetes namespace"),
+            ("namespace=a.b", "namespace: must be"),
+            ("name=-web", "name: must be a Kubernetes object name"),
+            ("outcome=exploded", "outcome: unknown variant"),
+            ("outcome=", "outcome: unknown variant"),
+            ("since=yesterday", "since: must be an RFC 3339 time"),
+            ("since=2026-11-22 03:00:00Z", "since: must be"),
+            ("until=2026-13-01T00:00:00Z", "until: must be"),
+            ("limit=0", "limit: must be an integer from 1 to 1000"),
+            ("limit=1001", "limit: must be"),
+            ("limit=+5", "limit: must be"),
+            ("limit=", "limit: must be"),
+            ("cursor=t2a", "cursor: is not a cursor of this listing"),
+            ("cursor=h", "cursor: is not"),
+            ("cursor=h1234567890abcdef", "cursor: is not"),
+            ("colour=blue", "unknown field `colour`"),
+            ("kind=Eru", "unknown field `kind`"),
+            ("name=a&name=b", "duplicate field `name`"),
+        ] {
+            let message = refused::<HistoryParams>(query);
+            assert!(message.starts_with(expect), "{query}: {message}");
+        }
+        assert!(refused::<MissedParams>("reason=bored").starts_with("reason: unknown variant"));
+        assert!(refused::<TransitionParams>("kind=Deployment").starts_with("kind: unknown variant"));
+        let long = "a".repeat(254);
+        assert!(refused::<HistoryParams>(&format!("name={long}")).starts_with("name: must be"));
+        parse::<HistoryParams>(&format!("name={}", &long[..253])).unwrap();
+    }
+
+    #[test]
+    fn the_patterns_are_the_checks() {
+        // The document's patterns are what the parser runs, so a value matches one exactly
+        // when it parses: checked on both sides of each rule.
+        for (value, ok) in [
+            ("a", true),
+            ("a-b", true),
+            ("a-", false),
+            ("A", false),
+            ("a.b", true),
+        ] {
+            assert_eq!(ObjectName::try_from(value.to_string()).is_ok(), ok, "{value}");
+            assert_eq!(anchored(ObjectName::PATTERN).is_match(value), ok, "{value}");
+        }
+        assert!(anchored(&Cursor::<Slots>::pattern()).is_match("m0"));
+        assert!(Cursor::<Slots>::try_from("m0".to_string()).is_ok());
+    }
+
+    #[test]
+    fn vocabularies_are_listed() {
+        assert_eq!(
+            vocabulary::<Outcome>(),
+            ["in_progress", "succeeded", "failed", "abandoned"]
+        );
+        assert_eq!(vocabulary::<Kind>(), ["Eru", "PodSet", "Memcached"]);
+        assert_eq!(wire_name(&Reason::OperatorDown), "operator_down");
+    }
+
+    #[test]
+    fn the_cli_builds_what_the_server_parses() {
+        let q = query_string([
+            ("name", Some("web")),
+            ("since", Some("2026-11-22T03:00:00+01:00")),
+            ("limit", None),
+        ]);
+        let p: HistoryParams = parse(&q).unwrap();
+        assert_eq!(p.name, Some(ObjectName("web".into())));
+        assert_eq!(p.since.unwrap().0.to_rfc3339(), "2026-11-22T02:00:00+00:00");
+        assert_eq!(p.limit, None);
+    }
+}
