@@ -172,3 +172,114 @@ async fn negative_size_is_refused_by_the_api_server() {
         );
     }
 }
+
+/// An Eru can restart the Deployment a Memcached owns: the restart apply and the Memcached apply
+/// have field managers of their own, so neither drops the other's fields. (With one shared
+/// manager the annotation-only restart apply tried to remove the selector and containers: 422,
+/// forever.)
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn an_eru_restarts_a_memcached_deployment_and_neither_apply_undoes_the_other() {
+    use eru::eru::{Eru, RESTARTED_AT_ANNOTATION};
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "memcached-eru").await;
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    let memcacheds: Api<Memcached> = Api::namespaced(client.clone(), &ns.name);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let memcached: Memcached = serde_json::from_value(json!({
+        "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "cache"}, "spec": {"size": 1}
+    }))
+    .unwrap();
+    memcacheds
+        .create(&PostParams::default(), &memcached)
+        .await
+        .unwrap();
+    available(&memcacheds, &pods, "cache", 1).await;
+    let eru: Eru = serde_json::from_value(json!({
+        "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru", "metadata": {"name": "cache"},
+        "spec": {"schedule": "*/3 * * * * *", "target": {"kind": "Deployment", "name": "cache"}}
+    }))
+    .unwrap();
+    Api::<Eru>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &eru)
+        .await
+        .unwrap();
+
+    let restarted = |d: &Deployment| {
+        d.spec
+            .as_ref()?
+            .template
+            .metadata
+            .as_ref()?
+            .annotations
+            .as_ref()?
+            .get(RESTARTED_AT_ANNOTATION)
+            .cloned()
+    };
+    let slot = wait_for(
+        "a succeeded restart of the Memcached's Deployment",
+        Duration::from_secs(60),
+        || async {
+            let history = get_json(&operator.url("/history?name=cache&outcome=succeeded&limit=1"));
+            history["items"][0]["slot"].as_str().map(String::from)
+        },
+    )
+    .await;
+    let d = deployments.get("cache").await.unwrap();
+    assert!(
+        restarted(&d).is_some(),
+        "the annotation landed on the pod template"
+    );
+    let managers: Vec<String> = d
+        .managed_fields()
+        .iter()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        managers.contains(&"eru-operator-restart".to_string()),
+        "{managers:?}"
+    );
+    assert!(
+        managers.contains(&"eru-operator-memcached".to_string()),
+        "{managers:?}"
+    );
+    let failed = get_json(&operator.url("/history?name=cache&outcome=failed"));
+    assert_eq!(
+        failed["items"],
+        json!([]),
+        "no failed restart (the old 422), first success at {slot}"
+    );
+
+    // The Memcached's next apply (a resize) keeps the restart annotation and its own fields.
+    memcacheds
+        .patch(
+            "cache",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}})),
+        )
+        .await
+        .unwrap();
+    available(&memcacheds, &pods, "cache", 2).await;
+    let d = deployments.get("cache").await.unwrap();
+    assert!(
+        restarted(&d).is_some(),
+        "the Memcached apply left the restart annotation alone"
+    );
+    let spec = d.spec.as_ref().unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    assert_eq!(
+        spec.template.spec.as_ref().unwrap().containers[0].name,
+        "memcached"
+    );
+    let m = memcacheds.get("cache").await.unwrap();
+    assert!(
+        !m.status
+            .unwrap()
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Degraded" && c.status == "True"),
+        "the Memcached never went Degraded"
+    );
+}

@@ -18,11 +18,12 @@ use super::{
     machine::{EruAction, EruDecision, EruEvent, EruMachine, State},
     record::{self, slot_text},
 };
-use crate::{
-    Result,
-    machine::step,
-    runtime::{MANAGER, api_message},
-};
+use crate::{Result, machine::step, runtime::api_message};
+
+/// Field manager of the restart patch: it owns only the `restartedAt` annotation of a target's pod
+/// template, so the apply leaves every other field alone, also on a Deployment another manager
+/// applies in full (a Memcached's, under [`crate::memcached`]'s own manager).
+pub const RESTART_MANAGER: &str = "eru-operator-restart";
 
 /// Test-only failpoint: hang right after the restart patch (the e2e test SIGKILLs the operator
 /// there to prove a slot is never restarted twice).
@@ -109,7 +110,7 @@ async fn patch_restart(context: &EruContext, eru: &Eru, slot: DateTime<Utc>) -> 
     });
     api.patch(
         &eru.spec.target.name,
-        &PatchParams::apply(MANAGER).force(),
+        &PatchParams::apply(RESTART_MANAGER).force(),
         &Patch::Apply(patch),
     )
     .await?;

@@ -29,7 +29,7 @@ use crate::{
     conditions::condition,
     machine::{Phase, dispatch, step},
     runtime::{
-        Context, MANAGER, api_message,
+        Context, api_message,
         deployment::DeploymentView,
         drive, shutdown_requested,
         watch::{Synced, watched},
@@ -37,6 +37,10 @@ use crate::{
 };
 
 const KIND: &str = "Memcached";
+/// Field manager of the Deployment a Memcached owns. The set of fields it applies never shrinks,
+/// so Deployments that an earlier version applied as `eru-operator` need no migration: that
+/// manager's shared ownership can never keep a field this one stopped applying.
+pub const DEPLOYMENT_MANAGER: &str = "eru-operator-memcached";
 /// Reason of the `Degraded` condition while the Deployment cannot be applied.
 const APPLY_FAILED: &str = "ApplyFailed";
 /// Pinned default memcached image (overridden by `MEMCACHED_IMAGE`).
@@ -146,7 +150,7 @@ async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) ->
                 if let Err(e) = deployments
                     .patch(
                         &name,
-                        &PatchParams::apply(MANAGER).force(),
+                        &PatchParams::apply(DEPLOYMENT_MANAGER).force(),
                         &Patch::Apply(&desired),
                     )
                     .await

@@ -18,7 +18,10 @@ use std::sync::{
 pub use context::{Context, Settings, object_key};
 pub use driver::{drive, shutdown_requested};
 
-/// Field manager for server-side apply, and the controller name in Events.
+/// Field manager for server-side apply of the operator's own objects (statuses, auto-created
+/// Erus), and the controller name in Events. Each set of fields the operator applies to *other*
+/// objects has a manager of its own (a restart's annotation, a Memcached's Deployment), so one
+/// apply never drops or fights over another's fields.
 pub const MANAGER: &str = "eru-operator";
 
 /// The API server's message of a failed call, without the Rust wrapper text (for Events and
