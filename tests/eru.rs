@@ -511,3 +511,133 @@ async fn paused_target_is_skipped_and_an_invalid_schedule_recovers() {
     // the other Erus kept running meanwhile
     assert!(!items(&operator, "/missed?name=paused").is_empty());
 }
+
+/// Deletion: an Eru deleted mid-rollout leaves no per-Eru series in /metrics (so no shipped alert
+/// can fire for it), and its restart in progress is finished `abandoned` with reason `eru_deleted`;
+/// an Eru deleted while the operator was down gets the same once the operator is back. Before,
+/// kube-runtime never reconciled an Eru that had left its cache: its series and its open restart
+/// stayed forever (EruScheduleOverdue and EruRolloutStuck fired for an Eru that no longer existed).
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_deleted_eru_leaves_no_series_and_its_restart_in_progress_is_abandoned() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-delete").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    for name in ["slow-a", "slow-b", "keep"] {
+        deployment(&client, &ns.name, name, 1, json!({})).await;
+    }
+    for name in ["slow-a", "slow-b", "keep"] {
+        wait_ready(&deployments, name, 1).await;
+    }
+    // A quota of exactly the Pods there are: a restart's surge Pod can never be created, so a
+    // restart stays rolling out while the old Pods keep the targets available.
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(client.clone(), &ns.name);
+    let quota =
+        serde_json::from_value(json!({"metadata": {"name": "pods"}, "spec": {"hard": {"pods": "3"}}}))
+            .unwrap();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    wait_for("the quota to be counted", Duration::from_secs(30), || async {
+        quotas.get("pods").await.ok()?.status?.used.map(|_| ())
+    })
+    .await;
+    let mut operator = Operator::start(&client, &ns.name, &[]).await;
+    for name in ["slow-a", "slow-b"] {
+        create_eru(
+            &client,
+            &ns.name,
+            name,
+            json!({"schedule": "*/3 * * * * *", "rolloutTimeoutSeconds": 3600,
+                   "target": {"kind": "Deployment", "name": name}}),
+        )
+        .await
+        .unwrap();
+    }
+    create_eru(
+        &client,
+        &ns.name,
+        "keep",
+        json!({"schedule": "0 0 1 1 *", "target": {"kind": "Deployment", "name": "keep"}}),
+    )
+    .await
+    .unwrap();
+    for name in ["slow-a", "slow-b"] {
+        wait_for(
+            &format!("{name} rolling out"),
+            Duration::from_secs(60),
+            || async { (status(&erus, name).await?.phase.as_deref() == Some("RollingOut")).then_some(()) },
+        )
+        .await;
+    }
+    let metrics_url = operator.url("/metrics"); // the port stays across restarts
+    let metrics = || common::get(&metrics_url).1;
+    let series_of = |text: &str, name: &str| {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.contains(&format!("name=\"{name}\"")))
+            .count()
+    };
+    let rolling_out = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("eru_objects{kind=\"Eru\",phase=\"RollingOut\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    let before = metrics();
+    assert!(
+        series_of(&before, "slow-a") > 0,
+        "per-Eru series exist while it does"
+    );
+    assert_eq!(rolling_out(&before), Some(2.0), "{before}");
+
+    erus.delete("slow-a", &Default::default()).await.unwrap();
+    let base = operator.url("");
+    let abandoned = |name: &'static str| {
+        let url = format!("{base}/history?name={name}&outcome=abandoned");
+        move || {
+            let url = url.clone();
+            async move {
+                let rows = get_json(&url)["items"].as_array().cloned().unwrap_or_default();
+                rows.into_iter().find(|r| r["reason"] == "eru_deleted")
+            }
+        }
+    };
+    let row = wait_for(
+        "slow-a's restart abandoned",
+        Duration::from_secs(30),
+        abandoned("slow-a"),
+    )
+    .await;
+    assert!(row["finished_at"].is_string(), "{row}");
+    let after = wait_for("slow-a's series gone", Duration::from_secs(30), || async {
+        let text = metrics();
+        (series_of(&text, "slow-a") == 0).then_some(text)
+    })
+    .await;
+    assert_eq!(
+        rolling_out(&after),
+        Some(1.0),
+        "only slow-b still rolls out: {after}"
+    );
+    assert!(series_of(&after, "keep") > 0, "the other Erus keep theirs");
+    assert!(
+        items(&operator, "/history?name=slow-a&outcome=in_progress").is_empty(),
+        "nothing of the deleted Eru stays in progress"
+    );
+
+    // deleted while the operator is down: found at start-up
+    operator.stop();
+    erus.delete("slow-b", &Default::default()).await.unwrap();
+    wait_for("slow-b gone from the API", Duration::from_secs(30), || async {
+        erus.get_opt("slow-b").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    operator.restart().await;
+    wait_for(
+        "slow-b's restart abandoned",
+        Duration::from_secs(30),
+        abandoned("slow-b"),
+    )
+    .await;
+    let text = metrics();
+    assert_eq!(series_of(&text, "slow-b"), 0, "{text}");
+    assert_ne!(rolling_out(&text), Some(1.0), "{text}");
+}

@@ -61,7 +61,7 @@ fn apis(client: &Client, ns: &str) -> (Api<PodSet>, Api<Pod>) {
 async fn sample_scales_replaces_and_is_garbage_collected() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "podset").await;
-    let _operator = Operator::start(&client, &ns.name, &[]).await;
+    let operator = Operator::start(&client, &ns.name, &[]).await;
     let (podsets, pods) = apis(&client, &ns.name);
     kubectl(&["apply", "-n", &ns.name, "-f", "deploy/samples/podset.yaml"]);
 
@@ -97,6 +97,17 @@ async fn sample_scales_replaces_and_is_garbage_collected() {
     ]);
     assert_eq!(transitions, "Stable");
 
+    // counted in eru_objects while it exists; a PodSet has no finalizer, and its deletion (seen
+    // on the watch) must take it out of the count
+    let counted = || {
+        common::get(&operator.url("/metrics"))
+            .1
+            .lines()
+            .filter(|l| l.starts_with("eru_objects{kind=\"PodSet\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert_eq!(counted(), 1.0);
     podsets
         .delete("podset-sample", &DeleteParams::default())
         .await
@@ -105,6 +116,12 @@ async fn sample_scales_replaces_and_is_garbage_collected() {
         "the PodSet's Pods to be garbage-collected",
         Duration::from_secs(60),
         || async { pod_names(&pods, "podset-sample").await.is_empty().then_some(()) },
+    )
+    .await;
+    wait_for(
+        "the deleted PodSet uncounted",
+        Duration::from_secs(30),
+        || async { (counted() == 0.0).then_some(()) },
     )
     .await;
 }

@@ -171,6 +171,7 @@ pub mod act;
 pub mod auto;
 pub mod context;
 pub mod decide;
+pub mod deleted;
 pub mod machine;
 pub mod metrics;
 pub mod observe;

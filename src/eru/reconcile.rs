@@ -19,6 +19,7 @@ use super::{
     act::act,
     context::EruContext,
     decide::{Pass, decide},
+    deleted,
     metrics::EruMetrics,
     observe::observe,
     record,
@@ -27,7 +28,10 @@ use super::{
 use crate::{
     Result,
     machine::Phase,
-    runtime::{Context, drive, shutdown_requested, watch::watched},
+    runtime::{
+        Context, drive, shutdown_requested,
+        watch::{watched, watched_with_deletions},
+    },
 };
 
 /// Requeue margin after a slot, so the slot is due when the reconcile runs.
@@ -39,9 +43,10 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
 ) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
     let namespace = &ctx.settings.namespace;
-    let erus = watched::<Eru>(&ctx.client, namespace, watcher::Config::default());
+    let (erus, gone) = watched_with_deletions::<Eru>(&ctx.client, namespace, watcher::Config::default());
     let deployments = watched::<Deployment>(&ctx.client, namespace, watcher::Config::default());
     let eru_store = erus.store.clone();
+    let (erus_cache, erus_synced) = (erus.store.clone(), erus.synced.clone());
     let controller = Controller::for_stream(erus.stream, erus.store)
         .watches_stream(deployments.stream, move |deployment: Deployment| {
             // every Eru that targets this Deployment
@@ -63,11 +68,18 @@ pub fn controller(
     let context = Arc::new(EruContext {
         metrics: EruMetrics::register(&ctx.metrics),
         ctx,
+        erus: erus_cache.clone(),
         deployments: deployments.store,
         deployments_synced: deployments.synced,
     });
+    let deletions = deleted::follow(context.clone(), erus_cache, erus_synced, gone);
     let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
-    (run, synced)
+    (
+        async move {
+            futures::join!(run, deletions);
+        },
+        synced,
+    )
 }
 
 /// One pass over `eru`.
@@ -102,6 +114,12 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     context.metrics.set_next(&namespace, &name, next);
     ctx.metrics
         .set_phase(KIND, &eru.uid().unwrap_or_default(), acted.state.phase());
+    if deleted_meanwhile(&context, &eru) {
+        // the deletion was handled while this pass ran; undo what the pass set again
+        forget(&context, &eru);
+        deleted::abandon_open(&context, &eru.uid().unwrap_or_default()).await;
+        return Ok(Action::await_change());
+    }
     let summary = ctx.journal.eru_summary(&eru.uid().unwrap_or_default()).await?;
     let status = status(&eru, &observed, &acted.state, next, &summary, acted.patch_error);
     ctx.apply_status(eru.as_ref(), KIND, observed.known.as_ref(), &status)
@@ -128,6 +146,14 @@ fn requeue(backlog: bool, next: Option<DateTime<Utc>>, rollout_deadline: Option<
         Some(t) => Action::requeue((t - Utc::now()).to_std().unwrap_or_default() + SLOT_MARGIN),
         None => Action::await_change(),
     }
+}
+
+/// Whether `eru` left the cache (or was replaced by a namesake) while its pass ran.
+fn deleted_meanwhile(context: &EruContext, eru: &Eru) -> bool {
+    context
+        .erus
+        .get(&ObjectRef::from_obj(eru))
+        .is_none_or(|cached| cached.uid() != eru.uid())
 }
 
 /// Forgets a deleted Eru: its status memo, phase and per-Eru series.

@@ -43,6 +43,17 @@ impl Journal {
         .await?)
     }
 
+    /// Every restart still in progress (of the objects in `namespace`, or of all).
+    pub async fn open_restarts(&self, namespace: Option<&str>) -> Result<Vec<RestartRow>> {
+        Ok(sqlx::query_as(
+            "SELECT * FROM restarts WHERE outcome = 'in_progress' AND (?1 IS NULL OR namespace = ?1)
+             ORDER BY id",
+        )
+        .bind(namespace)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// What an Eru's status shows of its history.
     pub async fn eru_summary(&self, uid: &str) -> Result<EruSummary> {
         let row = sqlx::query(

@@ -32,7 +32,7 @@ use crate::{
         Context, api_message,
         deployment::DeploymentView,
         drive, shutdown_requested,
-        watch::{Synced, watched},
+        watch::{Synced, watched, watched_with_deletions},
     },
 };
 
@@ -63,7 +63,8 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
 ) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
     let namespace = &ctx.settings.namespace;
-    let memcacheds = watched::<Memcached>(&ctx.client, namespace, watcher::Config::default());
+    let (memcacheds, gone) =
+        watched_with_deletions::<Memcached>(&ctx.client, namespace, watcher::Config::default());
     let deployments = watched::<Deployment>(
         &ctx.client,
         namespace,
@@ -96,8 +97,18 @@ pub fn controller(
         pods: pods.store,
         caches_synced: (deployments.synced, pods.synced),
     });
+    // the finalizer's cleanup pass forgets it too; this also covers a forced removal
+    let forgetting = {
+        let ctx = context.ctx.clone();
+        async move { ctx.forget_gone(KIND, gone, |_| {}).await }
+    };
     let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
-    (run, synced)
+    (
+        async move {
+            futures::join!(run, forgetting);
+        },
+        synced,
+    )
 }
 
 async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) -> Result<Action> {

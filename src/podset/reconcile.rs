@@ -42,7 +42,7 @@ use crate::{
     machine::{Phase, dispatch, step},
     runtime::{
         Context, api_message, drive, shutdown_requested,
-        watch::{Synced, watched},
+        watch::{Gone, Synced, watched, watched_with_deletions},
     },
 };
 
@@ -64,7 +64,8 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
 ) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
     let namespace = &ctx.settings.namespace;
-    let podsets = watched::<PodSet>(&ctx.client, namespace, watcher::Config::default());
+    let (podsets, gone) =
+        watched_with_deletions::<PodSet>(&ctx.client, namespace, watcher::Config::default());
     let pods = watched::<Pod>(
         &ctx.client,
         namespace,
@@ -99,8 +100,27 @@ pub fn controller(
         pods_synced: pods.synced,
         expectations: Mutex::default(),
     });
+    // a PodSet has no finalizer: its deletion is seen on the watch
+    let forgetting = {
+        let context = context.clone();
+        async move {
+            let forget_expectations = |g: &Gone| {
+                context
+                    .expectations
+                    .lock()
+                    .expect("expectations lock")
+                    .remove(&g.uid);
+            };
+            context.ctx.forget_gone(KIND, gone, forget_expectations).await;
+        }
+    };
     let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
-    (run, synced)
+    (
+        async move {
+            futures::join!(run, forgetting);
+        },
+        synced,
+    )
 }
 
 /// Labels every Pod of `podset` carries.

@@ -10,7 +10,9 @@ use kube::{
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-use super::MANAGER;
+use tokio::sync::mpsc;
+
+use super::{MANAGER, watch::Gone};
 use crate::{
     Result,
     journal::{Appended, Entry, Journal, NewTransition, ObjectKey},
@@ -162,9 +164,28 @@ impl Context {
 
     /// Forgets a deleted object: its status memo and its per-object metric series.
     pub fn forget<K: Resource>(&self, kind: &'static str, obj: &K) {
-        let uid = obj.meta().uid.clone().unwrap_or_default();
-        self.statuses.forget(&uid);
-        self.metrics.forget_phase(kind, &uid);
+        self.forget_uid(kind, obj.meta().uid.as_deref().unwrap_or_default());
+    }
+
+    /// [`Context::forget`] by uid, for an object that already left the cache.
+    pub fn forget_uid(&self, kind: &'static str, uid: &str) {
+        self.statuses.forget(uid);
+        self.metrics.forget_phase(kind, uid);
+    }
+
+    /// Forgets every object of `kind` that leaves its cache (see [`Gone`]), calling `also` for
+    /// each; runs until the watch ends.
+    pub async fn forget_gone(
+        &self,
+        kind: &'static str,
+        mut gone: mpsc::UnboundedReceiver<Gone>,
+        also: impl Fn(&Gone),
+    ) {
+        while let Some(g) = gone.recv().await {
+            tracing::debug!(kind, namespace = %g.namespace, name = %g.name, "deleted: forgetting it");
+            self.forget_uid(kind, &g.uid);
+            also(&g);
+        }
     }
 
     /// Emits a Kubernetes Event about `obj`. Best effort: a failure is logged, never returned.
