@@ -97,3 +97,59 @@ async fn unusable_journal_exits_nonzero_without_panic() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// `eru-operator schedule` on the DST cases: each wall-clock time once, none lost.
+#[test]
+fn schedule_cli_runs_each_wall_clock_time_once_across_dst() {
+    let slots = |expr: &str, tz: &str, after: &str| -> Vec<String> {
+        let output = Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+            .args([
+                "schedule",
+                expr,
+                "--time-zone",
+                tz,
+                "--after",
+                after,
+                "--count",
+                "3",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(
+        slots("0 1,13 * * *", "America/New_York", "2026-11-01T00:00:00Z"),
+        [
+            "2026-11-01T05:00:00Z",
+            "2026-11-01T18:00:00Z",
+            "2026-11-02T06:00:00Z"
+        ],
+        "01:00 once on the fall-back day"
+    );
+    assert_eq!(
+        slots("30 2,14 * * *", "America/New_York", "2027-03-14T00:00:00Z"),
+        [
+            "2027-03-14T07:00:00Z",
+            "2027-03-14T18:30:00Z",
+            "2027-03-15T06:30:00Z"
+        ],
+        "02:30 runs at 03:00 EDT on the spring-forward day"
+    );
+    assert_eq!(
+        slots("15 2,3 * * *", "Europe/Berlin", "2027-03-28T00:00:00Z"),
+        [
+            "2027-03-28T01:00:00Z",
+            "2027-03-28T01:15:00Z",
+            "2027-03-29T00:15:00Z"
+        ],
+        "02:15 runs at 03:00 CEST"
+    );
+}

@@ -6,11 +6,17 @@
 //! `@yearly @annually @monthly @weekly @daily @midnight @hourly`. When both day fields are
 //! restricted a day matches if either does (as in cron and Kubernetes CronJobs).
 //!
-//! Daylight saving time (the rules of the Open Cron Pattern Specification, which croner follows):
-//! a slot whose wall-clock time falls in a spring-forward gap runs once, at the first valid instant
-//! after the gap; a slot in a fall-back overlap runs once, at its first occurrence.
+//! Daylight saving time, for every pattern (single- or multi-valued): the pattern is matched
+//! against local wall-clock times (croner on naive times) and each match is placed on the
+//! timeline here, one constant-offset stretch at a time:
+//! - a pattern with a fixed hour field (`30 2 * * *`, `0 1,13 * * *`, `15 2-4 * * *`) names
+//!   wall-clock times: one in a fall-back overlap runs once, at its first occurrence; one in a
+//!   spring-forward gap runs once, at the first instant after the gap (where it merges with a slot
+//!   that falls on that instant);
+//! - a pattern whose hour field is `*` or a step over all hours (`*/2`) runs every real hour, as
+//!   ISC cron does: both passes of an overlap, and nothing for the hour a gap removes.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, NaiveDateTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::{
     Cron,
@@ -31,6 +37,54 @@ pub enum ScheduleError {
 pub struct Schedule {
     cron: Cron,
     tz: Tz,
+    /// The hour field names wall-clock times (not `*` or `*/N`): see the module docs.
+    wall_clock: bool,
+}
+
+/// Whether the hour field of a (macro-expanded) pattern is `*` or a step over all hours.
+fn every_hour(pattern: &str) -> bool {
+    let fields: Vec<&str> = pattern.split_whitespace().collect();
+    let hour = if fields.len() == 6 { fields[2] } else { fields[1] };
+    hour.split('/').next() == Some("*")
+}
+
+/// Seconds east of UTC in `tz` at `t`.
+fn offset(tz: Tz, t: DateTime<Utc>) -> i64 {
+    i64::from(
+        tz.offset_from_utc_datetime(&t.naive_utc())
+            .fix()
+            .local_minus_utc(),
+    )
+}
+
+/// The first instant in `(after, until]` where `tz`'s offset differs from the one at `after`.
+/// Offsets are sampled a week apart (no zone changes its offset twice within a week), then the
+/// change is bisected to the second.
+fn first_transition(tz: Tz, after: DateTime<Utc>, until: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let base = offset(tz, after);
+    let mut lo = after;
+    let hi = loop {
+        let probe = (lo + Duration::days(7)).min(until);
+        if offset(tz, probe) != base {
+            break probe;
+        }
+        if probe >= until {
+            return None;
+        }
+        lo = probe;
+    };
+    // transitions fall on whole seconds: bisect on those
+    let (mut lo, mut hi) = (lo.timestamp(), hi.timestamp());
+    let at = |secs: i64| DateTime::from_timestamp(secs, 0).expect("a time in range");
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if offset(tz, at(mid)) == base {
+            lo = mid
+        } else {
+            hi = mid
+        }
+    }
+    Some(at(hi))
 }
 
 /// The crontab equivalent of a macro.
@@ -129,15 +183,56 @@ impl Schedule {
             .build()
             .parse(&pattern)
             .map_err(|e| invalid(e.to_string()))?;
-        Ok(Self { cron, tz })
+        Ok(Self {
+            wall_clock: !every_hour(&pattern),
+            cron,
+            tz,
+        })
+    }
+
+    /// The first local wall-clock time after `naive` that the pattern matches.
+    fn next_match(&self, naive: NaiveDateTime) -> Option<NaiveDateTime> {
+        self.cron
+            .find_next_occurrence(&naive.and_utc(), false)
+            .ok()
+            .map(|m| m.naive_utc())
     }
 
     /// The first slot strictly after `t`.
+    ///
+    /// Walks the timeline one constant-offset stretch at a time: within a stretch, a wall-clock
+    /// match `m` is the instant `m - offset`; at a transition the walk continues with the new
+    /// offset, from where the wall clock stands after it (see the module docs for overlaps and
+    /// gaps).
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cron
-            .find_next_occurrence(&t.with_timezone(&self.tz), false)
-            .ok()
-            .map(|s| s.with_timezone(&Utc))
+        let mut from = t; // the stretch starts here (exclusive)
+        let mut off = offset(self.tz, t);
+        // wall-clock times up to and including `floor` are done
+        let mut floor = t.naive_utc() + Duration::seconds(off);
+        for _ in 0..64 {
+            let m = self.next_match(floor)?;
+            let candidate = (m - Duration::seconds(off)).and_utc();
+            let Some(at) = first_transition(self.tz, from, candidate) else {
+                return Some(candidate);
+            };
+            let new_off = offset(self.tz, at);
+            let (old_wall, new_wall) = (
+                at.naive_utc() + Duration::seconds(off),
+                at.naive_utc() + Duration::seconds(new_off),
+            );
+            if new_off > off && m < new_wall && self.wall_clock && at > t {
+                // a wall-clock time inside the gap: once, at the first instant after it
+                return Some(at);
+            }
+            floor = if new_off < off && self.wall_clock {
+                // overlap: its wall-clock times already ran in their first pass
+                old_wall - Duration::seconds(1)
+            } else {
+                new_wall - Duration::seconds(1)
+            };
+            (from, off) = (at, new_off);
+        }
+        None
     }
 
     /// The slots in `(after, until]`, oldest first. Lazy: callers bound how many they take.
@@ -362,6 +457,181 @@ mod tests {
             ),
             ["2026-10-25T00:30:00+00:00", "2026-10-26T01:30:00+00:00"]
         );
+    }
+
+    #[test]
+    fn multi_valued_fields_run_each_wall_clock_time_once_across_dst() {
+        let ny = Some("America/New_York");
+        // fall back 2026-11-01: 01:00 once (EDT), not twice
+        assert_eq!(
+            next("0 1,13 * * *", ny, utc(2026, 11, 1, 0, 0, 0), 3),
+            [
+                "2026-11-01T05:00:00+00:00",
+                "2026-11-01T18:00:00+00:00",
+                "2026-11-02T06:00:00+00:00"
+            ]
+        );
+        // spring forward 2027-03-14: 02:30 does not exist; it runs at 03:00 EDT, not never
+        assert_eq!(
+            next("30 2,14 * * *", ny, utc(2027, 3, 14, 0, 0, 0), 2),
+            ["2027-03-14T07:00:00+00:00", "2027-03-14T18:30:00+00:00"]
+        );
+        // Berlin 2027-03-28: 02:15 runs at 03:00 CEST, then 03:15
+        assert_eq!(
+            next(
+                "15 2,3 * * *",
+                Some("Europe/Berlin"),
+                utc(2027, 3, 27, 12, 0, 0),
+                2
+            ),
+            ["2027-03-28T01:00:00+00:00", "2027-03-28T01:15:00+00:00"]
+        );
+        // several gap times and a slot right after the gap: one restart at that instant
+        assert_eq!(
+            next(
+                "*/15 2,3 * * *",
+                Some("Europe/Berlin"),
+                utc(2027, 3, 27, 12, 0, 0),
+                2
+            ),
+            ["2027-03-28T01:00:00+00:00", "2027-03-28T01:15:00+00:00"]
+        );
+    }
+
+    #[test]
+    fn every_hour_patterns_run_every_real_hour() {
+        let ny = Some("America/New_York");
+        // fall back: 01:30 EDT and 01:30 EST are both real hours
+        assert_eq!(
+            next("30 * * * *", ny, utc(2026, 11, 1, 4, 0, 0), 4),
+            [
+                "2026-11-01T04:30:00+00:00",
+                "2026-11-01T05:30:00+00:00",
+                "2026-11-01T06:30:00+00:00",
+                "2026-11-01T07:30:00+00:00"
+            ]
+        );
+        // spring forward: the hour 02:00-03:00 does not exist, so neither does its slot
+        assert_eq!(
+            next("30 */1 * * *", ny, utc(2027, 3, 14, 5, 0, 0), 3),
+            [
+                "2027-03-14T05:30:00+00:00",
+                "2027-03-14T06:30:00+00:00",
+                "2027-03-14T07:30:00+00:00"
+            ]
+        );
+    }
+
+    /// DST, every pattern, against a brute-force oracle: minute by minute around real
+    /// transitions in zones with 1-hour, 30-minute (Lord Howe) and southern-hemisphere changes.
+    mod dst_property {
+        use chrono::LocalResult;
+        use proptest::prelude::*;
+
+        use super::*;
+
+        const ZONES: [&str; 5] = [
+            "America/New_York",
+            "Europe/Berlin",
+            "Australia/Lord_Howe",
+            "Australia/Sydney",
+            "America/Santiago",
+        ];
+
+        fn transitions(tz: Tz) -> Vec<DateTime<Utc>> {
+            let (mut t, end) = (utc(2026, 1, 1, 0, 0, 0), utc(2028, 1, 1, 0, 0, 0));
+            let mut out = Vec::new();
+            while let Some(at) = first_transition(tz, t, end) {
+                out.push(at);
+                t = at;
+            }
+            out
+        }
+
+        fn matches(minutes: &[u32], hours: &Option<Vec<u32>>, step: u32, naive: NaiveDateTime) -> bool {
+            use chrono::Timelike;
+            minutes.contains(&naive.minute())
+                && match hours {
+                    Some(h) => h.contains(&naive.hour()),
+                    None => naive.hour().is_multiple_of(step),
+                }
+        }
+
+        /// What the module docs promise, computed the slow way.
+        fn oracle(
+            tz: Tz,
+            wall_clock: bool,
+            test: impl Fn(NaiveDateTime) -> bool,
+            from: DateTime<Utc>,
+            to: DateTime<Utc>,
+        ) -> Vec<DateTime<Utc>> {
+            let minute = Duration::minutes(1);
+            let mut out = Vec::new();
+            if wall_clock {
+                let local = |t: DateTime<Utc>| t.with_timezone(&tz).naive_local();
+                let (mut n, end) = (local(from) - Duration::hours(3), local(to) + Duration::hours(3));
+                while n <= end {
+                    if test(n) {
+                        let mut m = n;
+                        let at = loop {
+                            match tz.from_local_datetime(&m) {
+                                LocalResult::Single(t) => break t,
+                                LocalResult::Ambiguous(a, _) => break a,
+                                // in a gap: the first wall-clock time after it
+                                LocalResult::None => m += minute,
+                            }
+                        };
+                        out.push(at.with_timezone(&Utc));
+                    }
+                    n += minute;
+                }
+            } else {
+                let mut t = from;
+                while t <= to {
+                    if test(t.with_timezone(&tz).naive_local()) {
+                        out.push(t);
+                    }
+                    t += minute;
+                }
+            }
+            out.retain(|t| *t > from && *t <= to);
+            out.sort();
+            out.dedup();
+            out
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+            #[test]
+            fn slots_are_what_the_docs_promise_around_every_transition(
+                zone in 0..ZONES.len(),
+                which in 0..4usize,
+                minutes in prop::collection::btree_set(0u32..60, 1..4),
+                hours in prop_oneof![
+                    prop::collection::btree_set(0u32..24, 1..4).prop_map(Some),
+                    Just(None),
+                ],
+                step in 1u32..5,
+            ) {
+                let tz: Tz = ZONES[zone].parse().unwrap();
+                let at = transitions(tz)[which];
+                let minutes: Vec<u32> = minutes.into_iter().collect();
+                let hours: Option<Vec<u32>> = hours.map(|h| h.into_iter().collect());
+                let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+                let hour_field = match &hours {
+                    Some(h) => list(h),
+                    None if step == 1 => "*".to_string(),
+                    None => format!("*/{step}"),
+                };
+                let expr = format!("{} {hour_field} * * *", list(&minutes));
+                let schedule = Schedule::parse(&expr, Some(ZONES[zone])).unwrap();
+                let (from, to) = (at - Duration::hours(30), at + Duration::hours(30));
+                let mine: Vec<_> = schedule.slots_between(from, to).collect();
+                let expected = oracle(tz, hours.is_some(), |n| matches(&minutes, &hours, step, n), from, to);
+                prop_assert_eq!(mine, expected, "{} in {} around {}", expr, ZONES[zone], at);
+            }
+        }
     }
 
     #[test]
