@@ -453,6 +453,8 @@ async fn paused_target_is_skipped_and_an_invalid_schedule_recovers() {
         json!({"schedule": "* * * * *", "target": {"kind": "CronJob", "name": "x"}}),
         json!({"schedule": "* * * * *", "timeZone": "not a zone!", "target": {"kind": "Deployment", "name": "x"}}),
         json!({"schedule": "* * * * *", "startingDeadlineSeconds": -1, "target": {"kind": "Deployment", "name": "x"}}),
+        // 0 would let no slot run (a reconcile runs a moment after its slot)
+        json!({"schedule": "* * * * *", "startingDeadlineSeconds": 0, "target": {"kind": "Deployment", "name": "x"}}),
     ] {
         let refused = create_raw_eru(&client, &ns.name, "nonsense", spec.clone()).await;
         assert!(

@@ -83,9 +83,10 @@ pub struct EruSpec {
     #[serde(default)]
     pub suspend: bool,
 
-    /// A slot noticed later than this is not run, only recorded as missed.
+    /// A slot noticed later than this is not run, only recorded as missed. At least 1: a
+    /// reconcile runs a moment after its slot, so 0 would let no slot run at all.
     #[serde(default = "default_starting_deadline")]
-    #[schemars(range(min = 0, max = 31_536_000))]
+    #[schemars(range(min = 1, max = 31_536_000))]
     pub starting_deadline_seconds: i64,
 
     /// How long a rollout may take before the restart counts as failed (default: the
