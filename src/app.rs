@@ -24,7 +24,7 @@ use tracing::{info, warn};
 use crate::{
     config::RunArgs,
     crds, eru,
-    journal::Journal,
+    journal::{Journal, WriterLock},
     machine::StatusMemo,
     memcached,
     metrics::Metrics,
@@ -34,6 +34,8 @@ use crate::{
 
 /// `eru-operator run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    // one operator process per journal file, held until this process ends
+    let _writer = WriterLock::acquire(&args.database)?;
     let journal = Journal::open(&args.database).await?;
     let metrics = Metrics::new();
     let readiness = Readiness::default();

@@ -37,6 +37,27 @@ async fn ready_under_rbac_and_journal_survives_a_kill() {
     )
     .await;
 
+    // a second operator on the same journal file refuses to start (both would act)
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+        .args([
+            "run",
+            "--http-address",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            "/nonexistent",
+        ])
+        .arg("--database")
+        .arg(&operator.database)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("is not usable: another eru-operator process is using it (pid "),
+        "{stderr}"
+    );
+
+    // SIGKILL releases the lock with the process: the restart takes it again
     operator.kill();
     operator.restart().await;
     let after = get_json(&operator.url("/transitions?kind=PodSet"))["items"]

@@ -25,11 +25,13 @@ pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
+mod lock;
 mod read;
 mod rows;
 #[cfg(test)]
 mod tests;
 
+pub use lock::WriterLock;
 pub use rows::*;
 
 /// The journal handle; cheap to clone.
