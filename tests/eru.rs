@@ -388,6 +388,20 @@ async fn annotation_creates_updates_and_deletes_an_eru_but_never_a_users() {
         },
     )
     .await;
+    // the suspend annotation suspends the automatic Eru, and removing it resumes it
+    for (value, suspended) in [(json!("true"), true), (Value::Null, false)] {
+        let edit = json!({"metadata": {"annotations": {"mtsre.meitu.com/eru-suspend": value}}});
+        deployments
+            .patch("auto", &PatchParams::default(), &Patch::Merge(edit))
+            .await
+            .unwrap();
+        wait_for(
+            &format!("the automatic Eru suspended = {suspended}"),
+            Duration::from_secs(30),
+            || async { (erus.get("auto").await.ok()?.spec.suspend == suspended).then_some(()) },
+        )
+        .await;
+    }
     let off = json!({"metadata": {"annotations": {"mtsre.meitu.com/eru": "false"}}});
     deployments
         .patch("auto", &PatchParams::default(), &Patch::Merge(off))
@@ -414,6 +428,28 @@ async fn annotation_creates_updates_and_deletes_an_eru_but_never_a_users() {
         (!events(&client, &ns.name, "mine", "EruConflict").await.is_empty()).then_some(())
     })
     .await;
+    // updates of the Deployment that change nothing about the conflict report nothing again
+    for replicas in [2, 1, 2] {
+        deployments
+            .patch(
+                "mine",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+            )
+            .await
+            .unwrap();
+        wait_ready(&deployments, "mine", replicas).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let reported = events(&client, &ns.name, "mine", "EruConflict").await;
+    let times: i32 = reported
+        .iter()
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+        .sum();
+    assert_eq!(
+        times, 1,
+        "one EruConflict, not one per Deployment update: {reported:?}"
+    );
     let mine = erus.get("mine").await.unwrap();
     assert_eq!(mine.spec.schedule, "0 1 * * *");
     assert!(mine.labels().get("app.kubernetes.io/managed-by").is_none());

@@ -1,10 +1,17 @@
 //! Erus created from Deployment annotations: `mtsre.meitu.com/eru: "true"` asks for an Eru named
 //! after the Deployment, owned by it and labelled as managed by the operator; its schedule and
 //! time zone come from `mtsre.meitu.com/eru-schedule` and `mtsre.meitu.com/eru-timezone` (or
-//! `--default-schedule`). Removing the annotation, or any value but "true", deletes that Eru. A
-//! user-made Eru of the same name is never touched: the conflict is reported with an Event.
+//! `--default-schedule`); `mtsre.meitu.com/eru-suspend: "true"` suspends it. Removing the
+//! annotation, or any value but "true", deletes that Eru. A user-made Eru of the same name is never
+//! touched: the conflict is reported with an Event. Such Events (and `EruInvalid`, for annotations
+//! the CRD schema refuses) are emitted when the problem appears or changes, not on every update of
+//! the Deployment's status; a refused apply is not retried until the annotations change.
 
-use std::{collections::BTreeMap, future::Future, sync::Arc};
+use std::{
+    collections::{BTreeMap, HashMap},
+    future::Future,
+    sync::{Arc, Mutex},
+};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
@@ -22,8 +29,8 @@ use tokio::sync::watch;
 use tracing::info;
 
 use super::{
-    AUTO_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_TIMEZONE_ANNOTATION, DEFAULT_STARTING_DEADLINE_SECONDS,
-    Eru, EruSpec, Target, TargetKind,
+    AUTO_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_SUSPEND_ANNOTATION, AUTO_TIMEZONE_ANNOTATION,
+    DEFAULT_STARTING_DEADLINE_SECONDS, Eru, EruSpec, Target, TargetKind,
 };
 use crate::{
     Result,
@@ -69,7 +76,7 @@ pub fn desired(deployment: &Deployment, default_schedule: &str) -> Eru {
             kind: TargetKind::Deployment,
             name: deployment.name_any(),
         },
-        suspend: false,
+        suspend: annotations.get(AUTO_SUSPEND_ANNOTATION).map(String::as_str) == Some("true"),
         starting_deadline_seconds: DEFAULT_STARTING_DEADLINE_SECONDS,
         rollout_timeout_seconds: None,
     };
@@ -119,6 +126,24 @@ struct AutoContext {
     ctx: Arc<Context>,
     erus: Store<Eru>,
     erus_synced: Synced,
+    /// Per Deployment uid, the problem last reported (a conflict, or the apply the API refused):
+    /// reported again only when it changes. Entries exist only while a problem does.
+    reported: Mutex<HashMap<String, String>>,
+}
+
+impl AutoContext {
+    /// Records `problem` for `deployment`; true if it differs from the one last reported.
+    fn report(&self, deployment: &Deployment, problem: String) -> bool {
+        let uid = deployment.uid().unwrap_or_default();
+        let mut reported = self.reported.lock().expect("reported lock");
+        reported.insert(uid, problem.clone()).as_ref() != Some(&problem)
+    }
+
+    /// Forgets what was reported for `deployment` (the problem is gone).
+    fn resolved(&self, deployment: &Deployment) {
+        let uid = deployment.uid().unwrap_or_default();
+        self.reported.lock().expect("reported lock").remove(&uid);
+    }
 }
 
 /// The controller that keeps automatic Erus in line with Deployment annotations.
@@ -142,6 +167,7 @@ pub fn controller(
         ctx,
         erus: erus.store,
         erus_synced: erus.synced,
+        reported: Mutex::default(),
     });
     let run = drive(
         controller,
@@ -158,6 +184,7 @@ async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Re
     // an unsynced Eru cache would hide a user's Eru, which must never be overwritten
     context.erus_synced.wait().await;
     if deployment.meta().deletion_timestamp.is_some() {
+        context.resolved(&deployment);
         return Ok(Action::await_change()); // its Eru goes with it (owner reference)
     }
     let namespace = deployment.namespace().unwrap_or_default();
@@ -165,41 +192,61 @@ async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Re
     let existing = context.erus.get(&ObjectRef::new(&name).within(&namespace));
     let api: Api<Eru> = ctx.api(&namespace);
     match decide(&deployment, existing.as_deref(), &ctx.settings.default_schedule) {
-        AutoAction::Apply(eru) => match api
-            .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&*eru))
-            .await
-        {
-            Ok(_) => info!(deployment = %name, schedule = %eru.spec.schedule, "automatic Eru applied"),
-            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 400 => {
-                // the annotation's schedule or time zone is refused by the CRD schema
-                let note = format!("cannot create Eru {name} from annotations: {}", status.message);
-                ctx.publish(
-                    deployment.as_ref(),
-                    EventType::Warning,
-                    "EruInvalid",
-                    "AutoCreate",
-                    Some(note),
-                )
-                .await;
+        AutoAction::Apply(eru) => {
+            // an apply the API refused is not retried until the annotations (the spec) change
+            let attempt = format!("refused:{}", serde_json::to_string(&eru.spec)?);
+            let refused_before = context
+                .reported
+                .lock()
+                .expect("reported lock")
+                .get(&deployment.uid().unwrap_or_default())
+                .is_some_and(|p| p.starts_with(&attempt));
+            if refused_before {
+                return Ok(Action::await_change());
             }
-            Err(e) => return Err(e.into()),
-        },
+            match api
+                .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&*eru))
+                .await
+            {
+                Ok(_) => {
+                    context.resolved(&deployment);
+                    info!(deployment = %name, schedule = %eru.spec.schedule, "automatic Eru applied")
+                }
+                Err(kube::Error::Api(status)) if status.code == 422 || status.code == 400 => {
+                    // the annotation's schedule or time zone is refused by the CRD schema
+                    let note = format!("cannot create Eru {name} from annotations: {}", status.message);
+                    if context.report(&deployment, format!("{attempt} {note}")) {
+                        ctx.publish(
+                            deployment.as_ref(),
+                            EventType::Warning,
+                            "EruInvalid",
+                            "AutoCreate",
+                            Some(note),
+                        )
+                        .await;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         AutoAction::Delete => match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => info!(deployment = %name, "automatic Eru deleted"),
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(e) => return Err(e.into()),
         },
         AutoAction::Conflict(note) => {
-            ctx.publish(
-                deployment.as_ref(),
-                EventType::Warning,
-                "EruConflict",
-                "AutoCreate",
-                Some(note),
-            )
-            .await
+            if context.report(&deployment, format!("conflict:{note}")) {
+                ctx.publish(
+                    deployment.as_ref(),
+                    EventType::Warning,
+                    "EruConflict",
+                    "AutoCreate",
+                    Some(note),
+                )
+                .await
+            }
         }
-        AutoAction::Nothing => {}
+        AutoAction::Nothing => context.resolved(&deployment),
     }
     Ok(Action::await_change())
 }
@@ -250,6 +297,14 @@ mod tests {
         assert!(
             matches!(decide(&edited, Some(&eru), "0 3 * * *"), AutoAction::Apply(e) if e.spec.schedule == "*/5 * * * *")
         );
+    }
+
+    #[test]
+    fn the_suspend_annotation_suspends_the_automatic_eru() {
+        let d = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SUSPEND_ANNOTATION: "true"}));
+        assert!(desired(&d, "0 3 * * *").spec.suspend);
+        let d = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SUSPEND_ANNOTATION: "yes"}));
+        assert!(!desired(&d, "0 3 * * *").spec.suspend, "only \"true\" suspends");
     }
 
     #[test]

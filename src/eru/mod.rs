@@ -17,6 +17,8 @@ pub const AUTO_ANNOTATION: &str = "mtsre.meitu.com/eru";
 pub const AUTO_SCHEDULE_ANNOTATION: &str = "mtsre.meitu.com/eru-schedule";
 /// Deployment annotation with the automatic Eru's time zone.
 pub const AUTO_TIMEZONE_ANNOTATION: &str = "mtsre.meitu.com/eru-timezone";
+/// `"true"` suspends the automatic Eru of the annotated Deployment.
+pub const AUTO_SUSPEND_ANNOTATION: &str = "mtsre.meitu.com/eru-suspend";
 
 /// What the API server checks of a schedule: a macro, or 5 or 6 whitespace-separated fields of
 /// crontab characters. The full grammar is checked by the operator (phase Invalid).
