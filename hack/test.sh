@@ -19,7 +19,7 @@ hack/deps.sh
 
 start=$SECONDS
 echo "== shellcheck, import layering"
-shellcheck -x hack/*.sh .ci/run
+shellcheck hack/*.sh .ci/run  # .shellcheckrc: follow sourced files
 python3 hack/imports.py
 echo "== cargo fmt --check, clippy"
 cargo fmt --all -- --check
