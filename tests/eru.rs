@@ -656,6 +656,20 @@ async fn a_deleted_eru_leaves_no_series_and_its_restart_in_progress_is_abandoned
         "only slow-b still rolls out: {after}"
     );
     assert!(series_of(&after, "keep") > 0, "the other Erus keep theirs");
+    // deleted and created again at once: the new Eru of that name keeps its series
+    let keep_spec = json!({"schedule": "0 0 1 1 *", "target": {"kind": "Deployment", "name": "keep"}});
+    erus.delete("keep", &Default::default()).await.unwrap();
+    wait_for("keep gone", Duration::from_secs(30), || async {
+        erus.get_opt("keep").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    create_eru(&client, &ns.name, "keep", keep_spec).await.unwrap();
+    wait_for("the new keep reconciled", Duration::from_secs(30), || async {
+        status(&erus, "keep").await?.phase.map(|_| ())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(series_of(&metrics(), "keep") > 0, "the namesake's series stay");
     assert!(
         items(&operator, "/history?name=slow-a&outcome=in_progress").is_empty(),
         "nothing of the deleted Eru stays in progress"

@@ -10,7 +10,10 @@
 use std::{collections::HashSet, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use kube::{ResourceExt, runtime::reflector::Store};
+use kube::{
+    ResourceExt,
+    runtime::reflector::{ObjectRef, Store},
+};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -47,7 +50,11 @@ pub async fn follow(
     while let Some(g) = gone.recv().await {
         info!(namespace = %g.namespace, name = %g.name, "Eru deleted: forgetting its series");
         context.ctx.forget_uid(KIND, &g.uid);
-        context.metrics.forget(&g.namespace, &g.name);
+        // per-Eru series are labelled by name: keep them if a namesake was created meanwhile
+        let namesake = erus.get(&ObjectRef::new(&g.name).within(&g.namespace));
+        if namesake.is_none() {
+            context.metrics.forget(&g.namespace, &g.name);
+        }
         abandon_open(&context, &g.uid).await;
     }
 }
@@ -71,14 +78,10 @@ async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
         ..Entry::default()
     };
     match context.ctx.journal.append(&entry).await {
-        Ok(done) => {
+        Ok(_) => {
             for r in &rows {
                 info!(namespace = %r.namespace, name = %r.name, slot = %r.slot, "Eru deleted: its restart in progress is abandoned");
             }
-            tracing::debug!(
-                finished = done.restarts_finished,
-                "abandoned restarts of deleted Erus"
-            );
         }
         Err(e) => {
             warn!(error = %e, "could not journal the restarts of deleted Erus (retried at the next start)")

@@ -60,7 +60,8 @@ pub fn query_string<'a>(pairs: impl IntoIterator<Item = (&'a str, Option<&'a str
     out.finish()
 }
 
-fn anchored(pattern: &str) -> Regex {
+/// Compiles one of the document's patterns (each is anchored with `^...$`).
+fn compile(pattern: &str) -> Regex {
     Regex::new(pattern).expect("a valid pattern")
 }
 
@@ -90,9 +91,9 @@ macro_rules! checked_string {
         impl TryFrom<String> for $name {
             type Error = String;
             fn try_from(value: String) -> Result<Self, String> {
-                static RE: LazyLock<Regex> = LazyLock::new(|| anchored($name::PATTERN));
+                static RE: LazyLock<Regex> = LazyLock::new(|| compile($name::PATTERN));
                 if value.is_empty() {
-                    Err(format!("must not be empty; omit the parameter to not filter by it"))
+                    Err("must not be empty; omit the parameter to not filter by it".to_string())
                 } else if value.len() > $name::MAX_LENGTH || !RE.is_match(&value) {
                     Err(format!(
                         "must be {} ({} characters at most: lowercase letters, digits, '-'{}), got '{}'",
@@ -146,7 +147,7 @@ impl Time {
 impl TryFrom<String> for Time {
     type Error = String;
     fn try_from(value: String) -> Result<Self, String> {
-        static RE: LazyLock<Regex> = LazyLock::new(|| anchored(Time::PATTERN));
+        static RE: LazyLock<Regex> = LazyLock::new(|| compile(Time::PATTERN));
         let parsed = RE
             .is_match(&value)
             .then(|| DateTime::parse_from_rfc3339(&value).ok())

@@ -103,6 +103,29 @@ impl Seen {
     }
 }
 
+/// A namespaced kind the operator can watch and cache.
+pub trait Watchable:
+    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watchable for K where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Watches `K` in the operator's scope (`namespace`, else cluster-wide) with `config`.
 pub fn watched<K>(
     client: &Client,
@@ -110,13 +133,7 @@ pub fn watched<K>(
     config: watcher::Config,
 ) -> Watched<K, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static>
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable,
 {
     watch_objects(client, namespace, config, None)
 }
@@ -134,13 +151,7 @@ pub fn watched_with_deletions<K>(
     mpsc::UnboundedReceiver<Gone>,
 )
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable,
 {
     let (tx, rx) = mpsc::unbounded_channel();
     (watch_objects(client, namespace, config, Some(tx)), rx)
@@ -153,13 +164,7 @@ fn watch_objects<K>(
     deletions: Option<mpsc::UnboundedSender<Gone>>,
 ) -> Watched<K, impl Stream<Item = Result<K, watcher::Error>> + Send + 'static>
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable,
 {
     let api = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
