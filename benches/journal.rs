@@ -9,10 +9,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use eru::{
-    eru::{
-        accounting::{Span, account},
-        schedule::Schedule,
-    },
+    eru::ledger::{self, Epoch, EpochSpec, Span, account},
     history::{HistoryParams, history},
     journal::{Entry, Journal, NewRestart, NewSlot, NewTransition, ObjectKey, SlotResult},
 };
@@ -51,13 +48,14 @@ fn entry(i: i64) -> Entry {
             window: None,
             evaluated_at: at,
         }],
-        restarts_started: vec![NewRestart {
+        restarts_decided: vec![NewRestart {
             object,
             target: "web".into(),
             slot: at,
-            started_at: at,
+            decided_at: at,
+            deadline_at: at + chrono::Duration::seconds(300),
         }],
-        restarts_finished: vec![],
+        ..Entry::default()
     }
 }
 
@@ -80,22 +78,31 @@ async fn main() {
     let append = median(samples);
 
     // 2. accounting: one bounded pass of a 30-day per-second backlog
-    let schedule = Schedule::parse("* * * * * *", None).unwrap();
     let from = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let epochs = [Epoch {
+        generation: 1,
+        from,
+        spec: EpochSpec {
+            schedule: "* * * * * *".into(),
+            time_zone: None,
+            suspend: false,
+            starting_deadline_seconds: 300,
+            target: "web".into(),
+        },
+    }];
     let window = [(from, from + chrono::Duration::days(30))];
     let span = Span {
         after: from,
         now: from + chrono::Duration::days(30),
-        starting_deadline: chrono::Duration::seconds(300),
-        suspended: false,
         downtime: &window,
+        unrecorded: None,
     };
     let passes = if full { 15 } else { 1 };
     let samples: Vec<Duration> = (0..passes)
         .map(|_| {
             let start = Instant::now();
-            let a = account(&schedule, &span);
-            assert!(a.more && a.records.len() == eru::eru::accounting::RECORD_CAP + 1);
+            let a = account(&epochs, &span);
+            assert!(a.more && a.records.len() == ledger::RECORD_CAP + 1);
             start.elapsed()
         })
         .collect();
@@ -106,7 +113,7 @@ async fn main() {
     for chunk in (appends..appends + rows).collect::<Vec<_>>().chunks(1_000) {
         let mut batch = Entry::default();
         for &i in chunk {
-            batch.restarts_started.extend(entry(i).restarts_started);
+            batch.restarts_decided.extend(entry(i).restarts_decided);
         }
         journal.append(&batch).await.unwrap();
     }
@@ -135,9 +142,9 @@ async fn main() {
         );
         println!(
             "slot accounting, one pass of a 30-day per-second backlog ({} slots, {} records): median {pass:?} over {passes} ({:.0} slots/ms)",
-            eru::eru::accounting::SLOT_BUDGET,
-            eru::eru::accounting::RECORD_CAP + 1,
-            eru::eru::accounting::SLOT_BUDGET as f64 / pass.as_secs_f64() / 1000.0
+            ledger::SLOT_BUDGET,
+            ledger::RECORD_CAP + 1,
+            ledger::SLOT_BUDGET as f64 / pass.as_secs_f64() / 1000.0
         );
         println!(
             "/history page of 100 over {rows} restarts: first {first:?}, {}k rows deep {deep:?} (ratio deep/first {:.2})",

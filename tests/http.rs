@@ -34,11 +34,12 @@ fn rows(start: i64, n: i64) -> Entry {
     for i in start..start + n {
         let at = base + Duration::minutes(i);
         let name = if i % 2 == 0 { "web" } else { "api" };
-        entry.restarts_started.push(NewRestart {
+        entry.restarts_decided.push(NewRestart {
             object: object(name),
             target: name.into(),
             slot: at,
-            started_at: at,
+            decided_at: at,
+            deadline_at: at + Duration::minutes(5),
         });
         entry.slots.push(NewSlot {
             object: object(name),
@@ -214,6 +215,8 @@ async fn filters_and_items() {
         "name",
         "target",
         "slot",
+        "decided_at",
+        "patched_at",
         "started_at",
         "finished_at",
         "duration_seconds",
@@ -321,7 +324,10 @@ async fn openapi_document_is_generated_from_the_handlers() {
             .starts_with('^')
     );
     assert_eq!(param("/history", "cursor")["pattern"], "^h[0-9a-f]{1,15}$");
-    assert_eq!(param("/missed", "reason")["enum"].as_array().unwrap().len(), 7);
+    assert_eq!(
+        param("/missed", "reason")["enum"].as_array().unwrap().len(),
+        eru::eru::ledger::Reason::ALL.len()
+    );
     assert_eq!(
         param("/transitions", "kind")["enum"],
         serde_json::json!(["Eru", "PodSet", "Memcached"])
@@ -335,6 +341,13 @@ async fn openapi_document_is_generated_from_the_handlers() {
         "nullable, never absent"
     );
     assert_eq!(item["properties"]["started_at"]["format"], "date-time");
+    for field in ["decided_at", "patched_at"] {
+        assert_eq!(item["properties"][field]["format"], "date-time", "{field}");
+        assert!(
+            item["required"].as_array().unwrap().contains(&field.into()),
+            "{field}"
+        );
+    }
     assert_eq!(
         doc["components"]["schemas"]["ErrorBody"]["required"],
         serde_json::json!(["error"])
@@ -401,7 +414,7 @@ proptest! {
 #[test]
 fn the_document_lists_exactly_the_reasons_outcomes_and_kinds_the_operator_journals() {
     use eru::{
-        eru::{accounting::Reason, machine::RestartOutcome},
+        eru::{ledger::Reason, machine::RestartOutcome},
         history::params::{self, vocabulary},
     };
     use kube::Resource;

@@ -1,6 +1,7 @@
 //! Step 4 of the Eru pass: the decided actions in the cluster — the restart patch and Events. The
-//! patch's result goes back into the machine as an event in the same pass (`RestartPatched`), and
-//! what that decides is journaled before the pass goes on.
+//! patch's result goes back into the machine as an event in the same pass (`RestartPatched`, or
+//! `PatchFailed` with the next try after a backoff), and what that decides is journaled before the
+//! pass goes on.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -13,68 +14,69 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::{
-    Eru, RESTARTED_AT_ANNOTATION,
+    Eru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION,
     context::EruContext,
-    machine::{EruAction, EruDecision, EruEvent, EruMachine, State},
+    machine::{EruAction, EruDecision, EruEvent, EruMachine, State, retry_delay},
     record::{self, slot_text},
 };
 use crate::{Result, machine::step, runtime::api_message};
-
-/// Field manager of the restart patch: it owns only the `restartedAt` annotation of a target's pod
-/// template, so the apply leaves every other field alone, also on a Deployment another manager
-/// applies in full (a Memcached's, under [`crate::memcached`]'s own manager).
-pub const RESTART_MANAGER: &str = "eru-operator-restart";
 
 /// Test-only failpoint: hang right after the restart patch (the e2e test SIGKILLs the operator
 /// there to prove a slot is never restarted twice).
 const FAILPOINT_ENV: &str = "ERU_FAILPOINT";
 
-/// The state after acting, and the API's message if the restart patch failed.
+/// The state after acting, the API's message if the restart patch failed, and when the patch
+/// landed if it did.
 pub struct Acted {
     pub state: State,
     pub patch_error: Option<String>,
+    pub patched_at: Option<DateTime<Utc>>,
 }
 
 /// Performs `actions` for `eru`, which the machine left in `state`.
-pub async fn act(
-    context: &EruContext,
-    eru: &Eru,
-    mut state: State,
-    actions: &[EruAction],
-    started_at: DateTime<Utc>,
-) -> Result<Acted> {
+pub async fn act(context: &EruContext, eru: &Eru, mut state: State, actions: &[EruAction]) -> Result<Acted> {
     let ctx = &context.ctx;
     let mut patch_error = None;
+    let mut patched_at = None;
     for action in actions {
         match action {
-            EruAction::PatchRestart { slot } => match patch_restart(context, eru, *slot).await {
-                Ok(()) => {
-                    context
-                        .metrics
-                        .fire_lateness
-                        .observe((Utc::now() - *slot).as_seconds_f64().max(0.0));
-                    info!(eru = %eru.name_any(), slot = %slot_text(*slot), "restart patched");
-                    if std::env::var(FAILPOINT_ENV).as_deref() == Ok("hang-after-restart-patch") {
-                        warn!("failpoint hang-after-restart-patch: waiting to be killed");
-                        std::future::pending::<()>().await;
+            EruAction::PatchRestart { slot, target } => {
+                let State::Restarting { restart } = &state else {
+                    continue;
+                };
+                if restart.slot != *slot || Utc::now() > restart.deadline {
+                    // given up or superseded within this pass, or the deadline passed while the
+                    // pass was journaling: never patched (the next pass gives it up)
+                    continue;
+                }
+                let failures = restart.attempts + 1;
+                let result = patch_restart(context, eru, target, *slot).await;
+                let now = Utc::now();
+                let event = match result {
+                    Ok(()) => {
+                        info!(eru = %eru.name_any(), slot = %slot_text(*slot), "restart patched");
+                        if std::env::var(FAILPOINT_ENV).as_deref() == Ok("hang-after-restart-patch") {
+                            warn!("failpoint hang-after-restart-patch: waiting to be killed");
+                            std::future::pending::<()>().await;
+                        }
+                        patched_at = Some(now);
+                        EruEvent::RestartPatched { at: now }
                     }
-                    let mut patched = EruDecision::default();
-                    state = step(EruMachine, state, &EruEvent::RestartPatched, &mut patched);
-                    record::journal(context, eru, &patched, Utc::now(), started_at).await?;
-                }
-                Err(e) => {
-                    let message = api_message(&e);
-                    ctx.publish(
-                        eru,
-                        EventType::Warning,
-                        "RestartPatchFailed",
-                        "Restart",
-                        Some(message.clone()),
-                    )
-                    .await;
-                    patch_error = Some(message);
-                }
-            },
+                    Err(e) => {
+                        let message = api_message(&e);
+                        warn!(eru = %eru.name_any(), slot = %slot_text(*slot), error = %message, "restart patch failed");
+                        patch_error = Some(message.clone());
+                        EruEvent::PatchFailed {
+                            message,
+                            at: now,
+                            retry_at: now + retry_delay(failures),
+                        }
+                    }
+                };
+                let mut result = EruDecision::default();
+                state = step(EruMachine, state, &event, &mut result);
+                record::journal(context, eru, &result, now, patched_at).await?;
+            }
             EruAction::ReportInvalid { reason } => {
                 ctx.publish(
                     eru,
@@ -96,20 +98,29 @@ pub async fn act(
             }
         }
     }
-    Ok(Acted { state, patch_error })
+    Ok(Acted {
+        state,
+        patch_error,
+        patched_at,
+    })
 }
 
-/// Sets the slot on the target's pod template with server-side apply (only our annotation).
-async fn patch_restart(context: &EruContext, eru: &Eru, slot: DateTime<Utc>) -> kube::Result<()> {
+/// Sets the slot on `target`'s pod template with server-side apply (only our annotation).
+async fn patch_restart(
+    context: &EruContext,
+    eru: &Eru,
+    target: &str,
+    slot: DateTime<Utc>,
+) -> kube::Result<()> {
     let api: Api<Deployment> = context.ctx.api(&eru.namespace().unwrap_or_default());
     let patch = json!({
         "apiVersion": "apps/v1",
         "kind": eru.spec.target.kind.as_str(),
-        "metadata": {"name": eru.spec.target.name},
+        "metadata": {"name": target},
         "spec": {"template": {"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: slot_text(slot)}}}}
     });
     api.patch(
-        &eru.spec.target.name,
+        target,
         &PatchParams::apply(RESTART_MANAGER).force(),
         &Patch::Apply(patch),
     )

@@ -1,15 +1,16 @@
 //! Deleted Erus. kube-runtime never reconciles an object that left its store, so deletions come
 //! from the watch itself ([`Gone`]): the Eru's per-object series are removed, its status memo and
 //! phase forgotten, and a restart it still had in progress is finished `abandoned` with reason
-//! [`ERU_DELETED`]. An Eru deleted while the operator was down is found the same way at start-up:
-//! a restart left in progress by an Eru that the synced cache no longer holds.
+//! [`ERU_DELETED`] (a restart whose patch had not landed also records its slot
+//! `skipped/eru_deleted`). An Eru deleted while the operator was down is found the same way at
+//! start-up: a restart left in progress by an Eru that the synced cache no longer holds.
 //!
 //! Erus carry no finalizer on purpose: with one, every Eru (and the namespace holding it) would
 //! hang in deletion whenever the operator is down or uninstalled, for nothing a watch cannot tell.
 
 use std::{collections::HashSet, sync::Arc};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use kube::{
     ResourceExt,
     runtime::reflector::{ObjectRef, Store},
@@ -17,9 +18,14 @@ use kube::{
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::{Eru, KIND, context::EruContext, machine::RestartOutcome};
+use super::{
+    Eru, KIND,
+    context::EruContext,
+    ledger::{Reason, SlotRecord},
+    machine::RestartOutcome,
+};
 use crate::{
-    journal::{Entry, FinishedRestart, RestartRow, parse_ts},
+    journal::{Entry, FinishedRestart, NewSlot, ObjectKey, RestartRow, parse_ts},
     runtime::watch::{Gone, Synced},
 };
 
@@ -56,6 +62,13 @@ pub async fn follow(
             context.metrics.forget(&g.namespace, &g.name);
         }
         abandon_open(&context, &g.uid).await;
+        let deleted = Entry {
+            deleted: vec![(g.uid.clone(), Utc::now())],
+            ..Entry::default()
+        };
+        if let Err(e) = context.ctx.journal.append(&deleted).await {
+            warn!(error = %e, "could not mark the deleted Eru's ledger");
+        }
     }
 }
 
@@ -73,10 +86,37 @@ async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
         return;
     }
     let now = Utc::now();
-    let entry = Entry {
-        restarts_finished: rows.iter().filter_map(|r| finished(r, now)).collect(),
-        ..Entry::default()
-    };
+    let mut entry = Entry::default();
+    for row in &rows {
+        let Some(slot) = parse_ts(&row.slot) else { continue };
+        entry.restarts_finished.push(FinishedRestart {
+            uid: row.uid.clone(),
+            slot,
+            finished_at: now,
+            outcome: RestartOutcome::Abandoned.as_str(),
+            reason: Some(ERU_DELETED.into()),
+        });
+        if row.patched_at.is_none() {
+            // never landed: the slot was not restarted
+            let record = SlotRecord::one(slot, Reason::EruDeleted, None, &row.target);
+            entry.slots.push(NewSlot {
+                object: ObjectKey {
+                    kind: KIND,
+                    namespace: row.namespace.clone(),
+                    name: row.name.clone(),
+                    uid: row.uid.clone(),
+                },
+                target: record.target,
+                slot,
+                last_slot: slot,
+                slot_count: 1,
+                result: record.reason.result(),
+                reason: record.reason.as_str(),
+                window: None,
+                evaluated_at: now,
+            });
+        }
+    }
     match context.ctx.journal.append(&entry).await {
         Ok(_) => {
             for r in &rows {
@@ -87,14 +127,4 @@ async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
             warn!(error = %e, "could not journal the restarts of deleted Erus (retried at the next start)")
         }
     }
-}
-
-fn finished(row: &RestartRow, now: DateTime<Utc>) -> Option<FinishedRestart> {
-    Some(FinishedRestart {
-        uid: row.uid.clone(),
-        slot: parse_ts(&row.slot)?,
-        finished_at: now,
-        outcome: RestartOutcome::Abandoned.as_str(),
-        reason: Some(ERU_DELETED.into()),
-    })
 }

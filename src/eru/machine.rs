@@ -1,18 +1,23 @@
 //! The Eru state machine. Pure: handlers decide, the reconciler journals and acts.
 //!
 //! ```text
-//!            SlotsDue (gate open)          RestartPatched              RolloutDone / RolloutFailed
-//!  Waiting ───────────────────────▶ Restarting{slot} ─────────▶ RollingOut{slot} ───────────────▶ Waiting
-//!     ▲ │ SpecReady{suspend}                                        │ SlotsDue: skipped concurrent_rollout
-//!     │ ▼                                                           │
-//!  Suspended          Invalid ◀── SpecInvalid (from anywhere)      TargetMissing ◀── TargetMissing
+//!           SlotsDue (gate open)             RestartPatched                 RolloutDone / RolloutFailed
+//!  Waiting ──────────────────▶ Restarting{restart} ──────────▶ RollingOut{slot} ────────────────────────▶ Waiting
+//!   ▲  │                         │ RestartPending: patch (backoff), or give up   │ SlotsDue: concurrent_rollout
+//!   │  ▼ SpecReady{suspend}      │ (deadline, closed gate) ──▶ Waiting            │ TargetGone: abandoned
+//!  Suspended   Invalid   TargetMissing      SlotsDue (newer slot): superseded
 //! ```
-//! A restart in flight when the spec turns invalid or the target disappears ends `abandoned`.
+//! A restart is *decided* (journaled with its deadline) before its patch is sent; the slot is
+//! recorded `fired` only once the patch landed. A patch that does not land is retried with
+//! backoff while the gates stay open, and given up at the slot's deadline, at a closed gate, or
+//! when a newer slot supersedes it: the restart ends `abandoned` and its slot is recorded with the
+//! reason (`patch_failed`, `suspended`, `target_paused`, ...). It is never patched afterwards.
+//! The idle states follow the spec; a slot due while one of them holds is skipped with its reason.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use statig::prelude::*;
 
-use super::accounting::{Reason, SlotRecord};
+use super::ledger::{Due, Epoch, Reason, SlotRecord, Window};
 use crate::machine::{Decision, EventName, Phase};
 
 /// Whether the target may be restarted now.
@@ -24,16 +29,86 @@ pub enum Gate {
     Missing,
 }
 
-/// Slots that came due since the last pass.
+impl Gate {
+    /// Why a closed gate holds a restart back.
+    pub fn reason(self) -> Option<Reason> {
+        match self {
+            Gate::Open => None,
+            Gate::Paused => Some(Reason::TargetPaused),
+            Gate::Unhealthy => Some(Reason::TargetUnhealthy),
+            Gate::Missing => Some(Reason::TargetMissing),
+        }
+    }
+}
+
+/// The slot a target's pod template carries, and when that patch landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Template {
+    pub slot: DateTime<Utc>,
+    pub landed_at: DateTime<Utc>,
+}
+
+/// Slots that came due since the cursor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlotsDue {
     /// Missed or skipped slots (accounted, not restartable).
     pub records: Vec<SlotRecord>,
     /// The slot to restart now, if any.
-    pub due: Option<DateTime<Utc>>,
+    pub due: Option<Due>,
+    /// The gate of the due slot's target.
     pub gate: Gate,
-    /// The slot the target's pod template already carries (a restart patched earlier).
-    pub template_slot: Option<DateTime<Utc>>,
+    /// What the due slot's target template carries (a restart that landed earlier).
+    pub template: Option<Template>,
+}
+
+/// A decided restart whose patch has not landed yet, as the journal holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restart {
+    pub slot: DateTime<Utc>,
+    pub target: String,
+    /// Never patched after this instant.
+    pub deadline: DateTime<Utc>,
+    /// Failed patches so far, and the API's message of the last one.
+    pub attempts: u32,
+    pub last_error: Option<String>,
+}
+
+impl Restart {
+    fn decided(due: &Due) -> Self {
+        Self {
+            slot: due.slot,
+            target: due.target.clone(),
+            deadline: due.deadline,
+            attempts: 0,
+            last_error: None,
+        }
+    }
+
+    /// The restart's reason when given up for `reason`: the reason's name, what happened, and the
+    /// last API message if patches failed.
+    fn give_up_text(&self, reason: Reason, what: &str) -> String {
+        let mut text = format!("{}: {what}", reason.as_str());
+        if let Some(error) = &self.last_error {
+            let n = self.attempts;
+            text.push_str(&format!(
+                "; last error ({n} failed patch{}): {error}",
+                if n == 1 { "" } else { "es" }
+            ));
+        }
+        text
+    }
+}
+
+/// What a restart that has not landed must do now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub now: DateTime<Utc>,
+    /// Why it may not go on (the Eru suspended or invalid, the target paused, unhealthy or gone).
+    pub blocked: Option<Reason>,
+    /// The backoff since the last failed patch is over (or there was none).
+    pub retry_due: bool,
+    /// An operator downtime since the restart was decided, if any.
+    pub downtime: Option<Window>,
 }
 
 /// Events of an Eru, derived by the reconciler from what it observed.
@@ -43,17 +118,25 @@ pub enum EruEvent {
     SpecInvalid {
         reason: String,
     },
-    /// The target Deployment does not exist.
+    /// The spec's target does not exist.
     TargetMissing,
     /// The spec is valid and the target exists.
     SpecReady {
         suspend: bool,
     },
     SlotsDue(SlotsDue),
-    /// The target's template does not carry the slot being restarted yet: (re)patch it.
-    RestartPending,
-    /// The target's template carries the slot.
-    RestartPatched,
+    /// A decided restart has not landed: patch it, wait for the backoff, or give it up.
+    RestartPending(Pending),
+    /// The target's template carries the slot being restarted.
+    RestartPatched {
+        at: DateTime<Utc>,
+    },
+    /// The restart patch failed; the next try is due at `retry_at`.
+    PatchFailed {
+        message: String,
+        at: DateTime<Utc>,
+        retry_at: DateTime<Utc>,
+    },
     RolloutProgressed,
     RolloutDone {
         finished_at: DateTime<Utc>,
@@ -62,6 +145,8 @@ pub enum EruEvent {
         finished_at: DateTime<Utc>,
         reason: String,
     },
+    /// The target being rolled out disappeared.
+    TargetGone,
 }
 
 impl EventName for EruEvent {
@@ -71,11 +156,13 @@ impl EventName for EruEvent {
             EruEvent::TargetMissing => "TargetMissing",
             EruEvent::SpecReady { .. } => "SpecReady",
             EruEvent::SlotsDue(_) => "SlotDue",
-            EruEvent::RestartPending => "RestartPending",
-            EruEvent::RestartPatched => "RestartPatched",
+            EruEvent::RestartPending(_) => "RestartPending",
+            EruEvent::RestartPatched { .. } => "RestartPatched",
+            EruEvent::PatchFailed { .. } => "PatchFailed",
             EruEvent::RolloutProgressed => "RolloutProgressed",
             EruEvent::RolloutDone { .. } => "RolloutDone",
             EruEvent::RolloutFailed { .. } => "RolloutFailed",
+            EruEvent::TargetGone => "TargetGone",
         }
     }
 }
@@ -104,14 +191,48 @@ impl RestartOutcome {
     }
 }
 
+/// What the cluster remembers of an Eru's ledger (its status) when the journal has none of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Seed {
+    pub accounted_through: Option<DateTime<Utc>>,
+    pub missed_slots: i64,
+    pub last_missed: Option<DateTime<Utc>>,
+    pub last_success: Option<DateTime<Utc>>,
+    pub last_failure: Option<DateTime<Utc>>,
+}
+
 /// What the journal gets from a pass, before anything is acted on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EruRecord {
+    /// The journal starts this Eru's ledger from what its status remembers.
+    Seed(Seed),
+    /// A generation's spec took effect.
+    Epoch(Epoch),
+    /// The cursor moves here: slots up to it are accounted elsewhere (status, the target's
+    /// template) or cannot be (their spec is unknown).
+    Advance(DateTime<Utc>),
     /// Missed or skipped slots.
     Slots(Vec<SlotRecord>),
-    /// A slot fired: its restart begins.
-    Fired { slot: DateTime<Utc> },
-    /// A restart ended.
+    /// A restart of a slot was decided (before its patch is sent).
+    Decided {
+        slot: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+        target: String,
+    },
+    /// The restart's patch landed: the slot fired.
+    Patched {
+        slot: DateTime<Utc>,
+        at: DateTime<Utc>,
+        target: String,
+    },
+    /// A restart patch failed.
+    Attempt {
+        slot: DateTime<Utc>,
+        at: DateTime<Utc>,
+        error: String,
+        retry_at: DateTime<Utc>,
+    },
+    /// A restart whose patch landed ended.
     Finished {
         slot: DateTime<Utc>,
         outcome: RestartOutcome,
@@ -119,13 +240,19 @@ pub enum EruRecord {
         finished_at: Option<DateTime<Utc>>,
         reason: Option<String>,
     },
+    /// A restart whose patch never landed was given up: abandoned, its slot recorded.
+    GaveUp {
+        slot: DateTime<Utc>,
+        reason: String,
+        record: SlotRecord,
+    },
 }
 
 /// What the reconciler does in the cluster once the pass is journaled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EruAction {
     /// Set the slot on the target's pod template (idempotent: keyed by the slot).
-    PatchRestart { slot: DateTime<Utc> },
+    PatchRestart { slot: DateTime<Utc>, target: String },
     /// Tell the user the spec is invalid (an Event).
     ReportInvalid { reason: String },
     /// Tell the user the target does not exist (an Event).
@@ -139,15 +266,14 @@ pub type EruDecision = Decision<EruAction, EruRecord>;
 #[derive(Default)]
 pub struct EruMachine;
 
-/// A skipped record for one slot.
-fn skipped(slot: DateTime<Utc>, reason: Reason) -> SlotRecord {
-    SlotRecord {
-        first: slot,
-        last: slot,
-        count: 1,
-        reason,
-        window: None,
-    }
+/// How long to wait after the `failures`-th failed patch: 1 s, doubling, at most a minute.
+pub fn retry_delay(failures: u32) -> chrono::Duration {
+    chrono::Duration::seconds(1i64 << failures.saturating_sub(1).min(6)).min(chrono::Duration::seconds(60))
+}
+
+/// A slot as users read it (RFC 3339, UTC, seconds).
+fn text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 #[state_machine(
@@ -161,25 +287,11 @@ impl EruMachine {
     fn waiting(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::SpecReady { suspend: true } => Transition(State::suspended()),
-            EruEvent::SlotsDue(due) => {
-                if !due.records.is_empty() {
-                    context.record(EruRecord::Slots(due.records.clone()));
-                }
-                let Some(slot) = due.due else { return Handled };
-                if due.template_slot == Some(slot) {
-                    // patched before a crash, or by another replica: never patch twice
-                    context.record(EruRecord::Fired { slot });
-                    return Transition(State::rolling_out(slot));
-                }
-                match due.gate {
-                    Gate::Open => {
-                        context.record(EruRecord::Fired { slot });
-                        context.act(EruAction::PatchRestart { slot });
-                        Transition(State::restarting(slot))
-                    }
-                    Gate::Paused => record_skip(context, slot, Reason::TargetPaused),
-                    Gate::Unhealthy => record_skip(context, slot, Reason::TargetUnhealthy),
-                    Gate::Missing => record_skip(context, slot, Reason::TargetMissing),
+            EruEvent::SlotsDue(slots) => {
+                record_slots(context, &slots.records);
+                match &slots.due {
+                    Some(due) => start(context, due, slots),
+                    None => Handled,
                 }
             }
             _ => Super,
@@ -190,24 +302,18 @@ impl EruMachine {
     fn suspended(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
-            EruEvent::SlotsDue(due) => {
-                let mut records = due.records.clone();
-                records.extend(due.due.map(|slot| skipped(slot, Reason::Suspended)));
-                if !records.is_empty() {
-                    context.record(EruRecord::Slots(records));
-                }
-                Handled
-            }
+            EruEvent::SlotsDue(slots) => skip_all(context, slots, Reason::Suspended),
             _ => Super,
         }
     }
 
     #[state(superstate = "idle")]
-    fn invalid(event: &EruEvent) -> Outcome<State> {
+    fn invalid(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::SpecInvalid { .. } => Handled,
             EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
             EruEvent::SpecReady { suspend: true } => Transition(State::suspended()),
+            EruEvent::SlotsDue(slots) => skip_all(context, slots, Reason::SpecInvalid),
             _ => Super,
         }
     }
@@ -218,27 +324,94 @@ impl EruMachine {
             EruEvent::TargetMissing => Handled,
             EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
             EruEvent::SpecReady { suspend: true } => Transition(State::suspended()),
-            EruEvent::SlotsDue(due) => {
-                let mut records = due.records.clone();
-                records.extend(due.due.map(|slot| skipped(slot, Reason::TargetMissing)));
-                if !records.is_empty() {
-                    context.record(EruRecord::Slots(records));
-                }
-                Handled
-            }
+            EruEvent::SlotsDue(slots) => skip_all(context, slots, Reason::TargetMissing),
             _ => Super,
         }
     }
 
-    /// The restart of `slot` is journaled; the target's template does not carry it yet.
+    /// The restart is decided and journaled; its patch has not landed yet.
     #[state(superstate = "busy")]
-    fn restarting(slot: &DateTime<Utc>, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+    fn restarting(restart: &Restart, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
-            EruEvent::RestartPending => {
-                context.act(EruAction::PatchRestart { slot: *slot });
-                Handled
+            EruEvent::RestartPatched { at } => {
+                context.record(EruRecord::Patched {
+                    slot: restart.slot,
+                    at: *at,
+                    target: restart.target.clone(),
+                });
+                Transition(State::rolling_out(restart.slot))
             }
-            EruEvent::RestartPatched => Transition(State::rolling_out(*slot)),
+            EruEvent::PatchFailed {
+                message,
+                at,
+                retry_at,
+            } => {
+                context.record(EruRecord::Attempt {
+                    slot: restart.slot,
+                    at: *at,
+                    error: message.clone(),
+                    retry_at: *retry_at,
+                });
+                Transition(State::restarting(Restart {
+                    attempts: restart.attempts + 1,
+                    last_error: Some(message.clone()),
+                    ..restart.clone()
+                }))
+            }
+            EruEvent::RestartPending(pending) => {
+                if let Some(reason) = pending.blocked {
+                    let what = match reason {
+                        Reason::Suspended => "the Eru was suspended before the patch landed",
+                        Reason::SpecInvalid => "the Eru's spec became invalid before the patch landed",
+                        Reason::TargetPaused => "the target was paused before the patch landed",
+                        Reason::TargetMissing => "the target disappeared before the patch landed",
+                        _ => "the target was not fully available before the patch landed",
+                    };
+                    give_up(context, restart, reason, None, what);
+                    Transition(State::waiting())
+                } else if pending.now > restart.deadline {
+                    let (reason, window) = if restart.attempts > 0 {
+                        (Reason::PatchFailed, None)
+                    } else if pending.downtime.is_some() {
+                        (Reason::OperatorDown, pending.downtime)
+                    } else {
+                        (Reason::PastDeadline, None)
+                    };
+                    let what = format!(
+                        "the restart patch did not land by {} (startingDeadlineSeconds)",
+                        text(restart.deadline)
+                    );
+                    give_up(context, restart, reason, window, &what);
+                    Transition(State::waiting())
+                } else {
+                    if pending.retry_due {
+                        context.act(EruAction::PatchRestart {
+                            slot: restart.slot,
+                            target: restart.target.clone(),
+                        });
+                    }
+                    Handled
+                }
+            }
+            EruEvent::SlotsDue(slots) => {
+                record_slots(context, &slots.records);
+                match &slots.due {
+                    Some(due) if due.slot > restart.slot => {
+                        let reason = if restart.attempts > 0 {
+                            Reason::PatchFailed
+                        } else {
+                            Reason::Superseded
+                        };
+                        let what = format!("superseded by slot {} before the patch landed", text(due.slot));
+                        give_up(context, restart, reason, None, &what);
+                        match start(context, due, slots) {
+                            Handled => Transition(State::waiting()),
+                            started => started,
+                        }
+                    }
+                    _ => Handled,
+                }
+            }
             _ => Super,
         }
     }
@@ -246,26 +419,43 @@ impl EruMachine {
     /// The target rolls out the restart of `slot`.
     #[state(superstate = "busy")]
     fn rolling_out(slot: &DateTime<Utc>, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+        let finish = |context: &mut EruDecision, outcome, finished_at, reason| {
+            context.record(EruRecord::Finished {
+                slot: *slot,
+                outcome,
+                finished_at,
+                reason,
+            });
+            Transition(State::waiting())
+        };
         match event {
             EruEvent::RolloutProgressed => Handled,
             EruEvent::RolloutDone { finished_at } => {
-                let outcome = RestartOutcome::Succeeded;
-                context.record(EruRecord::Finished {
-                    slot: *slot,
-                    outcome,
-                    finished_at: Some(*finished_at),
-                    reason: None,
-                });
-                Transition(State::waiting())
+                finish(context, RestartOutcome::Succeeded, Some(*finished_at), None)
             }
-            EruEvent::RolloutFailed { finished_at, reason } => {
-                context.record(EruRecord::Finished {
-                    slot: *slot,
-                    outcome: RestartOutcome::Failed,
-                    finished_at: Some(*finished_at),
-                    reason: Some(reason.clone()),
-                });
-                Transition(State::waiting())
+            EruEvent::RolloutFailed { finished_at, reason } => finish(
+                context,
+                RestartOutcome::Failed,
+                Some(*finished_at),
+                Some(reason.clone()),
+            ),
+            EruEvent::TargetGone => finish(
+                context,
+                RestartOutcome::Abandoned,
+                None,
+                Some("the target disappeared during the rollout".into()),
+            ),
+            EruEvent::SlotsDue(slots) => {
+                record_slots(context, &slots.records);
+                if let Some(due) = slots.due.as_ref().filter(|d| d.slot != *slot) {
+                    context.record(EruRecord::Slots(vec![SlotRecord::one(
+                        due.slot,
+                        Reason::ConcurrentRollout,
+                        None,
+                        &due.target,
+                    )]));
+                }
+                Handled
             }
             _ => Super,
         }
@@ -289,44 +479,11 @@ impl EruMachine {
         }
     }
 
-    /// A restart is in flight: new slots are skipped; losing the spec or target abandons it.
+    /// A restart is in flight: it finishes (or is given up) on its own terms; the spec's state
+    /// applies once it has ended.
     #[superstate]
-    fn busy(slot: &DateTime<Utc>, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
-        let abandon = |context: &mut EruDecision, reason: &str| {
-            context.record(EruRecord::Finished {
-                slot: *slot,
-                outcome: RestartOutcome::Abandoned,
-                finished_at: None,
-                reason: Some(reason.to_string()),
-            });
-        };
-        match event {
-            EruEvent::SlotsDue(due) => {
-                let mut records = due.records.clone();
-                records.extend(
-                    due.due
-                        .filter(|d| d != slot)
-                        .map(|d| skipped(d, Reason::ConcurrentRollout)),
-                );
-                if !records.is_empty() {
-                    context.record(EruRecord::Slots(records));
-                }
-                Handled
-            }
-            EruEvent::SpecInvalid { reason } => {
-                abandon(context, "the spec became invalid");
-                context.act(EruAction::ReportInvalid {
-                    reason: reason.clone(),
-                });
-                Transition(State::invalid())
-            }
-            EruEvent::TargetMissing => {
-                abandon(context, "the target disappeared");
-                context.act(EruAction::ReportTargetMissing);
-                Transition(State::target_missing())
-            }
-            _ => Handled,
-        }
+    fn busy() -> Outcome<State> {
+        Handled
     }
 
     fn after_transition(&mut self, from: &State, to: &State, context: &mut EruDecision) {
@@ -334,9 +491,68 @@ impl EruMachine {
     }
 }
 
-fn record_skip(context: &mut EruDecision, slot: DateTime<Utc>, reason: Reason) -> Outcome<State> {
-    context.record(EruRecord::Slots(vec![skipped(slot, reason)]));
+/// Records `records`, if any.
+fn record_slots(context: &mut EruDecision, records: &[SlotRecord]) {
+    if !records.is_empty() {
+        context.record(EruRecord::Slots(records.to_vec()));
+    }
+}
+
+/// Starts the restart of `due` if its gate is open (recording it as landed if the target already
+/// carries it), else records it skipped.
+fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue) -> Outcome<State> {
+    let decided = EruRecord::Decided {
+        slot: due.slot,
+        deadline: due.deadline,
+        target: due.target.clone(),
+    };
+    if let Some(template) = slots.template.filter(|t| t.slot == due.slot) {
+        // landed before a crash, or by another replica: never patched twice
+        context.record(decided);
+        context.record(EruRecord::Patched {
+            slot: due.slot,
+            at: template.landed_at,
+            target: due.target.clone(),
+        });
+        return Transition(State::rolling_out(due.slot));
+    }
+    match slots.gate.reason() {
+        None => {
+            context.record(decided);
+            Transition(State::restarting(Restart::decided(due)))
+        }
+        Some(reason) => {
+            context.record(EruRecord::Slots(vec![SlotRecord::one(
+                due.slot,
+                reason,
+                None,
+                &due.target,
+            )]));
+            Handled
+        }
+    }
+}
+
+/// Records every slot, the due one skipped for `reason`.
+fn skip_all(context: &mut EruDecision, slots: &SlotsDue, reason: Reason) -> Outcome<State> {
+    let mut records = slots.records.clone();
+    records.extend(
+        slots
+            .due
+            .iter()
+            .map(|d| SlotRecord::one(d.slot, reason, None, &d.target)),
+    );
+    record_slots(context, &records);
     Handled
+}
+
+/// Gives up a restart whose patch never landed.
+fn give_up(context: &mut EruDecision, restart: &Restart, reason: Reason, window: Option<Window>, what: &str) {
+    context.record(EruRecord::GaveUp {
+        slot: restart.slot,
+        reason: restart.give_up_text(reason, what),
+        record: SlotRecord::one(restart.slot, reason, window, &restart.target),
+    });
 }
 
 impl Phase for State {
@@ -356,34 +572,33 @@ impl State {
     /// The slot being restarted, in Restarting and RollingOut.
     pub fn slot(&self) -> Option<DateTime<Utc>> {
         match self {
-            State::Restarting { slot } | State::RollingOut { slot } => Some(*slot),
+            State::Restarting { restart } => Some(restart.slot),
+            State::RollingOut { slot } => Some(*slot),
             _ => None,
         }
     }
 }
 
-/// Restores the machine from `status.phase` and `status.currentSlot`; a restart the journal has
-/// open but the status does not show (a crash between journal and status) resumes as Restarting.
-pub fn restore(
-    phase: Option<&str>,
-    current_slot: Option<DateTime<Utc>>,
-    open_restart: Option<DateTime<Utc>>,
-) -> State {
-    match (phase, current_slot) {
-        (Some("RollingOut"), Some(slot)) if open_restart.is_none_or(|open| open == slot) => {
-            State::RollingOut { slot }
-        }
-        (Some("Restarting"), Some(slot)) if open_restart.is_none_or(|open| open == slot) => {
-            State::Restarting { slot }
-        }
-        _ => match open_restart {
-            Some(slot) => State::Restarting { slot },
-            None => match phase {
-                Some("Suspended") => State::Suspended {},
-                Some("Invalid") => State::Invalid {},
-                Some("TargetMissing") => State::TargetMissing {},
-                _ => State::Waiting {},
-            },
+/// A restart in flight, as the journal holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InFlight {
+    /// Decided; its patch has not landed.
+    Pending(Restart),
+    /// Its patch landed at this slot; the rollout is being tracked.
+    Landed(DateTime<Utc>),
+}
+
+/// Restores the machine: a restart in flight comes from the journal (never from `status.phase`,
+/// which may lag it or belong to a lost journal); otherwise the idle phase the status shows.
+pub fn restore(phase: Option<&str>, in_flight: Option<InFlight>) -> State {
+    match in_flight {
+        Some(InFlight::Pending(restart)) => State::Restarting { restart },
+        Some(InFlight::Landed(slot)) => State::RollingOut { slot },
+        None => match phase {
+            Some("Suspended") => State::Suspended {},
+            Some("Invalid") => State::Invalid {},
+            Some("TargetMissing") => State::TargetMissing {},
+            _ => State::Waiting {},
         },
     }
 }

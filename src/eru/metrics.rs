@@ -4,7 +4,7 @@
 
 use prometheus::{GaugeVec, Histogram, IntCounterVec, Opts};
 
-use super::{accounting::Reason, machine::RestartOutcome};
+use super::{ledger::Reason, machine::RestartOutcome};
 use crate::metrics::{Metrics, counter, histogram, register};
 
 /// Handles of the Eru series. Cheap to clone.

@@ -11,6 +11,11 @@ use serde::{Deserialize, Serialize};
 
 /// Pod-template annotation carrying the slot of the last restart (the idempotency key).
 pub const RESTARTED_AT_ANNOTATION: &str = "mtsre.meitu.com/restartedAt";
+/// Field manager of the restart patch: it owns only the `restartedAt` annotation of a target's pod
+/// template, so the apply leaves every other field alone, also on a Deployment another manager
+/// applies in full (a Memcached's, under [`crate::memcached`]'s own manager). Its managedFields
+/// entry on the target also tells when the last restart patch landed.
+pub const RESTART_MANAGER: &str = "eru-operator-restart";
 /// Deployment annotation asking for an Eru to be created automatically.
 pub const AUTO_ANNOTATION: &str = "mtsre.meitu.com/eru";
 /// Deployment annotation with the automatic Eru's schedule.
@@ -53,11 +58,7 @@ fn default_starting_deadline() -> i64 {
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Target", type_ = "string", json_path = ".spec.target.name"),
     printcolumn(name = "Schedule", type_ = "string", json_path = ".spec.schedule"),
-    printcolumn(
-        name = "Last Restart",
-        type_ = "date",
-        json_path = ".status.lastRestart.startedAt"
-    ),
+    printcolumn(name = "Last Restart", type_ = "date", json_path = ".status.lastRestart.slot"),
     printcolumn(
         name = "Next Restart",
         type_ = "string",
@@ -135,9 +136,14 @@ pub struct EruStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// The slot being restarted while the phase is RollingOut.
+    /// The slot being restarted while the phase is Restarting or RollingOut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_slot: Option<DateTime<Utc>>,
+    /// The ledger's cursor: every slot at or before this instant is restarted or recorded. Kept
+    /// here as well as in the journal, so a lost or replaced journal never accounts (or restarts)
+    /// a slot twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounted_through: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_schedule_time: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,21 +166,32 @@ pub struct EruStatus {
 #[serde(rename_all = "camelCase")]
 pub struct LastRestart {
     pub slot: DateTime<Utc>,
+    /// When the restart was decided (journaled before its patch was sent). Deprecated: the same
+    /// as `decidedAt`, kept for existing readers.
     pub started_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<DateTime<Utc>>,
+    /// When the restart patch landed (absent until it did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patched_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<DateTime<Utc>>,
-    /// in_progress, succeeded or failed.
+    /// in_progress, succeeded, failed or abandoned.
     pub outcome: String,
+    /// Why it failed or was abandoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// From the patch landing to the rollout's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_seconds: Option<f64>,
 }
 
-pub mod accounting;
 pub mod act;
 pub mod auto;
 pub mod context;
 pub mod decide;
 pub mod deleted;
+pub mod ledger;
 pub mod machine;
 pub mod metrics;
 pub mod observe;

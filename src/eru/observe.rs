@@ -1,17 +1,60 @@
 //! Step 1 of the Eru pass: what the cluster (watch caches) and the journal say about one Eru.
-//! Reads only; everything after this step decides from the returned [`Observed`].
+//! Reads only, each bounded by what happened since the Eru's cursor; everything after this step
+//! decides from the returned [`Observed`].
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use kube::{Resource, ResourceExt, runtime::reflector::ObjectRef};
 
 use super::{
     Eru, EruStatus,
-    accounting::downtime,
     context::EruContext,
+    ledger::{Epoch, EpochSpec},
+    machine::Restart,
     schedule::{Schedule, ScheduleError},
     target::{TargetView, view_deployment},
 };
-use crate::{Result, journal::parse_ts};
+use crate::{
+    Result,
+    journal::{LedgerRow, RestartRow, parse_ts},
+    runtime::{managed_at, time_of, writes_spec},
+};
+
+/// A restart the journal holds in progress.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenRestart {
+    pub restart: Restart,
+    pub decided_at: DateTime<Utc>,
+    /// When its patch landed, if it did.
+    pub patched_at: Option<DateTime<Utc>>,
+    /// When the next patch is due after a failed one.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+}
+
+impl OpenRestart {
+    fn of(row: &RestartRow) -> Option<Self> {
+        let slot = parse_ts(&row.slot)?;
+        let decided_at = parse_ts(&row.decided_at)?;
+        Some(Self {
+            restart: Restart {
+                slot,
+                target: row.target.clone(),
+                // journaled before deadlines were kept: the default starting deadline
+                deadline: row
+                    .deadline_at
+                    .as_deref()
+                    .and_then(parse_ts)
+                    .unwrap_or(slot + chrono::Duration::seconds(super::DEFAULT_STARTING_DEADLINE_SECONDS)),
+                attempts: row.attempts.max(0) as u32,
+                last_error: row.last_error.clone(),
+            },
+            decided_at,
+            patched_at: row.patched_at.as_deref().and_then(parse_ts),
+            next_attempt_at: row.next_attempt_at.as_deref().and_then(parse_ts),
+        })
+    }
+}
 
 /// Everything one pass decides from.
 #[derive(Clone, Debug)]
@@ -19,68 +62,103 @@ pub struct Observed {
     pub now: DateTime<Utc>,
     /// The freshest status this operator knows (its own last write, if the cache lags).
     pub known: Option<EruStatus>,
+    /// The current spec's schedule.
     pub schedule: Result<Schedule, ScheduleError>,
-    /// The target as cached; `None` when it does not exist.
-    pub target: Option<TargetView>,
-    /// The restart the journal holds open, if any: its slot and when it started.
-    pub open_restart: Option<(DateTime<Utc>, DateTime<Utc>)>,
-    /// Slots up to this instant are accounted for (the journal's cursor, else the creation time).
-    pub accounted_until: DateTime<Utc>,
-    /// Operator downtime windows after the cursor.
-    pub downtime: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// The current generation as an epoch (its `from` not yet decided: see `decide`).
+    pub spec: EpochSpec,
+    pub generation: i64,
+    pub created: DateTime<Utc>,
+    /// When the API server recorded the last write of the spec (managedFields).
+    pub spec_written_at: Option<DateTime<Utc>>,
+    /// The targets the pass may need (the spec's, the restart's, the epochs'), as cached;
+    /// absent ones do not exist.
+    pub targets: HashMap<String, TargetView>,
+    /// The restart the journal holds in progress, if any.
+    pub open_restart: Option<OpenRestart>,
+    /// The journal's ledger row for this Eru; `None` if the journal has never accounted it.
+    pub ledger: Option<LedgerRow>,
+    /// Journaled epochs from the one in force at the journal's cursor on, oldest first.
+    pub epochs: Vec<Epoch>,
+    /// Operator runs `(started, last heartbeat)` since the cursor (and the one before), oldest
+    /// first.
+    pub runs: Vec<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
 impl Observed {
-    /// When the restart in flight started (now, if the journal has none open).
-    pub fn started_at(&self) -> DateTime<Utc> {
-        self.open_restart.map_or(self.now, |(_, started)| started)
+    /// The spec's target, if it exists.
+    pub fn target(&self) -> Option<&TargetView> {
+        self.targets.get(&self.spec.target)
     }
 }
 
 /// Observes `eru` at `now`.
 pub async fn observe(context: &EruContext, eru: &Eru, now: DateTime<Utc>) -> Result<Observed> {
-    let ctx = &context.ctx;
+    let journal = &context.ctx.journal;
     let uid = eru.uid().unwrap_or_default();
     let namespace = eru.namespace().unwrap_or_default();
-    let known = ctx.statuses.current(
+    let known = context.ctx.statuses.current(
         &uid,
         &eru.resource_version().unwrap_or_default(),
         eru.status.as_ref(),
     );
-    let target = context
-        .deployments
-        .get(&ObjectRef::new(&eru.spec.target.name).within(&namespace))
-        .map(|d| view_deployment(&d));
-    let open_restart = ctx
-        .journal
+    let meta = eru.meta();
+    let created = meta.creation_timestamp.as_ref().and_then(time_of).unwrap_or(now);
+    let ledger = journal.ledger(&uid).await?;
+    let since = ledger
+        .as_ref()
+        .and_then(|l| l.accounted_through.as_deref())
+        .and_then(parse_ts)
+        .or(known.as_ref().and_then(|s| s.accounted_through))
+        .unwrap_or(created);
+    let epochs: Vec<Epoch> = journal
+        .epochs(&uid, since)
+        .await?
+        .into_iter()
+        .filter_map(|row| {
+            Some(Epoch {
+                generation: row.generation,
+                from: parse_ts(&row.effective_from)?,
+                spec: serde_json::from_str(&row.spec).ok()?,
+            })
+        })
+        .collect();
+    let open_restart = journal
         .open_restart(&uid)
         .await?
-        .and_then(|r| Some((parse_ts(&r.slot)?, parse_ts(&r.started_at)?)));
-    let created = eru
-        .meta()
-        .creation_timestamp
         .as_ref()
-        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0));
-    let accounted_until = ctx
-        .journal
-        .last_accounted_slot(&uid)
-        .await?
-        .or(created)
-        .unwrap_or(now);
-    let runs: Vec<_> = ctx
-        .journal
-        .runs()
+        .and_then(OpenRestart::of);
+    let runs = journal
+        .runs_since(since)
         .await?
         .iter()
         .filter_map(|r| Some((parse_ts(&r.started_at)?, parse_ts(&r.heartbeat_at)?)))
+        .collect();
+
+    let spec = EpochSpec::of(&eru.spec);
+    let mut names: Vec<&str> = vec![&spec.target];
+    names.extend(open_restart.iter().map(|o| o.restart.target.as_str()));
+    names.extend(epochs.iter().map(|e| e.spec.target.as_str()));
+    let targets = names
+        .into_iter()
+        .filter_map(|name| {
+            let deployment = context
+                .deployments
+                .get(&ObjectRef::new(name).within(&namespace))?;
+            Some((name.to_string(), view_deployment(&deployment)))
+        })
         .collect();
     Ok(Observed {
         now,
         known,
         schedule: Schedule::parse(&eru.spec.schedule, eru.spec.time_zone.as_deref()),
-        target,
+        generation: meta.generation.unwrap_or(1),
+        created,
+        spec_written_at: managed_at(meta, writes_spec),
+        spec,
+        targets,
         open_restart,
-        accounted_until,
-        downtime: downtime(&runs, accounted_until),
+        ledger,
+        epochs,
+        runs,
     })
 }

@@ -10,9 +10,10 @@ use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Resource, ResourceExt,
-    runtime::{Controller, controller::Action, reflector::ObjectRef, watcher},
+    runtime::{Controller, controller::Action, events::EventType, reflector::ObjectRef, watcher},
 };
 use tokio::sync::watch;
+use tracing::warn;
 
 use super::{
     Eru, KIND,
@@ -20,9 +21,10 @@ use super::{
     context::EruContext,
     decide::{Pass, decide},
     deleted,
+    machine::State,
     metrics::EruMetrics,
     observe::observe,
-    record,
+    record::{self, slot_text},
     status::status,
 };
 use crate::{
@@ -34,8 +36,9 @@ use crate::{
     },
 };
 
-/// Requeue margin after a slot, so the slot is due when the reconcile runs.
-const SLOT_MARGIN: StdDuration = StdDuration::from_millis(100);
+/// Requeue margin after a slot: timers fire at or after their instant (millisecond rounding), so
+/// the slot is due when the pass runs.
+const SLOT_MARGIN: StdDuration = StdDuration::from_millis(2);
 
 /// Builds the Eru controller; returns it and a future that resolves once its caches synced.
 pub fn controller(
@@ -99,18 +102,24 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
         state,
         decision,
         backlog,
+        wake,
+        gap,
+        patched_at,
         rollout_timeout,
     } = decide(&eru, &observed);
-    let started_at = observed.started_at();
-    record::journal(&context, &eru, &decision, observed.now, started_at).await?;
-    let acted = act(&context, &eru, state, &decision.actions, started_at).await?;
+    record::journal(&context, &eru, &decision, observed.now, patched_at).await?;
+    if let Some((from, to)) = gap {
+        report_gap(&context, &eru, from, to).await;
+    }
+    let acted = act(&context, &eru, state, &decision.actions).await?;
 
-    let next = observed
+    // the next slot: woken for it even while suspended, so skipped slots are journaled live
+    let next_slot = observed
         .schedule
         .as_ref()
         .ok()
-        .filter(|_| !eru.spec.suspend)
         .and_then(|s| s.next_after(observed.now));
+    let next = next_slot.filter(|_| !eru.spec.suspend);
     context.metrics.set_next(&namespace, &name, next);
     ctx.metrics
         .set_phase(KIND, &eru.uid().unwrap_or_default(), acted.state.phase());
@@ -125,20 +134,38 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     ctx.apply_status(eru.as_ref(), KIND, observed.known.as_ref(), &status)
         .await?;
 
-    let rollout_deadline = acted
-        .state
-        .slot()
-        .map(|_| started_at + rollout_timeout + Duration::seconds(1));
-    Ok(requeue(backlog, next, rollout_deadline))
+    let wake = match (&acted.state, acted.patched_at) {
+        // landed in this pass: the rollout's deadline counts from now
+        (State::RollingOut { .. }, Some(at)) => Some(at + rollout_timeout + Duration::seconds(1)),
+        _ => wake,
+    };
+    Ok(requeue(backlog, next_slot, wake))
 }
 
-/// When to come back: at once with a backlog; else at the next slot, or at the rollout's deadline
-/// if that is sooner (no Deployment event may come when a rollout stalls).
-fn requeue(backlog: bool, next: Option<DateTime<Utc>>, rollout_deadline: Option<DateTime<Utc>>) -> Action {
+/// Tells the user that slots between `from` and `to` cannot be accounted.
+async fn report_gap(context: &EruContext, eru: &Eru, from: DateTime<Utc>, to: DateTime<Utc>) {
+    let note = format!(
+        "slots between {} and {} are not accounted: the journal holds no record of this Eru before {} \
+         and its spec changed since the last slot the cluster remembers, so which slots there were is unknown",
+        slot_text(from),
+        slot_text(to),
+        slot_text(to)
+    );
+    warn!(eru = %eru.name_any(), %note, "ledger gap");
+    context
+        .ctx
+        .publish(eru, EventType::Warning, "LedgerGap", "Account", Some(note))
+        .await;
+}
+
+/// When to come back: at once with a backlog; else at the next slot, or when the restart in
+/// flight needs a look (a retry, its deadline, its rollout's timeout: no Deployment event may come
+/// when a rollout stalls) if that is sooner.
+fn requeue(backlog: bool, next: Option<DateTime<Utc>>, restart: Option<DateTime<Utc>>) -> Action {
     if backlog {
         return Action::requeue(StdDuration::from_millis(10));
     }
-    let wake = match (next, rollout_deadline) {
+    let wake = match (next, restart) {
         (Some(n), Some(d)) => Some(n.min(d)),
         (n, d) => n.or(d),
     };

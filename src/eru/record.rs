@@ -8,11 +8,15 @@ use kube::runtime::events::EventType;
 use super::{
     Eru, KIND,
     context::EruContext,
+    ledger::SlotRecord,
     machine::{EruDecision, EruRecord, RestartOutcome},
 };
 use crate::{
     Result,
-    journal::{Entry, FinishedRestart, NewRestart, NewSlot, SlotResult},
+    journal::{
+        Appended, Entry, FailedAttempt, FinishedRestart, LedgerSeed, NewEpoch, NewRestart, NewSlot,
+        ObjectKey, PatchedRestart, SlotResult,
+    },
     runtime::object_key,
 };
 
@@ -21,15 +25,15 @@ pub fn slot_text(slot: DateTime<Utc>) -> String {
     slot.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// Journals `decision` at `now`, then counts and announces what was new. `started_at` is when the
-/// restart in flight (if any) started, for the duration of a finished one.
+/// Journals `decision` at `now`, then counts and announces what was new. `patched_at` is when the
+/// restart being rolled out landed, for the duration of a finished one.
 pub async fn journal(
     context: &EruContext,
     eru: &Eru,
     decision: &EruDecision,
     now: DateTime<Utc>,
-    started_at: DateTime<Utc>,
-) -> Result<()> {
+    patched_at: Option<DateTime<Utc>>,
+) -> Result<Appended> {
     let ctx = &context.ctx;
     let appended = ctx
         .journal(
@@ -39,35 +43,78 @@ pub async fn journal(
             entry(eru, &decision.records, now),
         )
         .await?;
-    if appended.slots > 0 || appended.restarts_finished > 0 {
-        count(context, eru, &decision.records, now, started_at);
-    }
-    if appended.restarts_finished > 0 {
-        announce_finished(context, eru, &decision.records).await;
+    let new = appended.slots
+        + appended.restarts_decided
+        + appended.restarts_patched
+        + appended.attempts
+        + appended.restarts_finished;
+    if new > 0 {
+        count(context, eru, &decision.records, now, patched_at);
+        announce(context, eru, &decision.records).await;
     }
     ctx.announce(KIND, eru, &decision.transitions, &appended).await;
-    Ok(())
+    Ok(appended)
+}
+
+fn slot_row(object: &ObjectKey, r: &SlotRecord, now: DateTime<Utc>) -> NewSlot {
+    NewSlot {
+        object: object.clone(),
+        target: r.target.clone(),
+        slot: r.first,
+        last_slot: r.last,
+        slot_count: r.count,
+        result: r.reason.result(),
+        reason: r.reason.as_str(),
+        window: r.window,
+        evaluated_at: now,
+    }
 }
 
 /// The journal rows for `records`.
 pub fn entry(eru: &Eru, records: &[EruRecord], now: DateTime<Utc>) -> Entry {
     let object = object_key(KIND, eru);
-    let target = eru.spec.target.name.clone();
+    let uid = &object.uid;
     let mut entry = Entry::default();
     for record in records {
         match record {
-            EruRecord::Slots(slots) => entry.slots.extend(slots.iter().map(|r| NewSlot {
+            EruRecord::Seed(seed) => {
+                entry.seed = Some(LedgerSeed {
+                    object: object.clone(),
+                    accounted_through: seed.accounted_through,
+                    missed_slots: seed.missed_slots,
+                    last_missed: seed.last_missed,
+                    last_success: seed.last_success,
+                    last_failure: seed.last_failure,
+                })
+            }
+            EruRecord::Epoch(epoch) => entry.epochs.push(NewEpoch {
+                uid: uid.clone(),
+                generation: epoch.generation,
+                effective_from: epoch.from,
+                observed_at: now,
+                spec: serde_json::to_value(&epoch.spec).unwrap_or_default(),
+            }),
+            EruRecord::Advance(through) => entry.advances.push((object.clone(), *through)),
+            EruRecord::Slots(slots) => entry
+                .slots
+                .extend(slots.iter().map(|r| slot_row(&object, r, now))),
+            EruRecord::Decided {
+                slot,
+                deadline,
+                target,
+            } => entry.restarts_decided.push(NewRestart {
                 object: object.clone(),
                 target: target.clone(),
-                slot: r.first,
-                last_slot: r.last,
-                slot_count: r.count,
-                result: r.reason.result(),
-                reason: r.reason.as_str(),
-                window: r.window,
-                evaluated_at: now,
-            })),
-            EruRecord::Fired { slot } => {
+                slot: *slot,
+                decided_at: now,
+                deadline_at: *deadline,
+            }),
+            EruRecord::Patched { slot, at, target } => {
+                entry.restarts_patched.push(PatchedRestart {
+                    uid: uid.clone(),
+                    slot: *slot,
+                    patched_at: *at,
+                });
                 entry.slots.push(NewSlot {
                     object: object.clone(),
                     target: target.clone(),
@@ -79,92 +126,135 @@ pub fn entry(eru: &Eru, records: &[EruRecord], now: DateTime<Utc>) -> Entry {
                     window: None,
                     evaluated_at: now,
                 });
-                entry.restarts_started.push(NewRestart {
-                    object: object.clone(),
-                    target: target.clone(),
-                    slot: *slot,
-                    started_at: now,
-                });
             }
+            EruRecord::Attempt {
+                slot,
+                at,
+                error,
+                retry_at,
+            } => entry.attempts.push(FailedAttempt {
+                uid: uid.clone(),
+                slot: *slot,
+                at: *at,
+                error: error.clone(),
+                next_attempt_at: *retry_at,
+            }),
             EruRecord::Finished {
                 slot,
                 outcome,
                 finished_at,
                 reason,
             } => entry.restarts_finished.push(FinishedRestart {
-                uid: object.uid.clone(),
+                uid: uid.clone(),
                 slot: *slot,
                 finished_at: finished_at.unwrap_or(now),
                 outcome: outcome.as_str(),
                 reason: reason.clone(),
             }),
+            EruRecord::GaveUp { slot, reason, record } => {
+                entry.restarts_finished.push(FinishedRestart {
+                    uid: uid.clone(),
+                    slot: *slot,
+                    finished_at: now,
+                    outcome: RestartOutcome::Abandoned.as_str(),
+                    reason: Some(reason.clone()),
+                });
+                entry.slots.push(slot_row(&object, record, now));
+            }
         }
     }
     entry
 }
 
-/// Counts journaled slots and finished restarts.
+/// Counts journaled slots, landed patches and finished restarts.
 fn count(
     context: &EruContext,
     eru: &Eru,
     records: &[EruRecord],
     now: DateTime<Utc>,
-    started_at: DateTime<Utc>,
+    patched_at: Option<DateTime<Utc>>,
 ) {
     let metrics = &context.metrics;
     let namespace = eru.metadata.namespace.as_deref().unwrap_or_default();
     let name = eru.metadata.name.as_deref().unwrap_or_default();
+    let slots = |r: &SlotRecord| {
+        let labels = [namespace, name, r.reason.result().as_str(), r.reason.as_str()];
+        metrics.slots.with_label_values(&labels).inc_by(r.count as u64);
+    };
+    let restarts = |outcome: RestartOutcome| {
+        metrics
+            .restarts
+            .with_label_values(&[namespace, name, outcome.as_str()])
+            .inc();
+    };
     for record in records {
         match record {
-            EruRecord::Slots(slots) => {
-                for r in slots {
-                    let labels = [namespace, name, r.reason.result().as_str(), r.reason.as_str()];
-                    metrics.slots.with_label_values(&labels).inc_by(r.count as u64);
-                }
-            }
-            EruRecord::Fired { .. } => {
+            EruRecord::Slots(records) => records.iter().for_each(slots),
+            EruRecord::Patched { slot, at, .. } => {
                 metrics
                     .slots
                     .with_label_values(&[namespace, name, "fired", "scheduled"])
                     .inc();
+                metrics
+                    .fire_lateness
+                    .observe((*at - *slot).as_seconds_f64().max(0.0));
             }
             EruRecord::Finished {
                 outcome, finished_at, ..
             } => {
-                metrics
-                    .restarts
-                    .with_label_values(&[namespace, name, outcome.as_str()])
-                    .inc();
-                if *outcome != RestartOutcome::Abandoned {
-                    let seconds = (finished_at.unwrap_or(now) - started_at).as_seconds_f64();
+                restarts(*outcome);
+                if *outcome != RestartOutcome::Abandoned
+                    && let Some(patched_at) = patched_at
+                {
+                    let seconds = (finished_at.unwrap_or(now) - patched_at).as_seconds_f64();
                     metrics.restart_duration.observe(seconds.max(0.0));
                 }
             }
+            EruRecord::GaveUp { record, .. } => {
+                restarts(RestartOutcome::Abandoned);
+                slots(record);
+            }
+            _ => {}
         }
     }
 }
 
-/// Tells the user how journaled restarts ended (an Event each).
-async fn announce_finished(context: &EruContext, eru: &Eru, records: &[EruRecord]) {
+/// Tells the user how journaled restarts went (an Event each).
+async fn announce(context: &EruContext, eru: &Eru, records: &[EruRecord]) {
     for record in records {
-        let EruRecord::Finished {
-            slot,
-            outcome,
-            reason,
-            ..
-        } = record
-        else {
-            continue;
+        let (type_, why, action, note) = match record {
+            EruRecord::Finished {
+                slot,
+                outcome,
+                reason,
+                ..
+            } => {
+                let (type_, why) = match outcome {
+                    RestartOutcome::Succeeded => (EventType::Normal, "RestartSucceeded"),
+                    RestartOutcome::Failed => (EventType::Warning, "RestartFailed"),
+                    RestartOutcome::Abandoned => (EventType::Warning, "RestartAbandoned"),
+                };
+                let mut note = format!("restart of slot {} {}", slot_text(*slot), outcome.as_str());
+                if let Some(reason) = reason {
+                    note.push_str(&format!(": {reason}"));
+                }
+                (type_, why, "Restart", note)
+            }
+            EruRecord::GaveUp { slot, reason, .. } => (
+                EventType::Warning,
+                "RestartAbandoned",
+                "Restart",
+                format!("restart of slot {} abandoned: {reason}", slot_text(*slot)),
+            ),
+            // the same note for every try of a slot: the recorder counts them as one series
+            EruRecord::Attempt { slot, error, .. } => (
+                EventType::Warning,
+                "RestartPatchFailed",
+                "Restart",
+                format!("restart patch of slot {} failed: {error}", slot_text(*slot)),
+            ),
+            _ => continue,
         };
-        let (type_, why) = match outcome {
-            RestartOutcome::Succeeded => (EventType::Normal, "RestartSucceeded"),
-            RestartOutcome::Failed => (EventType::Warning, "RestartFailed"),
-            RestartOutcome::Abandoned => (EventType::Warning, "RestartAbandoned"),
-        };
-        let mut note = format!("restart of slot {} {}", slot_text(*slot), outcome.as_str());
-        if let Some(reason) = reason {
-            note.push_str(&format!(": {reason}"));
-        }
-        context.ctx.publish(eru, type_, why, "Restart", Some(note)).await
+        context.ctx.publish(eru, type_, why, action, Some(note)).await
     }
 }

@@ -1,12 +1,13 @@
 //! Step 5 of the Eru pass, pure: the status, a projection of the machine, the observation and the
-//! journal.
+//! journal. The ledger's cursor and totals never go backwards: what the status already shows is
+//! kept where the journal knows less (a lost or replaced journal).
 
 use chrono::{DateTime, Utc};
 
 use super::{Eru, EruStatus, LastRestart, machine::State, observe::Observed, record::slot_text};
 use crate::{
     conditions::condition,
-    journal::{EruSummary, parse_ts},
+    journal::{EruSummary, RestartRow, parse_ts},
     machine::Phase,
 };
 
@@ -20,22 +21,23 @@ pub fn status(
     summary: &EruSummary,
     patch_error: Option<String>,
 ) -> EruStatus {
-    let previous = observed
-        .known
-        .as_ref()
-        .map(|s| s.conditions.as_slice())
-        .unwrap_or_default();
-    let target_found = observed.target.is_some();
+    let known = observed.known.as_ref();
+    let previous = known.map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let target_found = observed.target().is_some();
     let (valid, schedule_message) = match &observed.schedule {
         Ok(_) => (true, format!("schedule '{}' is valid", eru.spec.schedule)),
         Err(e) => (false, e.to_string()),
     };
     let target_message = format!("{} {}", eru.spec.target.kind.as_str(), eru.spec.target.name);
+    let pending_error = match state {
+        State::Restarting { restart } => patch_error.or_else(|| restart.last_error.clone()),
+        _ => patch_error,
+    };
     let (ready, ready_reason, ready_message) = if !valid {
         (false, "InvalidSpec", schedule_message.clone())
     } else if !target_found {
         (false, "TargetMissing", format!("{target_message} not found"))
-    } else if let Some(error) = patch_error {
+    } else if let Some(error) = pending_error {
         (false, "RestartPatchFailed", error)
     } else if eru.spec.suspend {
         (
@@ -74,29 +76,65 @@ pub fn status(
             eru,
         ),
     ];
-    let last_restart = summary.last_restart.as_ref().and_then(|r| {
-        let slot = parse_ts(&r.slot)?;
-        let started_at = parse_ts(&r.started_at)?;
-        let finished_at = r.finished_at.as_deref().and_then(parse_ts);
-        Some(LastRestart {
-            slot,
-            started_at,
-            finished_at,
-            outcome: r.outcome.clone(),
-            duration_seconds: finished_at.map(|f| (f - started_at).as_seconds_f64()),
-        })
-    });
+    let journaled = summary.last_restart.as_ref().and_then(last_restart);
+    let last_restart = newest(journaled, known.and_then(|s| s.last_restart.clone()), |r| r.slot);
+    let ledger = summary.ledger.as_ref();
+    let time = |column: Option<&String>| column.and_then(|c| parse_ts(c));
+    let latest = |journal: Option<DateTime<Utc>>, shown: Option<DateTime<Utc>>| journal.max(shown);
     EruStatus {
         phase: Some(state.phase().to_string()),
         conditions,
         observed_generation: eru.metadata.generation,
         current_slot: state.slot(),
+        accounted_through: latest(
+            time(ledger.and_then(|l| l.accounted_through.as_ref())),
+            known.and_then(|s| s.accounted_through),
+        ),
         last_schedule_time: last_restart.as_ref().map(|r| r.slot),
-        last_successful_time: summary.last_success,
-        last_failure_time: summary.last_failure,
+        last_successful_time: latest(
+            time(ledger.and_then(|l| l.last_success.as_ref())),
+            known.and_then(|s| s.last_successful_time),
+        ),
+        last_failure_time: latest(
+            time(ledger.and_then(|l| l.last_failure.as_ref())),
+            known.and_then(|s| s.last_failure_time),
+        ),
         next_schedule_time: next,
         last_restart,
-        missed_slots: summary.missed_slots,
-        last_missed_time: summary.last_missed,
+        missed_slots: ledger
+            .map_or(0, |l| l.missed_slots)
+            .max(known.map_or(0, |s| s.missed_slots)),
+        last_missed_time: latest(
+            time(ledger.and_then(|l| l.last_missed.as_ref())),
+            known.and_then(|s| s.last_missed_time),
+        ),
     }
+}
+
+/// The newer of two, by `key`; the first on a tie.
+fn newest<T>(a: Option<T>, b: Option<T>, key: impl Fn(&T) -> DateTime<Utc>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) if key(&b) > key(&a) => Some(b),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A journaled restart as the status shows it.
+fn last_restart(r: &RestartRow) -> Option<LastRestart> {
+    let slot = parse_ts(&r.slot)?;
+    let decided_at = parse_ts(&r.decided_at)?;
+    let patched_at = r.patched_at.as_deref().and_then(parse_ts);
+    let finished_at = r.finished_at.as_deref().and_then(parse_ts);
+    Some(LastRestart {
+        slot,
+        started_at: decided_at,
+        decided_at: Some(decided_at),
+        patched_at,
+        finished_at,
+        outcome: r.outcome.clone(),
+        reason: r.reason.clone(),
+        duration_seconds: patched_at
+            .zip(finished_at)
+            .map(|(start, end)| (end - start).as_seconds_f64()),
+    })
 }

@@ -5,8 +5,8 @@
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
 
-use super::{RESTARTED_AT_ANNOTATION, machine::Gate};
-use crate::runtime::deployment::DeploymentView;
+use super::{RESTART_MANAGER, RESTARTED_AT_ANNOTATION, machine::Gate};
+use crate::runtime::{deployment::DeploymentView, managed_at};
 
 /// A workload's rollout state and the slot its pod template carries.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -14,6 +14,8 @@ pub struct TargetView {
     pub rollout: DeploymentView,
     /// The slot the pod template carries (the last restart patched).
     pub template_slot: Option<DateTime<Utc>>,
+    /// When the restart manager last changed the template (the API server's clock, seconds).
+    pub restart_applied_at: Option<DateTime<Utc>>,
 }
 
 /// The view of a Deployment.
@@ -28,6 +30,9 @@ pub fn view_deployment(deployment: &Deployment) -> TargetView {
             .and_then(|a| a.get(RESTARTED_AT_ANNOTATION))
             .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
             .map(|t| t.with_timezone(&Utc)),
+        restart_applied_at: managed_at(&deployment.metadata, |e| {
+            e.manager.as_deref() == Some(RESTART_MANAGER)
+        }),
     }
 }
 
@@ -56,11 +61,32 @@ impl TargetView {
         }
     }
 
-    /// The rollout of the restart of `slot`, started at `started_at`, as of `now`.
+    /// When the restart of `slot` landed, if the template carries it: the restart manager's
+    /// time on the target when it is not before the slot (after a crash, or a replica's patch),
+    /// else `now`.
+    pub fn landed_at(&self, slot: DateTime<Utc>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        (self.template_slot == Some(slot)).then(|| {
+            self.restart_applied_at
+                .filter(|at| *at + Duration::seconds(1) > slot && *at <= now)
+                .unwrap_or(now)
+        })
+    }
+
+    /// When a finished rollout really finished: the Deployment's `Progressing` condition turned
+    /// `NewReplicaSetAvailable` then (second precision); when that is well before `now` (the
+    /// operator was not watching), that instant, else `now`. Never before `patched_at`.
+    pub fn finished_at(&self, patched_at: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+        match self.rollout.available_since {
+            Some(at) if at + Duration::seconds(2) < now => at.max(patched_at),
+            _ => now,
+        }
+    }
+
+    /// The rollout of the restart of `slot`, patched at `patched_at`, as of `now`.
     pub fn verdict(
         &self,
         slot: DateTime<Utc>,
-        started_at: DateTime<Utc>,
+        patched_at: DateTime<Utc>,
         now: DateTime<Utc>,
         timeout: Duration,
     ) -> Verdict {
@@ -71,7 +97,7 @@ impl TargetView {
             Verdict::Failed(
                 "ProgressDeadlineExceeded: the Deployment made no progress within its deadline".into(),
             )
-        } else if now - started_at > timeout {
+        } else if now - patched_at > timeout {
             Verdict::Failed(format!(
                 "the rollout did not finish within {} s",
                 timeout.num_seconds()

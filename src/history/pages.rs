@@ -26,13 +26,20 @@ pub struct RestartItem {
     /// The scheduled slot (the restart's idempotency key).
     #[schema(format = DateTime)]
     pub slot: String,
-    /// When the restart began.
+    /// When the restart was decided: journaled, before its patch was sent.
+    #[schema(format = DateTime)]
+    pub decided_at: String,
+    /// When its patch landed on the target (the API server accepted it); null until then, and for
+    /// a restart given up before it landed.
+    #[schema(format = DateTime, required = true)]
+    pub patched_at: Option<String>,
+    /// Deprecated: the same as `decided_at`, kept for existing clients.
     #[schema(format = DateTime)]
     pub started_at: String,
-    /// When the rollout ended; null while in progress.
+    /// When the rollout ended (or the restart was given up); null while in progress.
     #[schema(format = DateTime, required = true)]
     pub finished_at: Option<String>,
-    /// From start to finish; null while in progress.
+    /// From the patch landing to the rollout's end; null while in progress or if it never landed.
     #[schema(required = true)]
     pub duration_seconds: Option<f64>,
     #[schema(value_type = Outcome)]
@@ -48,14 +55,16 @@ impl From<RestartRow> for RestartItem {
             .finished_at
             .as_deref()
             .and_then(parse_ts)
-            .zip(parse_ts(&r.started_at))
+            .zip(r.patched_at.as_deref().and_then(parse_ts))
             .map(|(end, start)| (end - start).as_seconds_f64());
         Self {
             namespace: r.namespace,
             name: r.name,
             target: r.target,
             slot: r.slot,
-            started_at: r.started_at,
+            started_at: r.decided_at.clone(),
+            decided_at: r.decided_at,
+            patched_at: r.patched_at,
             finished_at: r.finished_at,
             duration_seconds: duration,
             outcome: r.outcome,
@@ -145,7 +154,9 @@ pub struct MissedItem {
     pub result: String,
     #[schema(value_type = Option<Reason>, required = true)]
     pub reason: Option<String>,
-    /// The downtime window, for `operator_down`; null otherwise.
+    /// For `operator_down`: when no operator ran (the last heartbeat before, the next start).
+    /// For `journal_lost`: what no readable journal covers (the last slot the cluster remembers,
+    /// this journal's first run). Null otherwise.
     #[schema(required = true)]
     pub window: Option<Window>,
     /// When the operator accounted for the slot.

@@ -322,12 +322,17 @@ pub enum Outcome {
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     OperatorDown,
-    Suspended,
+    JournalLost,
     PastDeadline,
+    PatchFailed,
+    Suspended,
+    SpecInvalid,
     TargetPaused,
     TargetUnhealthy,
+    Superseded,
     ConcurrentRollout,
     TargetMissing,
+    EruDeleted,
 }
 
 /// A custom resource kind whose transitions are journaled.

@@ -1,6 +1,7 @@
-//! The journal: SQLite (WAL) holding the history of every transition, evaluated slot, restart and
-//! operator run. This is the only module that speaks SQL. Appends are idempotent on unique keys, so
-//! a reconcile replayed after a crash writes nothing twice.
+//! The journal: SQLite (WAL) holding the history of every transition, evaluated slot, restart,
+//! spec epoch and operator run, and each Eru's ledger row (cursor and counters). This is the only
+//! module that speaks SQL. Appends are idempotent on unique keys, so a reconcile replayed after a
+//! crash writes nothing twice.
 
 use std::{path::Path, str::FromStr, time::Duration};
 
@@ -30,6 +31,7 @@ mod read;
 mod rows;
 #[cfg(test)]
 mod tests;
+mod write;
 
 pub use lock::WriterLock;
 pub use rows::*;
@@ -95,7 +97,7 @@ impl Journal {
                 reason: format!("integrity check: {check}"),
             });
         }
-        sqlx::migrate!("./migrations").run(&pool).await?;
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         Ok(Self { pool })
     }
 
@@ -105,85 +107,14 @@ impl Journal {
     }
 
     /// Appends one reconcile's records in a single transaction. Rows already present (same unique
-    /// key) are left as they are; a finished restart is finished only once.
+    /// key) are left as they are; a finished restart is finished only once; each Eru's ledger
+    /// row changes by exactly what was added.
     pub async fn append(&self, entry: &Entry) -> Result<Appended> {
-        let mut done = Appended::default();
         if entry.is_empty() {
-            return Ok(done);
+            return Ok(Appended::default());
         }
         let mut tx = self.pool.begin().await?;
-        for t in &entry.transitions {
-            done.transitions += sqlx::query(
-                "INSERT OR IGNORE INTO transitions
-                   (kind, namespace, name, uid, observed, from_state, to_state, event, at, detail)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(t.object.kind)
-            .bind(&t.object.namespace)
-            .bind(&t.object.name)
-            .bind(&t.object.uid)
-            .bind(&t.observed)
-            .bind(t.from)
-            .bind(t.to)
-            .bind(t.event)
-            .bind(ts(t.at))
-            .bind(t.detail.to_string())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        }
-        for s in &entry.slots {
-            done.slots += sqlx::query(
-                "INSERT OR IGNORE INTO slots
-                   (uid, namespace, name, target, slot, last_slot, slot_count, result, reason,
-                    window_start, window_end, evaluated_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&s.object.uid)
-            .bind(&s.object.namespace)
-            .bind(&s.object.name)
-            .bind(&s.target)
-            .bind(ts(s.slot))
-            .bind(ts(s.last_slot))
-            .bind(s.slot_count)
-            .bind(s.result.as_str())
-            .bind(s.reason)
-            .bind(s.window.map(|w| ts(w.0)))
-            .bind(s.window.map(|w| ts(w.1)))
-            .bind(ts(s.evaluated_at))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        }
-        for r in &entry.restarts_started {
-            done.restarts_started += sqlx::query(
-                "INSERT OR IGNORE INTO restarts (uid, namespace, name, target, slot, started_at)
-                 VALUES (?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&r.object.uid)
-            .bind(&r.object.namespace)
-            .bind(&r.object.name)
-            .bind(&r.target)
-            .bind(ts(r.slot))
-            .bind(ts(r.started_at))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        }
-        for f in &entry.restarts_finished {
-            done.restarts_finished += sqlx::query(
-                "UPDATE restarts SET finished_at = ?, outcome = ?, reason = ?
-                 WHERE uid = ? AND slot = ? AND finished_at IS NULL",
-            )
-            .bind(ts(f.finished_at))
-            .bind(f.outcome)
-            .bind(&f.reason)
-            .bind(&f.uid)
-            .bind(ts(f.slot))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        }
+        let done = write::append_on(&mut tx, entry).await?;
         tx.commit().await?;
         Ok(done)
     }
@@ -192,7 +123,7 @@ impl Journal {
     pub async fn start_run(&self, version: &str, instance: &str, at: DateTime<Utc>) -> Result<i64> {
         let row = sqlx::query(
             "INSERT INTO operator_runs (started_at, heartbeat_at, version, instance)
-             VALUES (?, ?, ?, ?) RETURNING id",
+             VALUES ($1, $2, $3, $4) RETURNING id",
         )
         .bind(ts(at))
         .bind(ts(at))
@@ -205,7 +136,7 @@ impl Journal {
 
     /// Proves the run is still alive at `at`.
     pub async fn heartbeat(&self, run: i64, at: DateTime<Utc>) -> Result<()> {
-        sqlx::query("UPDATE operator_runs SET heartbeat_at = ? WHERE id = ?")
+        sqlx::query("UPDATE operator_runs SET heartbeat_at = $1 WHERE id = $2")
             .bind(ts(at))
             .bind(run)
             .execute(&self.pool)
@@ -215,8 +146,7 @@ impl Journal {
 
     /// Records a clean stop.
     pub async fn stop_run(&self, run: i64, at: DateTime<Utc>) -> Result<()> {
-        sqlx::query("UPDATE operator_runs SET heartbeat_at = ?, stopped_at = ? WHERE id = ?")
-            .bind(ts(at))
+        sqlx::query("UPDATE operator_runs SET heartbeat_at = $1, stopped_at = $1 WHERE id = $2")
             .bind(ts(at))
             .bind(run)
             .execute(&self.pool)
@@ -224,11 +154,19 @@ impl Journal {
         Ok(())
     }
 
-    /// All operator runs, oldest first.
-    pub async fn runs(&self) -> Result<Vec<OperatorRun>> {
-        Ok(sqlx::query_as("SELECT * FROM operator_runs ORDER BY id")
-            .fetch_all(&self.pool)
-            .await?)
+    /// The operator runs that were alive at or after `since`, and the last one before it (whose
+    /// heartbeat starts a downtime), oldest first. Bounded by what happened since `since`.
+    pub async fn runs_since(&self, since: DateTime<Utc>) -> Result<Vec<OperatorRun>> {
+        let mut runs: Vec<OperatorRun> = sqlx::query_as(
+            "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
+                            ORDER BY heartbeat_at DESC LIMIT 1) AS before
+             UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
+        )
+        .bind(ts(since))
+        .fetch_all(&self.pool)
+        .await?;
+        runs.sort_by(|a, b| (&a.started_at, a.id).cmp(&(&b.started_at, b.id)));
+        Ok(runs)
     }
 }
 

@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::FromRow;
 
 /// Which object a journal row is about.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObjectKey {
     pub kind: &'static str,
     pub namespace: String,
@@ -63,13 +63,33 @@ pub struct NewSlot {
     pub evaluated_at: DateTime<Utc>,
 }
 
-/// A restart that began (its patch was decided) for a slot.
+/// A restart decided for a slot, before its patch is sent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewRestart {
     pub object: ObjectKey,
     pub target: String,
     pub slot: DateTime<Utc>,
-    pub started_at: DateTime<Utc>,
+    pub decided_at: DateTime<Utc>,
+    /// The restart is never patched after this instant.
+    pub deadline_at: DateTime<Utc>,
+}
+
+/// A restart's patch landed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PatchedRestart {
+    pub uid: String,
+    pub slot: DateTime<Utc>,
+    pub patched_at: DateTime<Utc>,
+}
+
+/// A restart patch failed; the next try is due at `next_attempt_at`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailedAttempt {
+    pub uid: String,
+    pub slot: DateTime<Utc>,
+    pub at: DateTime<Utc>,
+    pub error: String,
+    pub next_attempt_at: DateTime<Utc>,
 }
 
 /// The end of a restart.
@@ -82,30 +102,62 @@ pub struct FinishedRestart {
     pub reason: Option<String>,
 }
 
+/// A spec epoch: one generation's slot-deciding spec and when it took effect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEpoch {
+    pub uid: String,
+    pub generation: i64,
+    pub effective_from: DateTime<Utc>,
+    pub observed_at: DateTime<Utc>,
+    /// The spec, as JSON.
+    pub spec: serde_json::Value,
+}
+
+/// What the cluster remembers of an Eru whose ledger the journal does not hold (a lost or
+/// replaced journal): the journal starts its counters from here, so status totals never go
+/// backwards.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LedgerSeed {
+    pub object: ObjectKey,
+    pub accounted_through: Option<DateTime<Utc>>,
+    pub missed_slots: i64,
+    pub last_missed: Option<DateTime<Utc>>,
+    pub last_success: Option<DateTime<Utc>>,
+    pub last_failure: Option<DateTime<Utc>>,
+}
+
 /// Everything one reconcile pass journals, written in one transaction.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Entry {
     pub transitions: Vec<NewTransition>,
+    pub seed: Option<LedgerSeed>,
+    pub epochs: Vec<NewEpoch>,
     pub slots: Vec<NewSlot>,
-    pub restarts_started: Vec<NewRestart>,
+    pub restarts_decided: Vec<NewRestart>,
+    pub restarts_patched: Vec<PatchedRestart>,
+    pub attempts: Vec<FailedAttempt>,
     pub restarts_finished: Vec<FinishedRestart>,
+    /// Cursors moved past a stretch whose slots cannot be accounted (their spec is unknown).
+    pub advances: Vec<(ObjectKey, DateTime<Utc>)>,
+    /// Erus deleted: their ledger rows are kept until retention removes them.
+    pub deleted: Vec<(String, DateTime<Utc>)>,
 }
 
 impl Entry {
     pub fn is_empty(&self) -> bool {
-        self.transitions.is_empty()
-            && self.slots.is_empty()
-            && self.restarts_started.is_empty()
-            && self.restarts_finished.is_empty()
+        *self == Entry::default()
     }
 }
 
-/// How many rows an [`Entry`] actually added (replays add none).
+/// How many rows an [`Entry`] actually added or changed (replays add none).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Appended {
     pub transitions: u64,
+    pub epochs: u64,
     pub slots: u64,
-    pub restarts_started: u64,
+    pub restarts_decided: u64,
+    pub restarts_patched: u64,
+    pub attempts: u64,
     pub restarts_finished: u64,
 }
 
@@ -146,7 +198,15 @@ pub struct RestartRow {
     pub name: String,
     pub target: String,
     pub slot: String,
-    pub started_at: String,
+    /// When the restart was decided (journaled before its patch was sent).
+    pub decided_at: String,
+    /// When its patch landed; null until then (and for restarts journaled before this was kept).
+    pub patched_at: Option<String>,
+    /// Never patched after this instant; null for restarts journaled before this was kept.
+    pub deadline_at: Option<String>,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub next_attempt_at: Option<String>,
     pub finished_at: Option<String>,
     pub outcome: String,
     pub reason: Option<String>,
@@ -170,14 +230,40 @@ pub struct SlotRow {
     pub evaluated_at: String,
 }
 
-/// An Eru's history as its status shows it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct EruSummary {
+/// An Eru's ledger row: its cursor and counters.
+#[derive(Clone, Debug, Default, FromRow, PartialEq)]
+pub struct LedgerRow {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    /// Every slot at or before this instant is restarted or recorded.
+    pub accounted_through: Option<String>,
     /// Slots missed or skipped (summaries count every slot they stand for).
     pub missed_slots: i64,
-    pub last_missed: Option<DateTime<Utc>>,
-    pub last_success: Option<DateTime<Utc>>,
-    pub last_failure: Option<DateTime<Utc>>,
+    pub last_missed: Option<String>,
+    pub fired_slots: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+    pub abandoned: i64,
+    pub last_success: Option<String>,
+    pub last_failure: Option<String>,
+    pub last_restart_slot: Option<String>,
+}
+
+/// A journaled spec epoch.
+#[derive(Clone, Debug, FromRow, PartialEq)]
+pub struct EpochRow {
+    pub uid: String,
+    pub generation: i64,
+    pub effective_from: String,
+    pub observed_at: String,
+    pub spec: String,
+}
+
+/// An Eru's history as its status shows it: the ledger row and the latest restart.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EruSummary {
+    pub ledger: Option<LedgerRow>,
     pub last_restart: Option<RestartRow>,
 }
 

@@ -17,35 +17,40 @@ fn at(min: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 3, min, 0).unwrap()
 }
 
+fn slot_row(slot: DateTime<Utc>, result: SlotResult, reason: &'static str) -> NewSlot {
+    NewSlot {
+        object: object(),
+        target: "web".into(),
+        slot,
+        last_slot: slot,
+        slot_count: 1,
+        result,
+        reason,
+        window: None,
+        evaluated_at: slot,
+    }
+}
+
 fn entry() -> Entry {
     Entry {
         transitions: vec![NewTransition {
             object: object(),
             observed: "42".into(),
             from: "Waiting",
-            to: "RollingOut",
+            to: "Restarting",
             event: "SlotDue",
             at: at(0),
             detail: serde_json::json!({"slot": ts(at(0))}),
         }],
-        slots: vec![NewSlot {
-            object: object(),
-            target: "web".into(),
-            slot: at(1),
-            last_slot: at(1),
-            slot_count: 1,
-            result: SlotResult::Skipped,
-            reason: "target_paused",
-            window: None,
-            evaluated_at: at(1),
-        }],
-        restarts_started: vec![NewRestart {
+        slots: vec![slot_row(at(1), SlotResult::Skipped, "target_paused")],
+        restarts_decided: vec![NewRestart {
             object: object(),
             target: "web".into(),
             slot: at(0),
-            started_at: at(0),
+            decided_at: at(0),
+            deadline_at: at(5),
         }],
-        restarts_finished: vec![],
+        ..Entry::default()
     }
 }
 
@@ -57,13 +62,20 @@ async fn migrations_create_every_table() {
             .fetch_all(&journal.pool)
             .await
             .unwrap();
-    for t in ["operator_runs", "restarts", "slots", "transitions"] {
+    for t in [
+        "eru_ledger",
+        "operator_runs",
+        "restarts",
+        "slots",
+        "spec_epochs",
+        "transitions",
+    ] {
         assert!(tables.iter().any(|n| n == t), "missing table {t}: {tables:?}");
     }
 }
 
 #[tokio::test]
-async fn append_is_idempotent() {
+async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new() {
     let journal = Journal::open_in_memory().await.unwrap();
     let first = journal.append(&entry()).await.unwrap();
     assert_eq!(
@@ -71,12 +83,34 @@ async fn append_is_idempotent() {
         Appended {
             transitions: 1,
             slots: 1,
-            restarts_started: 1,
-            restarts_finished: 0
+            restarts_decided: 1,
+            ..Appended::default()
         }
     );
     let replay = journal.append(&entry()).await.unwrap();
     assert_eq!(replay, Appended::default(), "a replay must write nothing");
+    let ledger = journal.ledger("u1").await.unwrap().unwrap();
+    assert_eq!(ledger.missed_slots, 1, "the replay did not count again");
+    assert_eq!(ledger.accounted_through.as_deref(), Some(ts(at(1)).as_str()));
+    assert_eq!(ledger.last_restart_slot.as_deref(), Some(ts(at(0)).as_str()));
+    assert_eq!(journal.ledger("other").await.unwrap(), None);
+
+    // the patch lands (once), then a failed attempt replayed counts once
+    let landed = Entry {
+        restarts_patched: vec![PatchedRestart {
+            uid: "u1".into(),
+            slot: at(0),
+            patched_at: at(0) + chrono::Duration::milliseconds(30),
+        }],
+        slots: vec![slot_row(at(0), SlotResult::Fired, "scheduled")],
+        ..Entry::default()
+    };
+    assert_eq!(journal.append(&landed).await.unwrap().restarts_patched, 1);
+    assert_eq!(journal.append(&landed).await.unwrap(), Appended::default());
+    let row = journal.restart("u1", at(0)).await.unwrap().unwrap();
+    assert_eq!(row.patched_at.as_deref(), Some("2026-11-22T03:00:00.030Z"));
+    assert_eq!(row.deadline_at.as_deref(), Some("2026-11-22T03:05:00.000Z"));
+    assert_eq!(journal.ledger("u1").await.unwrap().unwrap().fired_slots, 1);
 
     let finish = FinishedRestart {
         uid: "u1".into(),
@@ -103,19 +137,61 @@ async fn append_is_idempotent() {
     let row = journal.restart("u1", at(0)).await.unwrap().unwrap();
     assert_eq!(row.outcome, "succeeded");
     assert_eq!(row.finished_at.as_deref(), Some("2026-11-22T03:02:00.000Z"));
+    let ledger = journal.ledger("u1").await.unwrap().unwrap();
+    assert_eq!((ledger.succeeded, ledger.failed), (1, 0));
+    assert_eq!(ledger.last_success.as_deref(), Some(ts(at(2)).as_str()));
 
     let filter = Filter {
         limit: 10,
         ..Filter::default()
     };
     assert_eq!(journal.transitions(&filter).await.unwrap().len(), 1);
-    assert_eq!(journal.missed(&filter).await.unwrap().len(), 1);
-    assert_eq!(journal.last_accounted_slot("u1").await.unwrap(), Some(at(1)));
-    assert_eq!(journal.last_accounted_slot("other").await.unwrap(), None);
+    assert_eq!(
+        journal.missed(&filter).await.unwrap().len(),
+        1,
+        "fired slots are not missed"
+    );
 }
 
 #[tokio::test]
-async fn eru_summary_counts_summarized_slots() {
+async fn failed_attempts_count_once_each_and_keep_the_last_error() {
+    let journal = Journal::open_in_memory().await.unwrap();
+    journal.append(&entry()).await.unwrap();
+    let attempt = |n: u32, error: &str| Entry {
+        attempts: vec![FailedAttempt {
+            uid: "u1".into(),
+            slot: at(0),
+            at: at(0) + chrono::Duration::seconds(n.into()),
+            error: error.into(),
+            next_attempt_at: at(0) + chrono::Duration::seconds(2 * i64::from(n)),
+        }],
+        ..Entry::default()
+    };
+    assert_eq!(journal.append(&attempt(1, "denied")).await.unwrap().attempts, 1);
+    assert_eq!(
+        journal.append(&attempt(1, "denied")).await.unwrap().attempts,
+        0,
+        "a replay"
+    );
+    assert_eq!(
+        journal
+            .append(&attempt(2, "still denied"))
+            .await
+            .unwrap()
+            .attempts,
+        1
+    );
+    let row = journal.open_restart("u1").await.unwrap().unwrap();
+    assert_eq!(row.attempts, 2);
+    assert_eq!(row.last_error.as_deref(), Some("still denied"));
+    assert_eq!(
+        row.next_attempt_at.as_deref(),
+        Some(ts(at(0) + chrono::Duration::seconds(4)).as_str())
+    );
+}
+
+#[tokio::test]
+async fn ledger_counts_summarized_slots_and_times_only_move_forward() {
     let journal = Journal::open_in_memory().await.unwrap();
     journal.append(&entry()).await.unwrap();
     let summary_row = NewSlot {
@@ -124,37 +200,161 @@ async fn eru_summary_counts_summarized_slots() {
         slot_count: 11,
         result: SlotResult::Missed,
         reason: "operator_down",
-        ..entry().slots[0].clone()
-    };
-    let fired = NewSlot {
-        slot: at(0),
-        last_slot: at(0),
-        result: SlotResult::Fired,
-        reason: "scheduled",
-        ..entry().slots[0].clone()
+        ..slot_row(at(10), SlotResult::Missed, "operator_down")
     };
     journal
         .append(&Entry {
-            slots: vec![summary_row, fired],
+            slots: vec![summary_row],
+            ..Entry::default()
+        })
+        .await
+        .unwrap();
+    // an older slot recorded late does not move the cursor back
+    journal
+        .append(&Entry {
+            slots: vec![slot_row(at(3), SlotResult::Skipped, "target_paused")],
             ..Entry::default()
         })
         .await
         .unwrap();
     let summary = journal.eru_summary("u1").await.unwrap();
-    assert_eq!(
-        summary.missed_slots, 12,
-        "1 skipped + 11 summarized, fired excluded"
-    );
-    assert_eq!(summary.last_missed, Some(at(20)));
+    let ledger = summary.ledger.unwrap();
+    assert_eq!(ledger.missed_slots, 13, "1 + 11 summarized + 1");
+    assert_eq!(ledger.last_missed.as_deref(), Some(ts(at(20)).as_str()));
+    assert_eq!(ledger.accounted_through.as_deref(), Some(ts(at(20)).as_str()));
     assert_eq!(
         summary.last_restart.as_ref().map(|r| r.slot.as_str()),
         Some("2026-11-22T03:00:00.000Z")
     );
+}
+
+#[tokio::test]
+async fn a_seed_starts_an_empty_ledger_once_and_advances_move_the_cursor() {
+    let journal = Journal::open_in_memory().await.unwrap();
+    let seed = LedgerSeed {
+        object: object(),
+        accounted_through: Some(at(30)),
+        missed_slots: 7,
+        last_missed: Some(at(29)),
+        ..LedgerSeed::default()
+    };
+    let seeded = Entry {
+        seed: Some(seed.clone()),
+        slots: vec![slot_row(at(31), SlotResult::Missed, "journal_lost")],
+        ..Entry::default()
+    };
+    journal.append(&seeded).await.unwrap();
+    let ledger = journal.ledger("u1").await.unwrap().unwrap();
+    assert_eq!(ledger.missed_slots, 8, "the status's 7, then one more");
+    assert_eq!(ledger.accounted_through.as_deref(), Some(ts(at(31)).as_str()));
+    // a later seed (another pass that saw no ledger yet) changes nothing
+    let again = Entry {
+        seed: Some(LedgerSeed {
+            missed_slots: 100,
+            ..seed
+        }),
+        advances: vec![(object(), at(40))],
+        ..Entry::default()
+    };
+    journal.append(&again).await.unwrap();
+    let ledger = journal.ledger("u1").await.unwrap().unwrap();
+    assert_eq!(ledger.missed_slots, 8);
+    assert_eq!(ledger.accounted_through.as_deref(), Some(ts(at(40)).as_str()));
+}
+
+#[tokio::test]
+async fn epochs_from_the_one_in_force() {
+    let journal = Journal::open_in_memory().await.unwrap();
+    let epoch = |generation: i64, from: DateTime<Utc>| NewEpoch {
+        uid: "u1".into(),
+        generation,
+        effective_from: from,
+        observed_at: from,
+        spec: serde_json::json!({"schedule": "* * * * *", "startingDeadlineSeconds": 300, "target": "web"}),
+    };
+    let entry = Entry {
+        epochs: vec![
+            epoch(1, at(0)),
+            epoch(2, at(10)),
+            epoch(3, at(20)),
+            epoch(4, at(30)),
+        ],
+        ..Entry::default()
+    };
+    assert_eq!(journal.append(&entry).await.unwrap().epochs, 4);
     assert_eq!(
-        journal.open_restart("u1").await.unwrap().map(|r| r.outcome),
-        Some("in_progress".into())
+        journal.append(&entry).await.unwrap().epochs,
+        0,
+        "one row per generation"
     );
-    assert_eq!(summary.last_success, None);
+    let generations = |rows: Vec<EpochRow>| rows.iter().map(|r| r.generation).collect::<Vec<_>>();
+    assert_eq!(
+        generations(journal.epochs("u1", at(15)).await.unwrap()),
+        [2, 3, 4]
+    );
+    assert_eq!(generations(journal.epochs("u1", at(30)).await.unwrap()), [4]);
+    assert_eq!(
+        generations(
+            journal
+                .epochs("u1", at(0) - chrono::Duration::seconds(1))
+                .await
+                .unwrap()
+        ),
+        [1, 2, 3, 4]
+    );
+}
+
+#[tokio::test]
+async fn runs_since_are_bounded_to_the_span_and_the_run_before_it() {
+    let journal = Journal::open_in_memory().await.unwrap();
+    for (start, end) in [(0, 5), (10, 15), (20, 25), (30, 35)] {
+        let run = journal.start_run("0.1.0", "test", at(start)).await.unwrap();
+        journal.heartbeat(run, at(end)).await.unwrap();
+    }
+    let starts = |runs: Vec<OperatorRun>| runs.iter().map(|r| r.started_at.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        starts(journal.runs_since(at(22)).await.unwrap()),
+        [ts(at(10)), ts(at(20)), ts(at(30))],
+        "the run before the span (its heartbeat starts a downtime), and those alive since"
+    );
+    assert_eq!(starts(journal.runs_since(at(40)).await.unwrap()), [ts(at(30))]);
+}
+
+#[tokio::test]
+async fn a_journal_from_before_the_ledger_is_migrated_with_its_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("eru.db");
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    let mut old = sqlx::migrate!("./migrations/sqlite");
+    old.migrations = std::borrow::Cow::Owned(old.migrations[..2].to_vec());
+    old.run(&pool).await.unwrap();
+    for sql in [
+        "INSERT INTO restarts (uid, namespace, name, target, slot, started_at, finished_at, outcome)
+         VALUES ('u1', 'ns', 'web', 'web', '2026-11-22T03:00:00.000Z', '2026-11-22T03:00:00.100Z',
+                 '2026-11-22T03:00:01.000Z', 'succeeded')",
+        "INSERT INTO slots (uid, namespace, name, target, slot, last_slot, slot_count, result, reason, evaluated_at)
+         VALUES ('u1', 'ns', 'web', 'web', '2026-11-22T03:01:00.000Z', '2026-11-22T03:04:00.000Z', 4,
+                 'missed', 'operator_down', '2026-11-22T03:05:00.000Z')",
+    ] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+    let journal = Journal::open(&path).await.unwrap();
+    let ledger = journal.ledger("u1").await.unwrap().unwrap();
+    assert_eq!((ledger.missed_slots, ledger.succeeded), (4, 1));
+    assert_eq!(
+        ledger.accounted_through.as_deref(),
+        Some("2026-11-22T03:04:00.000Z")
+    );
+    let row = journal.restart("u1", at(0)).await.unwrap().unwrap();
+    assert_eq!(
+        row.decided_at, "2026-11-22T03:00:00.100Z",
+        "started_at is decided_at now"
+    );
+    assert_eq!(row.patched_at, None, "unknown for old rows: not invented");
 }
 
 #[tokio::test]
@@ -171,7 +371,7 @@ async fn transition_detail_round_trips() {
     assert_eq!(rows[0].detail.0["slot"], "2026-11-22T03:00:00.000Z");
     assert_eq!(
         (rows[0].from_state.as_str(), rows[0].to_state.as_str()),
-        ("Waiting", "RollingOut")
+        ("Waiting", "Restarting")
     );
 }
 
@@ -180,11 +380,14 @@ async fn runs_record_start_heartbeat_and_stop() {
     let journal = Journal::open_in_memory().await.unwrap();
     let run = journal.start_run("0.1.0", "test", at(0)).await.unwrap();
     journal.heartbeat(run, at(1)).await.unwrap();
-    let runs = journal.runs().await.unwrap();
+    let runs = journal.runs_since(at(0)).await.unwrap();
     assert_eq!(runs[0].heartbeat_at, ts(at(1)));
     assert_eq!(runs[0].stopped_at, None);
     journal.stop_run(run, at(3)).await.unwrap();
-    assert_eq!(journal.runs().await.unwrap()[0].stopped_at, Some(ts(at(3))));
+    assert_eq!(
+        journal.runs_since(at(0)).await.unwrap()[0].stopped_at,
+        Some(ts(at(3)))
+    );
 }
 
 #[tokio::test]

@@ -1,7 +1,10 @@
 //! What the operator reads of a Deployment, as plain data: Memcached judges its owned Deployment
 //! with it, an Eru its target. Pure.
 
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
+
+use super::time_of;
 
 /// Default `progressDeadlineSeconds` of a Deployment.
 pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
@@ -21,6 +24,8 @@ pub struct DeploymentView {
     /// `Progressing` is False with reason `ProgressDeadlineExceeded`.
     pub deadline_exceeded: bool,
     pub progress_deadline_seconds: i32,
+    /// When `Progressing` last turned `NewReplicaSetAvailable` (a rollout completed), if it is so.
+    pub available_since: Option<DateTime<Utc>>,
 }
 
 impl DeploymentView {
@@ -28,6 +33,8 @@ impl DeploymentView {
     pub fn of(deployment: &Deployment) -> Self {
         let spec = deployment.spec.as_ref();
         let status = deployment.status.clone().unwrap_or_default();
+        let conditions = status.conditions.unwrap_or_default();
+        let progressing = conditions.iter().find(|c| c.type_ == "Progressing");
         DeploymentView {
             paused: spec.and_then(|s| s.paused).unwrap_or(false),
             desired: spec.and_then(|s| s.replicas).unwrap_or(1),
@@ -36,14 +43,15 @@ impl DeploymentView {
             ready: status.ready_replicas.unwrap_or(0),
             available: status.available_replicas.unwrap_or(0),
             caught_up: status.observed_generation >= deployment.metadata.generation,
-            deadline_exceeded: status
-                .conditions
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")),
+            deadline_exceeded: progressing
+                .is_some_and(|c| c.reason.as_deref() == Some("ProgressDeadlineExceeded")),
             progress_deadline_seconds: spec
                 .and_then(|s| s.progress_deadline_seconds)
                 .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS),
+            available_since: progressing
+                .filter(|c| c.status == "True" && c.reason.as_deref() == Some("NewReplicaSetAvailable"))
+                .and_then(|c| c.last_update_time.as_ref())
+                .and_then(time_of),
         }
     }
 

@@ -18,6 +18,9 @@ use std::sync::{
 pub use context::{Context, Settings, object_key};
 pub use driver::{drive, shutdown_requested};
 
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta, Time};
+
 /// Field manager for server-side apply of the operator's own objects (statuses, auto-created
 /// Erus), and the controller name in Events. Each set of fields the operator applies to *other*
 /// objects has a manager of its own (a restart's annotation, a Memcached's Deployment), so one
@@ -31,6 +34,34 @@ pub fn api_message(error: &kube::Error) -> String {
         kube::Error::Api(status) => status.message.clone(),
         other => other.to_string(),
     }
+}
+
+/// A Kubernetes time as chrono's.
+pub fn time_of(t: &Time) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
+}
+
+/// When the API server last recorded a change by a managedFields entry `matching` (its clock,
+/// second precision), the latest if several match.
+pub fn managed_at(
+    meta: &ObjectMeta,
+    matching: impl Fn(&ManagedFieldsEntry) -> bool,
+) -> Option<DateTime<Utc>> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|e| matching(e))
+        .filter_map(|e| e.time.as_ref().and_then(time_of))
+        .max()
+}
+
+/// Whether a managedFields entry owns fields of the object's `spec` (not a subresource's).
+pub fn writes_spec(entry: &ManagedFieldsEntry) -> bool {
+    entry.subresource.as_deref().unwrap_or_default().is_empty()
+        && entry
+            .fields_v1
+            .as_ref()
+            .is_some_and(|f| f.0.get("f:spec").is_some())
 }
 
 /// Readiness of the process, reported by `/readyz`.

@@ -1,6 +1,6 @@
 //! Unit tests of the Eru machine: every transition, record and action.
 
-use chrono::TimeZone;
+use chrono::{Duration, TimeZone};
 
 use super::*;
 use crate::machine::{dispatch, step};
@@ -9,28 +9,94 @@ fn t(m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 3, m, 0).unwrap()
 }
 
-fn due(slot: DateTime<Utc>, gate: Gate) -> EruEvent {
-    EruEvent::SlotsDue(SlotsDue {
+fn due_at(slot: DateTime<Utc>) -> Due {
+    Due {
+        slot,
+        deadline: slot + Duration::minutes(5),
+        target: "web".into(),
+    }
+}
+
+fn slots(slot: DateTime<Utc>, gate: Gate) -> SlotsDue {
+    SlotsDue {
         records: vec![],
-        due: Some(slot),
+        due: Some(due_at(slot)),
         gate,
-        template_slot: None,
-    })
+        template: None,
+    }
+}
+
+fn due(slot: DateTime<Utc>, gate: Gate) -> EruEvent {
+    EruEvent::SlotsDue(slots(slot, gate))
+}
+
+fn skipped(slot: DateTime<Utc>, reason: Reason) -> SlotRecord {
+    SlotRecord::one(slot, reason, None, "web")
+}
+
+fn restarting(slot: DateTime<Utc>) -> State {
+    State::Restarting {
+        restart: Restart::decided(&due_at(slot)),
+    }
+}
+
+fn pending(now: DateTime<Utc>) -> Pending {
+    Pending {
+        now,
+        blocked: None,
+        retry_due: true,
+        downtime: None,
+    }
+}
+
+fn failed(message: &str, at: DateTime<Utc>) -> EruEvent {
+    EruEvent::PatchFailed {
+        message: message.into(),
+        at,
+        retry_at: at + Duration::seconds(2),
+    }
 }
 
 #[test]
-fn a_due_slot_restarts_then_rolls_out_then_succeeds() {
+fn a_due_slot_is_decided_then_patched_then_rolls_out_then_succeeds() {
     let (state, decision) = dispatch(EruMachine, State::Waiting {}, &due(t(1), Gate::Open));
-    assert_eq!(state, State::Restarting { slot: t(1) });
-    assert_eq!(decision.records, vec![EruRecord::Fired { slot: t(1) }]);
-    assert_eq!(decision.actions, vec![EruAction::PatchRestart { slot: t(1) }]);
+    assert_eq!(state, restarting(t(1)));
+    assert_eq!(
+        decision.records,
+        vec![EruRecord::Decided {
+            slot: t(1),
+            deadline: t(6),
+            target: "web".into()
+        }]
+    );
+    assert!(
+        decision.actions.is_empty(),
+        "the patch is RestartPending's to send"
+    );
     assert_eq!(decision.transitions[0].event, "SlotDue");
 
     let mut decision = Decision::default();
-    let state = step(EruMachine, state, &EruEvent::RestartPatched, &mut decision);
+    let state = step(
+        EruMachine,
+        state,
+        &EruEvent::RestartPending(pending(t(1))),
+        &mut decision,
+    );
+    assert_eq!(
+        decision.actions,
+        vec![EruAction::PatchRestart {
+            slot: t(1),
+            target: "web".into()
+        }]
+    );
+    let state = step(
+        EruMachine,
+        state,
+        &EruEvent::RestartPatched { at: t(1) },
+        &mut decision,
+    );
     assert_eq!(state, State::RollingOut { slot: t(1) });
     let state = step(EruMachine, state, &EruEvent::RolloutProgressed, &mut decision);
-    assert_eq!(state, State::RollingOut { slot: t(1) });
     let state = step(
         EruMachine,
         state,
@@ -52,40 +118,168 @@ fn a_due_slot_restarts_then_rolls_out_then_succeeds() {
     );
     assert_eq!(
         decision.records,
-        vec![EruRecord::Finished {
-            slot: t(1),
-            outcome: RestartOutcome::Succeeded,
-            finished_at: Some(t(2)),
-            reason: None
-        }]
+        vec![
+            EruRecord::Patched {
+                slot: t(1),
+                at: t(1),
+                target: "web".into()
+            },
+            EruRecord::Finished {
+                slot: t(1),
+                outcome: RestartOutcome::Succeeded,
+                finished_at: Some(t(2)),
+                reason: None
+            }
+        ]
     );
-    assert!(decision.actions.is_empty());
 }
 
 #[test]
-fn an_already_patched_slot_is_never_patched_again() {
-    let event = EruEvent::SlotsDue(SlotsDue {
-        records: vec![],
-        due: Some(t(1)),
-        gate: Gate::Open,
-        template_slot: Some(t(1)),
+fn an_already_landed_slot_is_never_patched_again() {
+    let mut event = slots(t(1), Gate::Open);
+    event.template = Some(Template {
+        slot: t(1),
+        landed_at: t(1) + Duration::milliseconds(40),
     });
-    let (state, decision) = dispatch(EruMachine, State::Waiting {}, &event);
+    let (state, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(event));
     assert_eq!(state, State::RollingOut { slot: t(1) });
-    assert_eq!(decision.records, vec![EruRecord::Fired { slot: t(1) }]);
+    assert!(
+        matches!(decision.records[1], EruRecord::Patched { at, .. } if at == t(1) + Duration::milliseconds(40))
+    );
     assert!(decision.actions.is_empty(), "no patch");
 }
 
 #[test]
-fn restarting_repatches_until_the_template_carries_the_slot() {
-    let (state, decision) = dispatch(
+fn a_failed_patch_backs_off_and_is_retried_only_when_due() {
+    let mut decision = Decision::default();
+    let state = step(
         EruMachine,
-        State::Restarting { slot: t(1) },
-        &EruEvent::RestartPending,
+        restarting(t(1)),
+        &failed("denied by policy", t(1)),
+        &mut decision,
     );
-    assert_eq!(state, State::Restarting { slot: t(1) });
-    assert_eq!(decision.actions, vec![EruAction::PatchRestart { slot: t(1) }]);
-    assert!(decision.records.is_empty());
+    let State::Restarting { restart } = &state else {
+        panic!("{state:?}")
+    };
+    assert_eq!(
+        (restart.attempts, restart.last_error.as_deref()),
+        (1, Some("denied by policy"))
+    );
+    assert!(matches!(&decision.records[0], EruRecord::Attempt { error, .. } if error == "denied by policy"));
+    assert!(decision.transitions.is_empty(), "still Restarting");
+
+    let waiting = Pending {
+        retry_due: false,
+        ..pending(t(2))
+    };
+    let (state, decision) = dispatch(EruMachine, state, &EruEvent::RestartPending(waiting));
+    assert!(decision.actions.is_empty(), "within the backoff: no patch");
+    let (_, decision) = dispatch(EruMachine, state, &EruEvent::RestartPending(pending(t(3))));
+    assert_eq!(decision.actions.len(), 1, "the backoff is over: patch again");
+}
+
+#[test]
+fn a_patch_that_never_lands_is_given_up_at_the_deadline_as_patch_failed() {
+    let (state, _) = dispatch(EruMachine, restarting(t(1)), &failed("webhook denied", t(1)));
+    let late = pending(t(6) + Duration::seconds(1));
+    let (state, decision) = dispatch(EruMachine, state, &EruEvent::RestartPending(late));
+    assert_eq!(state, State::Waiting {});
+    assert!(decision.actions.is_empty(), "never patched after the deadline");
+    let EruRecord::GaveUp { slot, reason, record } = &decision.records[0] else {
+        panic!("{:?}", decision.records)
+    };
+    assert_eq!(*slot, t(1));
+    assert_eq!(record.reason, Reason::PatchFailed);
+    assert!(
+        reason.starts_with("patch_failed: the restart patch did not land by 2026-11-22T03:06:00Z"),
+        "{reason}"
+    );
+    assert!(
+        reason.ends_with("last error (1 failed patch): webhook denied"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_restart_never_attempted_before_the_deadline_is_operator_down_or_past_deadline() {
+    let window = (t(1), t(8));
+    let down = Pending {
+        downtime: Some(window),
+        ..pending(t(8))
+    };
+    let (_, decision) = dispatch(EruMachine, restarting(t(1)), &EruEvent::RestartPending(down));
+    let EruRecord::GaveUp { record, .. } = &decision.records[0] else {
+        panic!()
+    };
+    assert_eq!(
+        (record.reason, record.window),
+        (Reason::OperatorDown, Some(window))
+    );
+    let (_, decision) = dispatch(
+        EruMachine,
+        restarting(t(1)),
+        &EruEvent::RestartPending(pending(t(8))),
+    );
+    let EruRecord::GaveUp { record, .. } = &decision.records[0] else {
+        panic!()
+    };
+    assert_eq!(record.reason, Reason::PastDeadline);
+}
+
+#[test]
+fn a_closed_gate_gives_up_an_unlanded_restart_with_its_reason() {
+    for reason in [
+        Reason::Suspended,
+        Reason::SpecInvalid,
+        Reason::TargetPaused,
+        Reason::TargetUnhealthy,
+        Reason::TargetMissing,
+    ] {
+        let blocked = Pending {
+            blocked: Some(reason),
+            ..pending(t(2))
+        };
+        let (state, decision) = dispatch(EruMachine, restarting(t(1)), &EruEvent::RestartPending(blocked));
+        assert_eq!(state, State::Waiting {});
+        assert!(decision.actions.is_empty());
+        let EruRecord::GaveUp {
+            record, reason: text, ..
+        } = &decision.records[0]
+        else {
+            panic!()
+        };
+        assert_eq!(record.reason, reason);
+        assert_eq!(record.reason.result(), crate::journal::SlotResult::Skipped);
+        assert!(text.starts_with(reason.as_str()), "{text}");
+    }
+}
+
+#[test]
+fn a_newer_due_slot_supersedes_an_unlanded_restart() {
+    let (state, _) = dispatch(EruMachine, restarting(t(1)), &failed("API unavailable", t(1)));
+    let (state, decision) = dispatch(EruMachine, state, &due(t(2), Gate::Open));
+    assert_eq!(state, restarting(t(2)), "the newer slot starts afresh");
+    let EruRecord::GaveUp { slot, reason, record } = &decision.records[0] else {
+        panic!()
+    };
+    assert_eq!((*slot, record.reason), (t(1), Reason::PatchFailed));
+    assert!(
+        reason.contains("superseded by slot 2026-11-22T03:02:00Z"),
+        "{reason}"
+    );
+    assert!(matches!(decision.records[1], EruRecord::Decided { slot, .. } if slot == t(2)));
+
+    // superseded by a slot whose gate is closed: the old one is given up, the new one skipped
+    let (state, decision) = dispatch(EruMachine, restarting(t(1)), &due(t(2), Gate::Paused));
+    assert_eq!(state, State::Waiting {});
+    let EruRecord::GaveUp { record, .. } = &decision.records[0] else {
+        panic!()
+    };
+    assert_eq!(record.reason, Reason::Superseded, "never attempted: superseded");
+    assert_eq!(
+        decision.records[1],
+        EruRecord::Slots(vec![skipped(t(2), Reason::TargetPaused)])
+    );
 }
 
 #[test]
@@ -120,7 +314,7 @@ fn slots_during_a_rollout_are_concurrent_rollout() {
 }
 
 #[test]
-fn failure_still_returns_to_waiting() {
+fn failure_and_a_vanished_target_end_the_rollout() {
     let failed = EruEvent::RolloutFailed {
         finished_at: t(9),
         reason: "ProgressDeadlineExceeded".into(),
@@ -134,15 +328,12 @@ fn failure_still_returns_to_waiting() {
             ..
         }
     ));
-}
-
-#[test]
-fn invalid_spec_abandons_a_restart_and_recovers() {
-    let bad = EruEvent::SpecInvalid {
-        reason: "61 is not a minute".into(),
-    };
-    let (state, decision) = dispatch(EruMachine, State::RollingOut { slot: t(1) }, &bad);
-    assert_eq!(state, State::Invalid {});
+    let (state, decision) = dispatch(
+        EruMachine,
+        State::RollingOut { slot: t(1) },
+        &EruEvent::TargetGone,
+    );
+    assert_eq!(state, State::Waiting {});
     assert!(matches!(
         decision.records[0],
         EruRecord::Finished {
@@ -150,6 +341,33 @@ fn invalid_spec_abandons_a_restart_and_recovers() {
             ..
         }
     ));
+}
+
+#[test]
+fn spec_changes_wait_for_a_restart_in_flight() {
+    let bad = EruEvent::SpecInvalid {
+        reason: "61 is not a minute".into(),
+    };
+    for busy in [State::RollingOut { slot: t(1) }, restarting(t(1))] {
+        for event in [
+            bad.clone(),
+            EruEvent::TargetMissing,
+            EruEvent::SpecReady { suspend: true },
+        ] {
+            let (state, decision) = dispatch(EruMachine, busy.clone(), &event);
+            assert_eq!(state, busy, "{event:?}");
+            assert!(decision.records.is_empty() && decision.actions.is_empty());
+        }
+    }
+}
+
+#[test]
+fn invalid_spec_is_reported_once_and_recovers() {
+    let bad = EruEvent::SpecInvalid {
+        reason: "61 is not a minute".into(),
+    };
+    let (state, decision) = dispatch(EruMachine, State::Waiting {}, &bad);
+    assert_eq!(state, State::Invalid {});
     assert_eq!(
         decision.actions,
         vec![EruAction::ReportInvalid {
@@ -161,6 +379,12 @@ fn invalid_spec_abandons_a_restart_and_recovers() {
     assert!(
         decision.actions.is_empty() && decision.records.is_empty(),
         "an unchanged invalid spec is reported once"
+    );
+    // a slot of an earlier, valid epoch that comes due now is skipped: the spec is invalid now
+    let (_, decision) = dispatch(EruMachine, State::Invalid {}, &due(t(1), Gate::Open));
+    assert_eq!(
+        decision.records,
+        vec![EruRecord::Slots(vec![skipped(t(1), Reason::SpecInvalid)])]
     );
     let (state, _) = dispatch(
         EruMachine,
@@ -204,23 +428,22 @@ fn suspended_skips_and_resumes() {
 }
 
 #[test]
-fn restore_prefers_the_journal_for_an_open_restart() {
+fn restore_takes_a_restart_in_flight_from_the_journal_only() {
+    let pending = Restart::decided(&due_at(t(2)));
     assert_eq!(
-        restore(Some("RollingOut"), Some(t(1)), Some(t(1))),
+        restore(Some("Waiting"), Some(InFlight::Pending(pending.clone()))),
+        State::Restarting { restart: pending }
+    );
+    assert_eq!(
+        restore(Some("Restarting"), Some(InFlight::Landed(t(1)))),
         State::RollingOut { slot: t(1) }
     );
     assert_eq!(
-        restore(Some("Waiting"), None, Some(t(2))),
-        State::Restarting { slot: t(2) }
+        restore(Some("RollingOut"), None),
+        State::Waiting {},
+        "a status from a lost journal does not make a restart in flight"
     );
-    assert_eq!(
-        restore(Some("RollingOut"), Some(t(1)), None),
-        State::RollingOut { slot: t(1) }
-    );
-    assert_eq!(restore(Some("Suspended"), None, None), State::Suspended {});
-    assert_eq!(restore(None, None, None), State::Waiting {});
-    assert_eq!(
-        restore(Some("TargetMissing"), None, None),
-        State::TargetMissing {}
-    );
+    assert_eq!(restore(Some("Suspended"), None), State::Suspended {});
+    assert_eq!(restore(None, None), State::Waiting {});
+    assert_eq!(restore(Some("TargetMissing"), None), State::TargetMissing {});
 }

@@ -1,0 +1,331 @@
+//! The slot ledger, pure: every slot after the cursor ends up either due (to restart now) or
+//! recorded as missed/skipped with a reason, each under the spec that was in force at that slot.
+//!
+//! Specs are journaled as **epochs**: the fields that decide slots (schedule, time zone, suspend,
+//! starting deadline, target) of one generation, with the instant it took effect. An epoch covers
+//! `(from, next epoch's from]`: a new schedule never produces slots before it took effect, a
+//! suspended stretch is `skipped/suspended` even if no reconcile ran during it, and a slot while
+//! no operator ran is `operator_down` whatever the spec became afterwards.
+//!
+//! Work per pass is bounded: at most [`SLOT_BUDGET`] slots are enumerated and at most
+//! [`RECORD_CAP`] get a record of their own; the rest are summarized (one record with a count per
+//! reason, window and target), and a larger backlog continues in the next pass from where this
+//! one stopped.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{EruSpec, schedule::Schedule};
+use crate::journal::SlotResult;
+
+/// Slots enumerated per pass at most.
+pub const SLOT_BUDGET: usize = 20_000;
+/// Individual slot records per pass at most; the rest are summarized.
+pub const RECORD_CAP: usize = 50;
+
+/// Why a slot was not restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// No operator was running at the slot (with the window: last heartbeat, next start).
+    OperatorDown,
+    /// The journal that would hold the slot's record is gone (lost or replaced, or another
+    /// replica's), and the slot was not restarted (the target's `restartedAt` is older). The
+    /// window runs from the last slot the cluster remembers to this journal's first run.
+    JournalLost,
+    /// Noticed later than `startingDeadlineSeconds`.
+    PastDeadline,
+    /// The restart was decided but every patch the API server was sent failed until the
+    /// deadline (the restart's reason in `/history` has the API's message).
+    PatchFailed,
+    /// The Eru was suspended.
+    Suspended,
+    /// The Eru's spec had become invalid before the restart could start.
+    SpecInvalid,
+    /// The target was paused.
+    TargetPaused,
+    /// The target was not fully available before the restart.
+    TargetUnhealthy,
+    /// A newer slot came due while this one could still run: only the newest runs (one restart
+    /// covers both).
+    Superseded,
+    /// The previous restart of this Eru was still rolling out.
+    ConcurrentRollout,
+    /// The target did not exist.
+    TargetMissing,
+    /// The Eru was deleted after deciding the restart and before its patch landed.
+    EruDeleted,
+}
+
+impl Reason {
+    /// Every reason.
+    pub const ALL: [Reason; 12] = [
+        Reason::OperatorDown,
+        Reason::JournalLost,
+        Reason::PastDeadline,
+        Reason::PatchFailed,
+        Reason::Suspended,
+        Reason::SpecInvalid,
+        Reason::TargetPaused,
+        Reason::TargetUnhealthy,
+        Reason::Superseded,
+        Reason::ConcurrentRollout,
+        Reason::TargetMissing,
+        Reason::EruDeleted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::OperatorDown => "operator_down",
+            Reason::JournalLost => "journal_lost",
+            Reason::PastDeadline => "past_deadline",
+            Reason::PatchFailed => "patch_failed",
+            Reason::Suspended => "suspended",
+            Reason::SpecInvalid => "spec_invalid",
+            Reason::TargetPaused => "target_paused",
+            Reason::TargetUnhealthy => "target_unhealthy",
+            Reason::Superseded => "superseded",
+            Reason::ConcurrentRollout => "concurrent_rollout",
+            Reason::TargetMissing => "target_missing",
+            Reason::EruDeleted => "eru_deleted",
+        }
+    }
+
+    /// [`Reason::result`] as its label value.
+    pub fn reason_result(self) -> &'static str {
+        self.result().as_str()
+    }
+
+    /// Missed: the operator could not act. Skipped: it chose not to.
+    pub fn result(self) -> SlotResult {
+        match self {
+            Reason::OperatorDown | Reason::JournalLost | Reason::PastDeadline | Reason::PatchFailed => {
+                SlotResult::Missed
+            }
+            _ => SlotResult::Skipped,
+        }
+    }
+}
+
+/// A stretch of time `(start, end]`: when no operator ran, or what no readable journal covers.
+pub type Window = (DateTime<Utc>, DateTime<Utc>);
+
+/// Whether `slot` falls in `window`.
+fn within(window: &Window, slot: DateTime<Utc>) -> bool {
+    window.0 < slot && slot <= window.1
+}
+
+/// One record: a single slot (`count == 1`) or a summarized run of slots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotRecord {
+    pub first: DateTime<Utc>,
+    pub last: DateTime<Utc>,
+    pub count: i64,
+    pub reason: Reason,
+    pub window: Option<Window>,
+    /// The workload the slot's epoch named.
+    pub target: String,
+}
+
+impl SlotRecord {
+    /// A record of one slot.
+    pub fn one(slot: DateTime<Utc>, reason: Reason, window: Option<Window>, target: &str) -> Self {
+        Self {
+            first: slot,
+            last: slot,
+            count: 1,
+            reason,
+            window,
+            target: target.to_string(),
+        }
+    }
+}
+
+/// The fields of a spec that decide its slots, as journaled with each epoch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpochSpec {
+    pub schedule: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    #[serde(default)]
+    pub suspend: bool,
+    pub starting_deadline_seconds: i64,
+    pub target: String,
+}
+
+impl EpochSpec {
+    /// The slot-deciding fields of `spec`.
+    pub fn of(spec: &EruSpec) -> Self {
+        Self {
+            schedule: spec.schedule.clone(),
+            time_zone: spec.time_zone.clone(),
+            suspend: spec.suspend,
+            starting_deadline_seconds: spec.starting_deadline_seconds,
+            target: spec.target.name.clone(),
+        }
+    }
+
+    /// The schedule, if it parses (an invalid spec has no slots).
+    pub fn schedule(&self) -> Option<Schedule> {
+        Schedule::parse(&self.schedule, self.time_zone.as_deref()).ok()
+    }
+}
+
+/// One generation's spec and the instant it took effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Epoch {
+    pub generation: i64,
+    pub from: DateTime<Utc>,
+    pub spec: EpochSpec,
+}
+
+/// When a new generation took effect: when the API server recorded the spec's last write
+/// (`written_at`, from managedFields; second precision), else when the operator saw it (`now`) —
+/// never before the previous epoch (`floor`), never after `now`.
+pub fn effective_from(
+    written_at: Option<DateTime<Utc>>,
+    floor: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    let at = written_at.unwrap_or(now).min(now);
+    floor.map_or(at, |floor| at.max(floor.min(now)))
+}
+
+/// The slot to restart now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Due {
+    pub slot: DateTime<Utc>,
+    /// The restart is never patched after this instant (slot + `startingDeadlineSeconds`).
+    pub deadline: DateTime<Utc>,
+    pub target: String,
+}
+
+/// The outcome of accounting `(after, now]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// The latest slot, still within its starting deadline, of an unsuspended epoch.
+    pub due: Option<Due>,
+    /// Slots not restarted, oldest first.
+    pub records: Vec<SlotRecord>,
+    /// The backlog was larger than the budget: account again right away.
+    pub more: bool,
+}
+
+impl Accounting {
+    /// How many slots the records stand for.
+    pub fn slot_count(&self) -> i64 {
+        self.records.iter().map(|r| r.count).sum()
+    }
+}
+
+/// Inputs of [`account`] besides the epochs.
+#[derive(Clone, Debug)]
+pub struct Span<'a> {
+    /// The cursor: every slot up to it is accounted (exclusive start).
+    pub after: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+    /// Windows when no operator ran, oldest first.
+    pub downtime: &'a [Window],
+    /// A stretch no readable journal covers although the Eru was accounted before it.
+    pub unrecorded: Option<Window>,
+}
+
+/// Accounts for the slots in `(span.after, span.now]`, each under the epoch in force at it.
+/// `epochs` are oldest first; slots before the first one's `from` are not enumerated (their spec
+/// is unknown).
+pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
+    let mut accounting = Accounting::default();
+    let mut pending: Vec<(DateTime<Utc>, &Epoch)> = Vec::new();
+    'epochs: for (i, epoch) in epochs.iter().enumerate() {
+        let lo = span.after.max(epoch.from);
+        let hi = epochs.get(i + 1).map_or(span.now, |next| next.from.min(span.now));
+        if lo >= hi {
+            continue;
+        }
+        let Some(schedule) = epoch.spec.schedule() else {
+            continue;
+        };
+        for slot in schedule.slots_between(lo, hi) {
+            if pending.len() == SLOT_BUDGET {
+                accounting.more = true;
+                break 'epochs;
+            }
+            pending.push((slot, epoch));
+        }
+    }
+    // The newest slot may still run: if this pass reached `now`, its epoch is not suspended and
+    // it is within that epoch's starting deadline.
+    if !accounting.more
+        && let Some(&(slot, epoch)) = pending.last()
+    {
+        let deadline = slot + Duration::seconds(epoch.spec.starting_deadline_seconds);
+        if !epoch.spec.suspend && span.now <= deadline {
+            accounting.due = Some(Due {
+                slot,
+                deadline,
+                target: epoch.spec.target.clone(),
+            });
+            pending.pop();
+        }
+    }
+    for (slot, epoch) in pending {
+        let (reason, window) = if epoch.spec.suspend {
+            (Reason::Suspended, None)
+        } else if let Some(window) = span.downtime.iter().find(|w| within(w, slot)) {
+            (Reason::OperatorDown, Some(*window))
+        } else if let Some(window) = span.unrecorded.filter(|w| within(w, slot)) {
+            (Reason::JournalLost, Some(window))
+        } else if span.now <= slot + Duration::seconds(epoch.spec.starting_deadline_seconds) {
+            (Reason::Superseded, None)
+        } else {
+            (Reason::PastDeadline, None)
+        };
+        push(&mut accounting.records, slot, reason, window, &epoch.spec.target);
+    }
+    accounting
+}
+
+/// Appends a slot: a record of its own while under the cap; past the cap, merged into the last
+/// record when it has the same reason, window and target (one summary per consecutive group).
+fn push(
+    records: &mut Vec<SlotRecord>,
+    slot: DateTime<Utc>,
+    reason: Reason,
+    window: Option<Window>,
+    target: &str,
+) {
+    if records.len() > RECORD_CAP
+        && let Some(last) = records.last_mut()
+        && last.reason == reason
+        && last.window == window
+        && last.target == target
+    {
+        last.last = slot;
+        last.count += 1;
+        return;
+    }
+    records.push(SlotRecord::one(slot, reason, window, target));
+}
+
+/// When no operator ran, from journaled runs `(started_at, last heartbeat)` oldest first (those
+/// overlapping the span, and the one before it): the gaps between one run's last heartbeat and
+/// the next one's start, and, separately, the stretch before the first run if it started after
+/// `since` (no run of this journal covers it).
+pub fn downtime(
+    runs: &[(DateTime<Utc>, DateTime<Utc>)],
+    since: DateTime<Utc>,
+) -> (Vec<Window>, Option<Window>) {
+    let before_first = runs
+        .first()
+        .filter(|first| first.0 > since)
+        .map(|first| (since, first.0));
+    let gaps = runs
+        .windows(2)
+        .map(|pair| (pair[0].1, pair[1].0))
+        .filter(|(a, b)| a < b)
+        .collect();
+    (gaps, before_first)
+}
+
+#[cfg(test)]
+mod tests;

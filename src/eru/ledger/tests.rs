@@ -1,0 +1,357 @@
+//! Unit tests of the slot ledger: epochs, deadlines, downtime, lost journals and the budget.
+
+use chrono::TimeZone;
+
+use super::*;
+
+fn t(h: u32, m: u32, s: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, h, m, s).unwrap()
+}
+
+fn spec(schedule: &str) -> EpochSpec {
+    EpochSpec {
+        schedule: schedule.into(),
+        time_zone: None,
+        suspend: false,
+        starting_deadline_seconds: 300,
+        target: "web".into(),
+    }
+}
+
+fn epoch(generation: i64, from: DateTime<Utc>, spec: EpochSpec) -> Epoch {
+    Epoch {
+        generation,
+        from,
+        spec,
+    }
+}
+
+fn every_minute() -> Vec<Epoch> {
+    vec![epoch(1, t(0, 0, 0), spec("* * * * *"))]
+}
+
+fn span(after: DateTime<Utc>, now: DateTime<Utc>, downtime: &[Window]) -> Span<'_> {
+    Span {
+        after,
+        now,
+        downtime,
+        unrecorded: None,
+    }
+}
+
+fn reasons(a: &Accounting) -> Vec<(DateTime<Utc>, Reason)> {
+    a.records.iter().map(|r| (r.first, r.reason)).collect()
+}
+
+#[test]
+fn on_time_slot_is_due_and_nothing_missed() {
+    let a = account(
+        &every_minute(),
+        &span(t(3, 0, 0), t(3, 1, 0) + Duration::milliseconds(100), &[]),
+    );
+    let due = a.due.unwrap();
+    assert_eq!(due.slot, t(3, 1, 0));
+    assert_eq!(due.deadline, t(3, 6, 0), "slot + startingDeadlineSeconds");
+    assert_eq!(due.target, "web");
+    assert!(a.records.is_empty() && !a.more);
+}
+
+#[test]
+fn downtime_slots_are_operator_down_and_latest_catches_up() {
+    // operator down from 03:00:30 to 03:10:05; slots 03:01..03:10; deadline 5 min
+    let window = (t(3, 0, 30), t(3, 10, 5));
+    let a = account(&every_minute(), &span(t(3, 0, 0), t(3, 10, 5), &[window]));
+    assert_eq!(
+        a.due.unwrap().slot,
+        t(3, 10, 0),
+        "the latest slot within the deadline runs once"
+    );
+    assert_eq!(a.records.len(), 9);
+    assert!(
+        a.records
+            .iter()
+            .all(|r| r.reason == Reason::OperatorDown && r.window == Some(window))
+    );
+    assert_eq!(a.records[0].first, t(3, 1, 0));
+    assert_eq!(a.records[8].first, t(3, 9, 0));
+}
+
+#[test]
+fn latest_past_deadline_is_missed_too() {
+    let mut epochs = every_minute();
+    epochs[0].spec.starting_deadline_seconds = 30;
+    let a = account(&epochs, &span(t(3, 0, 0), t(3, 10, 40), &[]));
+    assert_eq!(a.due, None, "03:10 is 40 s old with a 30 s deadline");
+    assert_eq!(a.records.len(), 10);
+    assert!(a.records.iter().all(|r| r.reason == Reason::PastDeadline));
+}
+
+#[test]
+fn a_suspended_epoch_is_skipped_even_when_no_pass_ran_during_it() {
+    // */5 s; suspended at 03:00:12, resumed at 03:00:41; one pass after it all, at 03:00:46
+    let every_5s = spec("*/5 * * * * *");
+    let suspended = EpochSpec {
+        suspend: true,
+        ..every_5s.clone()
+    };
+    let epochs = [
+        epoch(1, t(2, 0, 0), every_5s.clone()),
+        epoch(2, t(3, 0, 12), suspended),
+        epoch(3, t(3, 0, 41), every_5s),
+    ];
+    let a = account(&epochs, &span(t(3, 0, 10), t(3, 0, 46), &[]));
+    assert_eq!(
+        reasons(&a),
+        [
+            (t(3, 0, 15), Reason::Suspended),
+            (t(3, 0, 20), Reason::Suspended),
+            (t(3, 0, 25), Reason::Suspended),
+            (t(3, 0, 30), Reason::Suspended),
+            (t(3, 0, 35), Reason::Suspended),
+            (t(3, 0, 40), Reason::Suspended),
+        ]
+    );
+    assert_eq!(
+        a.due.unwrap().slot,
+        t(3, 0, 45),
+        "only a slot after the resume runs"
+    );
+}
+
+#[test]
+fn the_newest_slot_of_a_suspended_epoch_never_runs() {
+    let suspended = EpochSpec {
+        suspend: true,
+        ..spec("* * * * *")
+    };
+    let a = account(
+        &[epoch(1, t(0, 0, 0), suspended)],
+        &span(t(3, 0, 0), t(3, 3, 0), &[]),
+    );
+    assert_eq!(a.due, None);
+    assert_eq!(a.slot_count(), 3);
+    assert!(
+        a.records
+            .iter()
+            .all(|r| r.reason == Reason::Suspended && r.reason.result() == SlotResult::Skipped)
+    );
+}
+
+#[test]
+fn a_new_schedule_has_no_slots_before_it_took_effect() {
+    // created with a yearly schedule at 03:00:00, edited to */5 s at 03:00:25
+    let epochs = [
+        epoch(1, t(3, 0, 0), spec("0 0 1 1 *")),
+        epoch(2, t(3, 0, 25), spec("*/5 * * * * *")),
+    ];
+    let a = account(
+        &epochs,
+        &span(t(3, 0, 0), t(3, 0, 25) + Duration::milliseconds(40), &[]),
+    );
+    assert!(a.records.is_empty(), "{:?}", a.records);
+    assert_eq!(
+        a.due, None,
+        "03:00:25 is the edit itself: the old epoch, which has no slot there"
+    );
+    let a = account(
+        &epochs,
+        &span(t(3, 0, 0), t(3, 0, 30) + Duration::milliseconds(40), &[]),
+    );
+    assert!(a.records.is_empty());
+    assert_eq!(a.due.unwrap().slot, t(3, 0, 30));
+}
+
+#[test]
+fn an_outage_is_operator_down_whatever_the_spec_became() {
+    // down 03:00:00..03:01:00; the schedule was edited at 03:00:30 while the operator was down
+    let epochs = [
+        epoch(1, t(2, 0, 0), spec("*/20 * * * * *")),
+        epoch(2, t(3, 0, 30), spec("*/15 * * * * *")),
+    ];
+    let window = (t(3, 0, 0), t(3, 1, 0));
+    let a = account(&epochs, &span(t(3, 0, 0), t(3, 1, 0), &[window]));
+    assert_eq!(
+        reasons(&a),
+        [
+            (t(3, 0, 20), Reason::OperatorDown),
+            (t(3, 0, 45), Reason::OperatorDown),
+        ],
+        "03:00:20 of the old schedule, 03:00:45 of the new; 03:00:40 of the old never existed"
+    );
+    assert_eq!(a.due.unwrap().slot, t(3, 1, 0));
+}
+
+#[test]
+fn each_epoch_keeps_its_own_deadline_and_target() {
+    let mut old = spec("*/10 * * * * *");
+    old.starting_deadline_seconds = 60;
+    let mut new = spec("*/10 * * * * *");
+    new.starting_deadline_seconds = 5;
+    new.target = "api".into();
+    let epochs = [epoch(1, t(2, 0, 0), old), epoch(2, t(3, 0, 15), new)];
+    let a = account(&epochs, &span(t(3, 0, 0), t(3, 0, 24), &[]));
+    assert_eq!(a.records.len(), 1);
+    assert_eq!(a.records[0].target, "web");
+    assert_eq!(
+        a.records[0].reason,
+        Reason::Superseded,
+        "03:00:10 could still run (60 s deadline), but only the newest slot does"
+    );
+    let due = a.due.unwrap();
+    assert_eq!((due.slot, due.target.as_str()), (t(3, 0, 20), "api"));
+    assert_eq!(due.deadline, t(3, 0, 25));
+    let late = account(&epochs, &span(t(3, 0, 0), t(3, 0, 26), &[]));
+    assert_eq!(late.due, None, "03:00:20 is past the new epoch's 5 s deadline");
+}
+
+#[test]
+fn an_invalid_epoch_has_no_slots() {
+    let epochs = [
+        epoch(1, t(2, 0, 0), spec("* * * * *")),
+        epoch(2, t(3, 0, 30), spec("61 * * * *")),
+        epoch(3, t(3, 5, 30), spec("* * * * *")),
+    ];
+    let a = account(&epochs, &span(t(3, 0, 0), t(3, 6, 0), &[]));
+    assert!(a.records.is_empty(), "{:?}", a.records);
+    assert_eq!(a.due.unwrap().slot, t(3, 6, 0));
+}
+
+#[test]
+fn a_lost_journal_records_its_stretch_as_journal_lost() {
+    let unrecorded = (t(3, 0, 0), t(3, 2, 30));
+    let a = account(
+        &every_minute(),
+        &Span {
+            after: t(3, 0, 0),
+            now: t(3, 4, 0),
+            downtime: &[],
+            unrecorded: Some(unrecorded),
+        },
+    );
+    assert_eq!(
+        reasons(&a),
+        [
+            (t(3, 1, 0), Reason::JournalLost),
+            (t(3, 2, 0), Reason::JournalLost),
+            (t(3, 3, 0), Reason::Superseded),
+        ]
+    );
+    assert_eq!(a.records[0].window, Some(unrecorded));
+    assert_eq!(Reason::JournalLost.result(), SlotResult::Missed);
+}
+
+#[test]
+fn slots_before_the_first_known_epoch_are_not_enumerated() {
+    let epochs = [epoch(2, t(3, 2, 30), spec("* * * * *"))];
+    let a = account(&epochs, &span(t(3, 0, 0), t(3, 3, 0), &[]));
+    assert!(a.records.is_empty());
+    assert_eq!(a.due.unwrap().slot, t(3, 3, 0));
+}
+
+#[test]
+fn a_month_of_seconds_is_bounded_per_pass() {
+    let start = t(0, 0, 0);
+    let epochs = [epoch(1, start, spec("* * * * * *"))];
+    let now = start + Duration::days(30);
+    let window = (start, now);
+    let a = account(&epochs, &span(start, now, &[window]));
+    assert!(a.more, "the backlog continues in the next pass");
+    assert_eq!(a.due, None, "nothing runs until the backlog reaches now");
+    assert_eq!(
+        a.slot_count(),
+        SLOT_BUDGET as i64,
+        "every enumerated slot is accounted"
+    );
+    assert_eq!(a.records.len(), RECORD_CAP + 1, "the cap plus one summary");
+    let summary = a.records.last().unwrap();
+    assert_eq!(summary.count, (SLOT_BUDGET - RECORD_CAP) as i64);
+    assert_eq!(summary.first, start + Duration::seconds(RECORD_CAP as i64 + 1));
+    assert_eq!(summary.last, start + Duration::seconds(SLOT_BUDGET as i64));
+
+    // passes resume from the last accounted slot until they reach now
+    let mut after = summary.last;
+    let mut passes = 1;
+    let mut total = a.slot_count();
+    loop {
+        let next = account(&epochs, &span(after, now, &[window]));
+        total += next.slot_count() + next.due.as_ref().map_or(0, |_| 1);
+        passes += 1;
+        if !next.more {
+            assert_eq!(
+                next.due.unwrap().slot,
+                now,
+                "the final pass reaches the latest slot"
+            );
+            break;
+        }
+        after = next.records.last().unwrap().last;
+    }
+    assert_eq!(total, 30 * 86_400, "every slot accounted exactly once");
+    assert_eq!(passes, (30 * 86_400usize).div_ceil(SLOT_BUDGET));
+}
+
+#[test]
+fn summaries_split_by_reason_and_window() {
+    let epochs = [epoch(1, t(0, 0, 0), spec("* * * * * *"))];
+    let w1 = (t(3, 0, 0), t(3, 1, 0));
+    let w2 = (t(3, 2, 0), t(3, 3, 0));
+    let now = t(3, 3, 0) + Duration::seconds(400);
+    let a = account(&epochs, &span(t(3, 0, 0), now, &[w1, w2]));
+    assert_eq!(a.due.as_ref().unwrap().slot, now);
+    assert_eq!(a.slot_count() + 1, 180 + 400);
+    let groups: Vec<_> = a.records[RECORD_CAP..]
+        .iter()
+        .map(|r| (r.reason, r.window))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            (Reason::OperatorDown, Some(w1)),
+            (Reason::PastDeadline, None),
+            (Reason::OperatorDown, Some(w2)),
+            (Reason::PastDeadline, None),
+            (Reason::Superseded, None),
+        ]
+    );
+}
+
+#[test]
+fn downtime_from_runs() {
+    let runs = [
+        (t(1, 0, 0), t(2, 0, 0)),
+        (t(3, 0, 0), t(3, 30, 0)),
+        (t(3, 30, 0), t(4, 0, 0)),
+    ];
+    assert_eq!(
+        downtime(&runs, t(1, 0, 0)),
+        (vec![(t(2, 0, 0), t(3, 0, 0))], None)
+    );
+    assert_eq!(
+        downtime(&runs, t(0, 30, 0)),
+        (vec![(t(2, 0, 0), t(3, 0, 0))], Some((t(0, 30, 0), t(1, 0, 0))))
+    );
+}
+
+#[test]
+fn an_epoch_takes_effect_when_the_api_recorded_the_write_within_bounds() {
+    let now = t(3, 0, 30);
+    assert_eq!(
+        effective_from(Some(t(3, 0, 25)), Some(t(3, 0, 0)), now),
+        t(3, 0, 25)
+    );
+    assert_eq!(
+        effective_from(None, Some(t(3, 0, 0)), now),
+        now,
+        "unknown: when it was seen"
+    );
+    assert_eq!(
+        effective_from(Some(t(2, 0, 0)), Some(t(3, 0, 0)), now),
+        t(3, 0, 0),
+        "never before the previous epoch"
+    );
+    assert_eq!(
+        effective_from(Some(t(4, 0, 0)), None, now),
+        now,
+        "never after now"
+    );
+}

@@ -1,0 +1,328 @@
+//! The journal's writes: one reconcile's [`Entry`] in one transaction. Rows are keyed so a replay
+//! adds nothing ([`Appended`] counts what was new), and each Eru's ledger row (cursor and
+//! counters) changes by exactly what was added, in the same transaction.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::*;
+
+/// How one Eru's ledger row changes with what an entry added.
+#[derive(Debug, Default)]
+struct Delta {
+    /// Namespace and name, when the entry knows them (a new row needs them).
+    key: Option<(String, String)>,
+    through: Option<DateTime<Utc>>,
+    missed_slots: i64,
+    last_missed: Option<DateTime<Utc>>,
+    fired_slots: i64,
+    succeeded: i64,
+    failed: i64,
+    abandoned: i64,
+    last_success: Option<DateTime<Utc>>,
+    last_failure: Option<DateTime<Utc>>,
+    last_restart_slot: Option<DateTime<Utc>>,
+    deleted_at: Option<DateTime<Utc>>,
+}
+
+fn later(a: Option<DateTime<Utc>>, b: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    Some(a.map_or(b, |a| a.max(b)))
+}
+
+/// The deltas of an entry, by uid.
+#[derive(Debug, Default)]
+struct Deltas(BTreeMap<String, Delta>);
+
+impl Deltas {
+    fn of(&mut self, uid: &str) -> &mut Delta {
+        self.0.entry(uid.to_string()).or_default()
+    }
+
+    fn keyed(&mut self, object: &ObjectKey) -> &mut Delta {
+        let delta = self.of(&object.uid);
+        delta.key = Some((object.namespace.clone(), object.name.clone()));
+        delta
+    }
+}
+
+/// `a > b` for optional fixed-width time texts, portable SQL: the larger of the row's column and
+/// the new value (NULL when both are).
+const LATER: &str = "CASE WHEN eru_ledger.{c} IS NULL OR excluded.{c} > eru_ledger.{c} \
+                     THEN coalesce(excluded.{c}, eru_ledger.{c}) ELSE eru_ledger.{c} END";
+
+fn later_sql(column: &str) -> String {
+    format!("{column} = {}", LATER.replace("{c}", column))
+}
+
+/// The ledger upsert: counters add up, times only move forward.
+fn upsert_sql() -> String {
+    let times = [
+        "accounted_through",
+        "last_missed",
+        "last_success",
+        "last_failure",
+        "last_restart_slot",
+        "deleted_at",
+    ]
+    .map(later_sql)
+    .join(",\n  ");
+    format!(
+        "INSERT INTO eru_ledger (uid, namespace, name, accounted_through, missed_slots, last_missed,
+           fired_slots, succeeded, failed, abandoned, last_success, last_failure, last_restart_slot, deleted_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+         ON CONFLICT (uid) DO UPDATE SET
+           missed_slots = eru_ledger.missed_slots + excluded.missed_slots,
+           fired_slots = eru_ledger.fired_slots + excluded.fired_slots,
+           succeeded = eru_ledger.succeeded + excluded.succeeded,
+           failed = eru_ledger.failed + excluded.failed,
+           abandoned = eru_ledger.abandoned + excluded.abandoned,
+           {times}"
+    )
+}
+
+/// The same, for a row that must already exist (the entry knows only the uid): `$1` the uid,
+/// the other values numbered as the upsert's less namespace and name.
+fn update_sql() -> String {
+    let time = |(column, n): (&str, u8)| {
+        format!(
+            "{column} = CASE WHEN {column} IS NULL OR ${n} > {column} THEN coalesce(${n}, {column}) ELSE {column} END"
+        )
+    };
+    let times = [
+        ("accounted_through", 2),
+        ("last_missed", 4),
+        ("last_success", 9),
+        ("last_failure", 10),
+        ("last_restart_slot", 11),
+        ("deleted_at", 12),
+    ]
+    .map(time)
+    .join(",\n  ");
+    format!(
+        "UPDATE eru_ledger SET
+           missed_slots = missed_slots + $3, fired_slots = fired_slots + $5, succeeded = succeeded + $6,
+           failed = failed + $7, abandoned = abandoned + $8,
+           {times}
+         WHERE uid = $1"
+    )
+}
+
+/// Writes `entry` on `conn` (inside the caller's transaction); returns what was new.
+pub(super) async fn append_on(conn: &mut sqlx::SqliteConnection, entry: &Entry) -> Result<Appended> {
+    let mut done = Appended::default();
+    let mut deltas = Deltas::default();
+    if let Some(seed) = &entry.seed {
+        sqlx::query(
+            "INSERT INTO eru_ledger (uid, namespace, name, accounted_through, missed_slots, last_missed,
+               last_success, last_failure)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (uid) DO NOTHING",
+        )
+        .bind(&seed.object.uid)
+        .bind(&seed.object.namespace)
+        .bind(&seed.object.name)
+        .bind(seed.accounted_through.map(ts))
+        .bind(seed.missed_slots)
+        .bind(seed.last_missed.map(ts))
+        .bind(seed.last_success.map(ts))
+        .bind(seed.last_failure.map(ts))
+        .execute(&mut *conn)
+        .await?;
+    }
+    for t in &entry.transitions {
+        done.transitions += sqlx::query(
+            "INSERT INTO transitions (kind, namespace, name, uid, observed, from_state, to_state, event, at, detail)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+             ON CONFLICT (uid, observed, from_state, to_state, event) DO NOTHING",
+        )
+        .bind(t.object.kind)
+        .bind(&t.object.namespace)
+        .bind(&t.object.name)
+        .bind(&t.object.uid)
+        .bind(&t.observed)
+        .bind(t.from)
+        .bind(t.to)
+        .bind(t.event)
+        .bind(ts(t.at))
+        .bind(t.detail.to_string())
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    }
+    for e in &entry.epochs {
+        done.epochs += sqlx::query(
+            "INSERT INTO spec_epochs (uid, generation, effective_from, observed_at, spec)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (uid, generation) DO NOTHING",
+        )
+        .bind(&e.uid)
+        .bind(e.generation)
+        .bind(ts(e.effective_from))
+        .bind(ts(e.observed_at))
+        .bind(e.spec.to_string())
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    }
+    for r in &entry.restarts_decided {
+        let added = sqlx::query(
+            "INSERT INTO restarts (uid, namespace, name, target, slot, decided_at, deadline_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (uid, slot) DO NOTHING",
+        )
+        .bind(&r.object.uid)
+        .bind(&r.object.namespace)
+        .bind(&r.object.name)
+        .bind(&r.target)
+        .bind(ts(r.slot))
+        .bind(ts(r.decided_at))
+        .bind(ts(r.deadline_at))
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+        done.restarts_decided += added;
+        if added > 0 {
+            let delta = deltas.keyed(&r.object);
+            delta.through = later(delta.through, r.slot);
+            delta.last_restart_slot = later(delta.last_restart_slot, r.slot);
+        }
+    }
+    for p in &entry.restarts_patched {
+        done.restarts_patched += sqlx::query(
+            "UPDATE restarts SET patched_at = $3 WHERE uid = $1 AND slot = $2 AND patched_at IS NULL",
+        )
+        .bind(&p.uid)
+        .bind(ts(p.slot))
+        .bind(ts(p.patched_at))
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    }
+    for a in &entry.attempts {
+        // keyed by the attempt's time: a replayed attempt is not counted twice
+        done.attempts += sqlx::query(
+            "UPDATE restarts SET attempts = attempts + 1, last_error = $3, last_attempt_at = $4,
+               next_attempt_at = $5
+             WHERE uid = $1 AND slot = $2 AND outcome = 'in_progress'
+               AND (last_attempt_at IS NULL OR last_attempt_at < $4)",
+        )
+        .bind(&a.uid)
+        .bind(ts(a.slot))
+        .bind(&a.error)
+        .bind(ts(a.at))
+        .bind(ts(a.next_attempt_at))
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    }
+    for s in &entry.slots {
+        let added = sqlx::query(
+            "INSERT INTO slots (uid, namespace, name, target, slot, last_slot, slot_count, result, reason,
+               window_start, window_end, evaluated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (uid, slot) DO NOTHING",
+        )
+        .bind(&s.object.uid)
+        .bind(&s.object.namespace)
+        .bind(&s.object.name)
+        .bind(&s.target)
+        .bind(ts(s.slot))
+        .bind(ts(s.last_slot))
+        .bind(s.slot_count)
+        .bind(s.result.as_str())
+        .bind(s.reason)
+        .bind(s.window.map(|w| ts(w.0)))
+        .bind(s.window.map(|w| ts(w.1)))
+        .bind(ts(s.evaluated_at))
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+        done.slots += added;
+        if added > 0 {
+            let delta = deltas.keyed(&s.object);
+            delta.through = later(delta.through, s.last_slot);
+            if s.result == SlotResult::Fired {
+                delta.fired_slots += s.slot_count;
+            } else {
+                delta.missed_slots += s.slot_count;
+                delta.last_missed = later(delta.last_missed, s.last_slot);
+            }
+        }
+    }
+    for f in &entry.restarts_finished {
+        let added = sqlx::query(
+            "UPDATE restarts SET finished_at = $3, outcome = $4, reason = $5
+             WHERE uid = $1 AND slot = $2 AND finished_at IS NULL",
+        )
+        .bind(&f.uid)
+        .bind(ts(f.slot))
+        .bind(ts(f.finished_at))
+        .bind(f.outcome)
+        .bind(&f.reason)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+        done.restarts_finished += added;
+        if added > 0 {
+            let delta = deltas.of(&f.uid);
+            match f.outcome {
+                "succeeded" => {
+                    delta.succeeded += 1;
+                    delta.last_success = later(delta.last_success, f.finished_at);
+                }
+                "failed" => {
+                    delta.failed += 1;
+                    delta.last_failure = later(delta.last_failure, f.finished_at);
+                }
+                _ => delta.abandoned += 1,
+            }
+        }
+    }
+    for (object, through) in &entry.advances {
+        let delta = deltas.keyed(object);
+        delta.through = later(delta.through, *through);
+    }
+    for (uid, at) in &entry.deleted {
+        deltas.of(uid).deleted_at = Some(*at);
+    }
+    let (upsert, update) = (upsert_sql(), update_sql());
+    for (uid, d) in deltas.0 {
+        let t = |v: Option<DateTime<Utc>>| v.map(ts);
+        match d.key {
+            Some((namespace, name)) => {
+                sqlx::query(sqlx::AssertSqlSafe(upsert.as_str()))
+                    .bind(&uid)
+                    .bind(namespace)
+                    .bind(name)
+                    .bind(t(d.through))
+                    .bind(d.missed_slots)
+                    .bind(t(d.last_missed))
+                    .bind(d.fired_slots)
+                    .bind(d.succeeded)
+                    .bind(d.failed)
+                    .bind(d.abandoned)
+                    .bind(t(d.last_success))
+                    .bind(t(d.last_failure))
+                    .bind(t(d.last_restart_slot))
+                    .bind(t(d.deleted_at))
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            None => {
+                sqlx::query(sqlx::AssertSqlSafe(update.as_str()))
+                    .bind(&uid)
+                    .bind(t(d.through))
+                    .bind(d.missed_slots)
+                    .bind(t(d.last_missed))
+                    .bind(d.fired_slots)
+                    .bind(d.succeeded)
+                    .bind(d.failed)
+                    .bind(d.abandoned)
+                    .bind(t(d.last_success))
+                    .bind(t(d.last_failure))
+                    .bind(t(d.last_restart_slot))
+                    .bind(t(d.deleted_at))
+                    .execute(&mut *conn)
+                    .await?;
+            }
+        }
+    }
+    Ok(done)
+}
