@@ -3,7 +3,9 @@
 //!
 //! - journal append of one reconcile's records (transition + slot + restart), WAL on disk;
 //! - slot accounting of one bounded pass of a month-long per-second backlog;
-//! - `/history` paging over 100k restarts: the first page vs a page 90k rows deep.
+//! - `/history` paging over 100k restarts: the first page vs a page 90k rows deep;
+//! - one reconcile's journal work (ledger, epochs, open restart, runs, append, summary) on a
+//!   journal of 1 k rows and one of 1 M rows, side by side: the ratio shows it is indexed.
 
 use std::time::{Duration, Instant};
 
@@ -20,11 +22,15 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn entry(i: i64) -> Entry {
+    entry_of("u", i)
+}
+
+fn entry_of(uid: &str, i: i64) -> Entry {
     let object = ObjectKey {
         kind: "Eru",
         namespace: "ns".into(),
-        name: "web".into(),
-        uid: "u".into(),
+        name: format!("eru-{uid}"),
+        uid: uid.into(),
     };
     let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(i);
     Entry {
@@ -136,6 +142,21 @@ async fn main() {
     }
     let (first, deep) = (median(first), median(deep));
 
+    // 4. one reconcile's journal work at 1 k rows and at 1 M rows
+    let rows_small = 1_000 / scale;
+    let rows_large = 1_000_000 / scale;
+    let small = filled(&dir.path().join("small.db"), rows_small).await;
+    let large = filled(&dir.path().join("large.db"), rows_large).await;
+    let reconciles = if full { 301 } else { 3 };
+    let mut at_small = Vec::new();
+    let mut at_large = Vec::new();
+    for i in 0..reconciles {
+        // alternate, so both see the same machine load
+        at_small.push(reconcile_cost(&small, i).await);
+        at_large.push(reconcile_cost(&large, i).await);
+    }
+    let (at_small, at_large) = (median(at_small), median(at_large));
+
     if full {
         println!(
             "journal append (1 transition + 1 slot + 1 restart, WAL, synchronous=NORMAL): median {append:?} over {appends}"
@@ -151,7 +172,62 @@ async fn main() {
             rows * 9 / 10 / 1000,
             deep.as_secs_f64() / first.as_secs_f64()
         );
+        println!(
+            "one reconcile's journal work (ledger, epochs, open restart, runs, append, summary): \
+             median {at_small:?} at {rows_small} rows, {at_large:?} at {rows_large} rows \
+             (ratio {:.2}, over {reconciles})",
+            at_large.as_secs_f64() / at_small.as_secs_f64()
+        );
     } else {
         println!("bench smoke run ok (use hack/bench.sh for figures)");
     }
+}
+
+/// A journal of about `rows` rows (transitions, slots and restarts of 1,000 other Erus) plus
+/// the Eru the reconciles are about.
+async fn filled(path: &std::path::Path, rows: i64) -> Journal {
+    let journal = Journal::open(path).await.unwrap();
+    let per_entry = 3;
+    let entries = rows / per_entry;
+    let mut i = 0;
+    while i < entries {
+        let mut batch = Entry::default();
+        for j in i..(i + 5_000).min(entries) {
+            let e = entry_of(&format!("other-{}", j % 1_000), j);
+            batch.transitions.extend(e.transitions);
+            batch.slots.extend(e.slots);
+            batch.restarts_decided.extend(e.restarts_decided);
+        }
+        journal.append(&batch).await.unwrap();
+        i += 5_000;
+    }
+    journal
+        .start_run("bench", "bench", Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap())
+        .await
+        .unwrap();
+    journal
+}
+
+/// What one Eru reconcile asks of the journal (as `eru::observe`, `eru::record` and the status
+/// step do), for its `i`-th slot.
+async fn reconcile_cost(journal: &Journal, i: i64) -> Duration {
+    let uid = "reconciled";
+    let now = Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(i);
+    let start = Instant::now();
+    let ledger = journal.ledger(uid).await.unwrap();
+    let since = ledger
+        .and_then(|l| l.accounted_through)
+        .and_then(|t| eru::journal::parse_ts(&t))
+        .unwrap_or(now);
+    journal.epochs(uid, since).await.unwrap();
+    journal.open_restart(uid).await.unwrap();
+    journal.runs_since(since).await.unwrap();
+    let mut e = entry_of(uid, 1_000_000_000 + i);
+    e.transitions[0].at = now;
+    e.slots[0].slot = now;
+    e.slots[0].last_slot = now;
+    e.restarts_decided[0].slot = now;
+    journal.append(&e).await.unwrap();
+    journal.eru_summary(uid).await.unwrap();
+    start.elapsed()
 }

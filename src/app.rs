@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::{
-    config::RunArgs,
+    config::{Retention, RunArgs},
     crds, eru,
     journal::{Journal, WriterLock},
     machine::StatusMemo,
@@ -103,6 +103,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Duration::from_secs(args.heartbeat_seconds),
         shutdown.clone(),
     ));
+    let retention = tokio::spawn(retention(journal.clone(), args.retention, shutdown.clone()));
     let (podsets, podsets_synced) = podset::reconcile::controller(ctx.clone(), shutdown.clone());
     let (memcacheds, memcacheds_synced) = memcached::reconcile::controller(ctx.clone(), shutdown.clone());
     let (erus, erus_synced) = eru::reconcile::controller(ctx.clone(), shutdown.clone());
@@ -118,6 +119,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     futures::join!(podsets, memcacheds, erus, auto, synced);
 
     let _ = heartbeat.await;
+    let _ = retention.await;
     let _ = http.await;
     journal.stop_run(run_id, Utc::now()).await?;
     journal.close().await;
@@ -136,6 +138,37 @@ async fn heartbeat(journal: Journal, run_id: i64, every: Duration, stop: watch::
                 }
             }
             _ = shutdown_requested(stop.clone()) => break,
+        }
+    }
+}
+
+/// Prunes journal rows older than `retention`, a minute after start and then every ten minutes,
+/// in batches of 500 rows per table with a pause between them (appends are never held up long).
+async fn retention(journal: Journal, retention: Retention, stop: watch::Receiver<bool>) {
+    let Retention(Some(keep)) = retention else { return };
+    let mut first = true;
+    loop {
+        let wait = Duration::from_secs(if first { 60 } else { 600 });
+        first = false;
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown_requested(stop.clone()) => return,
+        }
+        let cutoff = Utc::now() - keep;
+        let mut total = 0;
+        loop {
+            match journal.prune(cutoff, 500).await {
+                Ok(pruned) if pruned.total() > 0 => total += pruned.total(),
+                Ok(_) => break,
+                Err(e) => {
+                    warn!(error = %e, "journal retention failed; retried in ten minutes");
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if total > 0 {
+            info!(rows = total, cutoff = %cutoff, "journal rows past the retention pruned");
         }
     }
 }

@@ -51,9 +51,39 @@ pub struct RunArgs {
     #[arg(long, env = "ERU_HEARTBEAT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub heartbeat_seconds: u64,
 
+    /// How long journal rows are kept (`90d`, `12h`, `30m`, `600s`; `0` keeps them forever).
+    /// Per-Eru totals (status.missedSlots, the counters) are kept whatever is pruned.
+    #[arg(long, env = "ERU_RETENTION", default_value = "90d", value_parser = parse_retention)]
+    pub retention: Retention,
+
     /// This instance's name in Events and the journal (default: $POD_NAME or the host name).
     #[arg(long, env = "POD_NAME")]
     pub instance: Option<String>,
+}
+
+/// How long journal rows are kept; `None` keeps them forever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention(pub Option<chrono::Duration>);
+
+fn parse_retention(value: &str) -> Result<Retention, String> {
+    if value == "0" {
+        return Ok(Retention(None));
+    }
+    let refuse = || format!("'{value}' is not a duration like 90d, 12h, 30m or 600s (0 keeps rows forever)");
+    let split = value.find(|c: char| !c.is_ascii_digit()).ok_or_else(refuse)?;
+    let (number, unit) = value.split_at(split);
+    let n: i64 = number.parse().map_err(|_| refuse())?;
+    let seconds = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(refuse()),
+    };
+    if !(60..=100 * 365 * 86_400).contains(&seconds) {
+        return Err(format!("'{value}': retention must be between a minute and 100 years (or 0)"));
+    }
+    Ok(Retention(Some(chrono::Duration::seconds(seconds))))
 }
 
 fn parse_log_filter(value: &str) -> Result<String, String> {

@@ -4,8 +4,10 @@
 //!
 //! The one deliberate difference is daylight saving time: CronJobs skip a slot that falls in a
 //! spring-forward gap and run twice in a fall-back overlap; an Eru runs such a slot exactly once.
-//! Slots within two hours of a transition are therefore left out of the comparison (and counted).
-//! Also deliberate: `7` for Sunday, which robfig refuses; the corpus uses 0-6.
+//! The general corpus leaves slots within two hours of a transition out (and counts them); a
+//! second corpus is made of exactly those hours, around every transition of 2026–2027 in five
+//! zones, and every difference found there must be one of the two documented ones. Also
+//! deliberate: `7` for Sunday, which robfig refuses; the corpora use 0-6.
 
 use std::{
     io::Write,
@@ -116,6 +118,161 @@ fn near_transition(tz: Tz, t: DateTime<Utc>) -> bool {
     offset(t - Duration::hours(2)) != offset(t + Duration::hours(2))
 }
 
+/// The slots robfig/cron v3 computes for each case `(expression, zone, after)`, `count` each, as
+/// `hack/crondiff` prints them (comma-separated RFC 3339, or `ERR <message>`).
+fn robfig(cases: &[(String, &str, DateTime<Utc>)], count: usize) -> Vec<String> {
+    let input: String = cases
+        .iter()
+        .map(|(e, z, s)| format!("{e}\t{z}\t{}\t{count}\n", s.to_rfc3339()))
+        .collect();
+    let mut go = Command::new("go")
+        .args(["run", "."])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/crondiff"))
+        .env("GOTOOLCHAIN", "local")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("go on PATH (hack/deps.sh checks it)");
+    go.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let output = go.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "crondiff failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let theirs: Vec<String> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(theirs.len(), cases.len());
+    theirs
+}
+
+fn offset_seconds(tz: Tz, t: DateTime<Utc>) -> i64 {
+    tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc().into()
+}
+
+/// Every instant in 2026–2027 at which `tz`'s UTC offset changes.
+fn transitions(tz: Tz) -> Vec<DateTime<Utc>> {
+    let mut found = Vec::new();
+    let mut t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let end = Utc.with_ymd_and_hms(2028, 1, 1, 0, 0, 0).unwrap();
+    while t < end {
+        let next = t + Duration::minutes(30);
+        if offset_seconds(tz, t) != offset_seconds(tz, next) {
+            let (mut lo, mut hi) = (t, next);
+            while hi - lo > Duration::seconds(1) {
+                let mid = lo + (hi - lo) / 2;
+                if offset_seconds(tz, mid) == offset_seconds(tz, t) { lo = mid } else { hi = mid }
+            }
+            found.push(hi);
+        }
+        t = next;
+    }
+    found
+}
+
+/// Expressions whose slots fall in the local hours around a transition at local hour `h`:
+/// fixed, multi-valued and ranged hour fields (wall-clock times), and every-hour patterns.
+fn around(h: u32, rng: &mut Lcg) -> Vec<String> {
+    let hour = |d: i32| (h as i32 + d).rem_euclid(24);
+    let minute = rng.below(60);
+    vec![
+        format!("{minute} {} * * *", hour(0)),
+        format!("{minute} {} * * *", hour(-1)),
+        format!("0 {} * * *", hour(1)),
+        format!("{minute} {},{} * * *", hour(-1), hour(0)),
+        format!("0,30 {}-{} * * *", hour(-1).min(hour(1)), hour(-1).max(hour(1))),
+        format!("{} {minute} {} * * *", rng.below(60), hour(0)),
+        "*/30 * * * *".into(),
+        format!("{minute} * * * *"),
+        format!("{minute} */2 * * *"),
+        "0 */15 * * * *".into(),
+    ]
+}
+
+/// Around every DST transition of 2026–2027 in five zones (one switching at midnight), the slots of expressions aimed at the hours of the transition agree
+/// with robfig/cron v3 except where the README says they differ, and only there:
+/// - a wall-clock time in a spring-forward gap: the CronJob skips it; the Eru runs it once, at
+///   the first instant after the gap (unless a slot is already there);
+/// - a wall-clock time in a fall-back overlap: the CronJob runs it twice; the Eru once, at the
+///   first occurrence.
+///
+/// Every-hour patterns (`*` or `*/N` hours) agree exactly: every real hour, as ISC cron runs them.
+#[test]
+fn around_dst_transitions_the_only_differences_are_the_documented_ones() {
+    const ZONES: [&str; 5] = [
+        "America/New_York",
+        "Europe/Berlin",
+        "Europe/London",
+        "Australia/Sydney",
+        "America/Santiago",
+    ];
+    let mut rng = Lcg(0xd57);
+    let mut cases = Vec::new();
+    let mut windows = Vec::new();
+    for zone in ZONES {
+        let tz: Tz = zone.parse().unwrap();
+        for at in transitions(tz) {
+            let before = at - Duration::seconds(1);
+            let local_hour = tz.from_utc_datetime(&before.naive_utc()).format("%H").to_string();
+            for expr in around(local_hour.parse().unwrap(), &mut rng) {
+                cases.push((expr, zone, at - Duration::hours(4)));
+                windows.push((tz, at));
+            }
+        }
+    }
+    const COUNT: usize = 40;
+    let theirs = robfig(&cases, COUNT);
+    let (mut slots, mut gap_slots, mut overlap_repeats) = (0, 0, 0);
+    let mut unexplained = Vec::new();
+    for (((expr, zone, start), (tz, at)), reference) in cases.iter().zip(&windows).zip(&theirs) {
+        let ours = Schedule::parse(expr, Some(zone)).unwrap();
+        let end = *at + Duration::hours(4);
+        let within = |t: &DateTime<Utc>| *t <= end;
+        let mine: Vec<DateTime<Utc>> = ours.upcoming(*start, COUNT).into_iter().filter(within).collect();
+        let cronjob: Vec<DateTime<Utc>> = reference
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc))
+            .filter(within)
+            .collect();
+        assert!(
+            mine.last().is_some_and(|l| *l + Duration::hours(2) > end) || mine.len() < COUNT,
+            "{expr}: the window is covered"
+        );
+        slots += mine.len();
+        let shift = offset_seconds(*tz, *at) - offset_seconds(*tz, *at - Duration::seconds(1));
+        let wall = |t: DateTime<Utc>| tz.from_utc_datetime(&t.naive_utc()).naive_local();
+        for t in mine.iter().filter(|t| !cronjob.contains(t)) {
+            // ours only: a gap's wall-clock time, run at the first instant after the gap
+            if shift > 0 && *t == *at {
+                gap_slots += 1;
+            } else {
+                unexplained.push(format!("{expr} [{zone}] around {at}: only the Eru has {t}"));
+            }
+        }
+        for t in cronjob.iter().filter(|t| !mine.contains(t)) {
+            // theirs only: the second pass of a wall-clock time the overlap repeats
+            let first_pass = cronjob.iter().find(|e| *e < t && wall(**e) == wall(*t));
+            if shift < 0 && first_pass.is_some_and(|e| mine.contains(e)) {
+                overlap_repeats += 1;
+            } else {
+                unexplained.push(format!("{expr} [{zone}] around {at}: only the CronJob has {t}"));
+            }
+        }
+    }
+    eprintln!(
+        "{} expressions around DST transitions, {slots} slots: {gap_slots} gap slots run once, \
+         {overlap_repeats} overlap repeats run once instead of twice",
+        cases.len()
+    );
+    assert!(unexplained.is_empty(), "{} unexplained differences:\n{}", unexplained.len(), unexplained.join("\n"));
+    assert!(gap_slots >= 10 && overlap_repeats >= 10, "the corpus reaches both kinds of difference");
+}
+
 #[test]
 fn slots_match_kubernetes_cronjobs() {
     const ZONES: [&str; 5] = [
@@ -151,33 +308,7 @@ fn slots_match_kubernetes_cronjobs() {
         ));
     }
 
-    let input: String = cases
-        .iter()
-        .map(|(e, z, s)| format!("{e}\t{z}\t{}\t{COUNT}\n", s.to_rfc3339()))
-        .collect();
-    let mut go = Command::new("go")
-        .args(["run", "."])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/crondiff"))
-        .env("GOTOOLCHAIN", "local")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("go on PATH (hack/deps.sh checks it)");
-    go.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let output = go.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "crondiff failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let theirs: Vec<String> = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    assert_eq!(theirs.len(), cases.len());
-
+    let theirs = robfig(&cases, COUNT);
     let (mut compared, mut slots, mut dst_skipped) = (0, 0, 0);
     let mut mismatches = Vec::new();
     for ((expr, zone, start), reference) in cases.iter().zip(&theirs) {
@@ -224,4 +355,31 @@ fn slots_match_kubernetes_cronjobs() {
         slots > 10_000,
         "the corpus must be substantial, compared {slots} slots"
     );
+}
+
+/// Lord Howe shifts by 30 minutes. robfig/cron steps whole hours near a transition, so there
+/// CronJobs misplace wall-clock slots: after the fall-back of 2026-04-05 (02:00 → 01:30) they skip
+/// 02:00, which happens once (15:30 UTC); after the spring-forward of 2026-10-04 (02:00 → 02:30)
+/// they run 01:56 a second time, at 02:56. The Eru runs each wall-clock time once, where the wall
+/// clock shows it (the property test in `src/eru/schedule/tests.rs` checks every minute around
+/// these transitions against a brute-force oracle).
+#[test]
+fn around_a_30_minute_shift_cronjobs_misplace_slots_and_the_eru_follows_the_wall_clock() {
+    let zone = "Australia/Lord_Howe";
+    let at = |h, m| Utc.with_ymd_and_hms(2026, 4, 4, h, m, 0).unwrap();
+    let spring = |h, m| Utc.with_ymd_and_hms(2026, 10, 3, h, m, 0).unwrap();
+    let cases = vec![
+        ("0 2 * * *".to_string(), zone, at(12, 0)),
+        ("56 1 * * *".to_string(), zone, spring(12, 0)),
+    ];
+    let theirs = robfig(&cases, 2);
+    let first = |text: &str| DateTime::parse_from_rfc3339(text.split(',').next().unwrap()).unwrap().with_timezone(&Utc);
+    let second = |text: &str| DateTime::parse_from_rfc3339(text.split(',').nth(1).unwrap()).unwrap().with_timezone(&Utc);
+    let ours = |expr: &str, after| Schedule::parse(expr, Some(zone)).unwrap().upcoming(after, 2);
+    // 02:00 after the fall-back: the Eru at 15:30 UTC (02:00 +10:30); the CronJob a day later
+    assert_eq!(ours("0 2 * * *", at(12, 0))[0], at(15, 30));
+    assert_eq!(first(&theirs[0]), at(15, 30) + Duration::days(1));
+    // 01:56 before the spring-forward (15:26 UTC); the CronJob runs it again at 15:56 UTC (02:56)
+    assert_eq!(ours("56 1 * * *", spring(12, 0)), [spring(15, 26), spring(14, 56) + Duration::days(1)]);
+    assert_eq!((first(&theirs[1]), second(&theirs[1])), (spring(15, 26), spring(15, 56)));
 }

@@ -6,123 +6,19 @@ mod common;
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use common::{Operator, TestNamespace, client, get_json, wait_for};
-use eru::eru::{Eru, EruStatus, RESTARTED_AT_ANNOTATION};
-use k8s_openapi::api::{apps::v1::Deployment, events::v1::Event};
+use chrono::Utc;
+use common::{
+    Operator, TestNamespace, client,
+    eru::{create_eru, create_raw_eru, deployment, events, items, status, template_slot, time, wait_ready},
+    get_json, wait_for,
+};
+use eru::eru::Eru;
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
-    Api, Client, ResourceExt,
-    api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams},
+    Api, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-
-async fn deployment(client: &Client, ns: &str, name: &str, replicas: i32, extra: Value) -> Deployment {
-    let mut body = json!({
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}
-            }
-        }
-    });
-    merge(&mut body, extra);
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    api.create(&PostParams::default(), &serde_json::from_value(body).unwrap())
-        .await
-        .unwrap()
-}
-
-fn merge(into: &mut Value, from: Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (slot, v) => *slot = v,
-    }
-}
-
-async fn wait_ready(api: &Api<Deployment>, name: &str, replicas: i32) {
-    wait_for(
-        &format!("deployment {name} ready"),
-        Duration::from_secs(60),
-        || async {
-            let s = api.get(name).await.ok()?.status?;
-            (s.available_replicas == Some(replicas) && s.replicas == Some(replicas)).then_some(())
-        },
-    )
-    .await;
-}
-
-async fn create_eru(client: &Client, ns: &str, name: &str, spec: Value) -> kube::Result<Eru> {
-    let api: Api<Eru> = Api::namespaced(client.clone(), ns);
-    let eru: Eru = serde_json::from_value(json!({
-        "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru", "metadata": {"name": name}, "spec": spec
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &eru).await
-}
-
-/// Sends an Eru as raw JSON, so the API server (not serde) judges it.
-async fn create_raw_eru(client: &Client, ns: &str, name: &str, spec: Value) -> kube::Result<DynamicObject> {
-    let resource = ApiResource::erase::<Eru>(&());
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru", "metadata": {"name": name}, "spec": spec
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &object).await
-}
-
-async fn status(api: &Api<Eru>, name: &str) -> Option<EruStatus> {
-    api.get(name).await.ok()?.status
-}
-
-fn time(value: &Value) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(value.as_str().unwrap_or_default())
-        .unwrap()
-        .with_timezone(&Utc)
-}
-
-fn template_slot(deployment: &Deployment) -> Option<DateTime<Utc>> {
-    let annotations = deployment
-        .spec
-        .as_ref()?
-        .template
-        .metadata
-        .as_ref()?
-        .annotations
-        .as_ref()?;
-    Some(
-        DateTime::parse_from_rfc3339(annotations.get(RESTARTED_AT_ANNOTATION)?)
-            .ok()?
-            .with_timezone(&Utc),
-    )
-}
-
-fn items(operator: &Operator, path: &str) -> Vec<Value> {
-    get_json(&operator.url(path))["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-async fn events(client: &Client, ns: &str, regarding: &str, reason: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(client.clone(), ns);
-    let list = api
-        .list(&Default::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    list.into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect()
-}
 
 #[tokio::test]
 #[ignore = "needs the local cluster: hack/test.sh"]
@@ -219,7 +115,11 @@ async fn sigkill_right_after_the_patch_restarts_the_slot_once() {
     })
     .await;
     operator.kill(); // SIGKILL, between the patch and everything after it
+    let killed = Utc::now();
     operator.env.clear();
+    // down long enough for the rollout to finish unobserved
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let restarting = Utc::now();
     operator.restart().await;
 
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
@@ -252,6 +152,17 @@ async fn sigkill_right_after_the_patch_restarts_the_slot_once() {
         rows.iter().filter(|r| time(&r["slot"]) == slot).count(),
         1,
         "one restart for the slot: {rows:?}"
+    );
+    // when it really landed and finished, not when the restarted operator noticed
+    let row = rows.iter().find(|r| time(&r["slot"]) == slot).unwrap();
+    let (patched, finished) = (time(&row["patched_at"]), time(&row["finished_at"]));
+    assert!(
+        patched >= slot - chrono::Duration::seconds(1) && patched <= killed,
+        "patched_at from the API server's record of the patch: {row}"
+    );
+    assert!(
+        finished >= patched && finished < restarting,
+        "finished_at from the Deployment's Progressing condition: {row}"
     );
     let generation = deployments.get("web").await.unwrap().metadata.generation.unwrap();
     assert_eq!(

@@ -77,6 +77,8 @@ async fn bad_flags_exit_2_with_one_line() {
         vec!["run", "--log-format", "xml"],
         vec!["run", "--default-schedule", "61 * * * *"],
         vec!["run", "--namespace", "Not_Valid"],
+        vec!["run", "--retention", "90 days"],
+        vec!["run", "--retention", "5s"],
         vec!["schedule", "* * *"],
         vec!["schedule", "* * * * *", "--time-zone", "Mars/Olympus"],
     ] {

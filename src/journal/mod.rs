@@ -28,12 +28,14 @@ pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
 
 mod lock;
 mod read;
+mod retention;
 mod rows;
 #[cfg(test)]
 mod tests;
 mod write;
 
 pub use lock::WriterLock;
+pub use retention::Pruned;
 pub use rows::*;
 
 /// The journal handle; cheap to clone.

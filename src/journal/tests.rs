@@ -435,3 +435,84 @@ async fn missing_directory_is_a_clear_error() {
         "unclear error: {text}"
     );
 }
+
+#[tokio::test]
+async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs() {
+    let journal = Journal::open_in_memory().await.unwrap();
+    let day = |d: i64| at(0) + chrono::Duration::days(d);
+    // 30 days of one skipped slot and one finished restart a day, then one restart in progress
+    for d in 0..30 {
+        let mut e = entry();
+        e.transitions[0].observed = d.to_string();
+        e.transitions[0].at = day(d);
+        e.slots = vec![slot_row(day(d) + chrono::Duration::hours(1), SlotResult::Skipped, "target_paused")];
+        e.restarts_decided[0].slot = day(d);
+        e.restarts_decided[0].decided_at = day(d);
+        e.restarts_finished.push(FinishedRestart {
+            uid: "u1".into(),
+            slot: day(d),
+            finished_at: day(d),
+            outcome: "succeeded",
+            reason: None,
+        });
+        journal.append(&e).await.unwrap();
+    }
+    let mut open = entry();
+    open.transitions.clear();
+    open.slots.clear();
+    open.restarts_decided[0].slot = day(-100);
+    open.restarts_decided[0].decided_at = day(-100);
+    journal.append(&open).await.unwrap();
+    let epoch = |generation: i64, from: DateTime<Utc>| NewEpoch {
+        uid: "u1".into(),
+        generation,
+        effective_from: from,
+        observed_at: from,
+        spec: serde_json::json!({}),
+    };
+    journal
+        .append(&Entry {
+            epochs: vec![epoch(1, day(-200)), epoch(2, day(5)), epoch(3, day(25))],
+            ..Entry::default()
+        })
+        .await
+        .unwrap();
+    let before = journal.ledger("u1").await.unwrap().unwrap();
+
+    let cutoff = day(20);
+    let mut batches = 0;
+    let mut pruned = Pruned::default();
+    loop {
+        let p = journal.prune(cutoff, 7).await.unwrap();
+        if p.total() == 0 {
+            break;
+        }
+        assert!(p.slots <= 7 && p.restarts <= 7 && p.transitions <= 7, "batched: {p:?}");
+        pruned.slots += p.slots;
+        pruned.restarts += p.restarts;
+        pruned.transitions += p.transitions;
+        pruned.epochs += p.epochs;
+        batches += 1;
+    }
+    assert!(batches >= 3, "{batches} batches");
+    assert_eq!((pruned.slots, pruned.restarts, pruned.transitions), (20, 20, 20));
+    assert_eq!(pruned.epochs, 1, "generation 1 is superseded by 2 before the cutoff and the cursor");
+    let all = Filter {
+        limit: 1000,
+        ..Filter::default()
+    };
+    assert_eq!(journal.missed(&all).await.unwrap().len(), 10);
+    let restarts = journal.restarts(&all).await.unwrap();
+    assert_eq!(restarts.len(), 11, "the 10 newest and the one in progress, however old");
+    assert!(journal.open_restart("u1").await.unwrap().is_some());
+    assert_eq!(journal.ledger("u1").await.unwrap().unwrap(), before, "totals unchanged");
+    let kept: Vec<i64> = journal
+        .epochs("u1", day(30))
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.generation)
+        .collect();
+    assert_eq!(kept, [3], "the epoch in force at the cursor stays");
+    assert_eq!(journal.epochs("u1", day(10)).await.unwrap()[0].generation, 2);
+}

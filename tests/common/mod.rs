@@ -6,6 +6,8 @@
 //! the cluster up and runs them with `--include-ignored`.
 #![allow(dead_code)]
 
+pub mod eru;
+
 use std::{
     future::Future,
     net::TcpListener,

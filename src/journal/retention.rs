@@ -1,0 +1,96 @@
+//! Retention: rows older than a cutoff are pruned in small batches (each its own short
+//! transaction, so appends are never held up for long). Totals do not change: each Eru's counters
+//! live in its ledger row, which only goes once its Eru has been deleted for longer than the
+//! retention. Nothing accounting still needs is pruned: restarts in progress, the spec epoch in
+//! force at an Eru's cursor, and the operator runs since the oldest cursor.
+
+use chrono::{DateTime, Utc};
+
+use super::*;
+
+/// Rows pruned, by table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub transitions: u64,
+    pub slots: u64,
+    pub restarts: u64,
+    pub epochs: u64,
+    pub runs: u64,
+    pub ledgers: u64,
+}
+
+impl Pruned {
+    pub fn total(&self) -> u64 {
+        self.transitions + self.slots + self.restarts + self.epochs + self.runs + self.ledgers
+    }
+}
+
+/// A pruning statement and the count it adds to.
+type Statement = (fn(&mut Pruned) -> &mut u64, &'static str);
+
+/// Each statement deletes at most `$2` rows older than `$1`, by primary key.
+const STATEMENTS: [Statement; 6] = [
+    (
+        |p| &mut p.transitions,
+        "DELETE FROM transitions WHERE id IN (SELECT id FROM transitions WHERE at < $1 LIMIT $2)",
+    ),
+    (
+        |p| &mut p.slots,
+        "DELETE FROM slots WHERE id IN (SELECT id FROM slots WHERE last_slot < $1 LIMIT $2)",
+    ),
+    (
+        |p| &mut p.restarts,
+        "DELETE FROM restarts WHERE id IN (SELECT id FROM restarts
+           WHERE decided_at < $1 AND outcome != 'in_progress' LIMIT $2)",
+    ),
+    // an epoch superseded by a later one that took effect before the cutoff and before the
+    // Eru's cursor is never read again; a deleted Eru's epochs go with its ledger row
+    (
+        |p| &mut p.epochs,
+        "DELETE FROM spec_epochs WHERE (uid, generation) IN (
+           SELECT e.uid, e.generation FROM spec_epochs AS e JOIN eru_ledger AS g ON g.uid = e.uid
+           WHERE (g.deleted_at IS NOT NULL AND g.deleted_at < $1)
+              OR (e.effective_from < $1 AND EXISTS (
+                    SELECT 1 FROM spec_epochs AS later
+                    WHERE later.uid = e.uid AND later.effective_from > e.effective_from
+                      AND later.effective_from <= $1 AND later.effective_from <= g.accounted_through))
+           LIMIT $2)",
+    ),
+    // runs before the oldest live cursor, but the last of them (its heartbeat starts a downtime)
+    (
+        |p| &mut p.runs,
+        "DELETE FROM operator_runs WHERE id IN (SELECT id FROM operator_runs
+           WHERE heartbeat_at < $1
+             AND heartbeat_at < (SELECT coalesce(min(accounted_through), $1) FROM eru_ledger
+                                 WHERE deleted_at IS NULL)
+             AND id != (SELECT coalesce(max(id), 0) FROM operator_runs
+                        WHERE heartbeat_at < (SELECT coalesce(min(accounted_through), $1) FROM eru_ledger
+                                              WHERE deleted_at IS NULL))
+           LIMIT $2)",
+    ),
+    (
+        |p| &mut p.ledgers,
+        "DELETE FROM eru_ledger WHERE uid IN (SELECT uid FROM eru_ledger
+           WHERE deleted_at IS NOT NULL AND deleted_at < $1
+             AND NOT EXISTS (SELECT 1 FROM spec_epochs WHERE spec_epochs.uid = eru_ledger.uid)
+           LIMIT $2)",
+    ),
+];
+
+impl Journal {
+    /// Deletes at most `batch` rows of each table older than `cutoff`; returns how many went. Call
+    /// it again until it prunes nothing.
+    pub async fn prune(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<Pruned> {
+        let mut pruned = Pruned::default();
+        let cutoff = ts(cutoff);
+        for (count, sql) in STATEMENTS {
+            *count(&mut pruned) += sqlx::query(sql)
+                .bind(&cutoff)
+                .bind(i64::from(batch))
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        }
+        Ok(pruned)
+    }
+}
