@@ -366,3 +366,6 @@ fn rollout_timeout(eru: &Eru, observed: &Observed, target: Option<&str>) -> Dura
             .map_or(600, |t| t.rollout.progress_deadline_seconds.into())
     }))
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,236 @@
+//! Unit tests of one pass's decisions: epochs, the cursor from journal, status and template, a
+//! lost journal's seed and window, the restart in flight.
+
+use std::collections::HashMap;
+
+use chrono::TimeZone;
+use serde_json::json;
+
+use super::*;
+use crate::{
+    eru::{
+        EruStatus, LastRestart,
+        ledger::{EpochSpec, Reason},
+        machine::Restart,
+        observe::OpenRestart,
+        schedule::Schedule,
+        target::{TargetView, view_deployment},
+    },
+    journal::{LedgerRow, ts},
+};
+
+fn t(m: u32, s: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, 3, m, s).unwrap()
+}
+
+fn eru(schedule: &str, generation: i64) -> Eru {
+    serde_json::from_value(json!({
+        "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru",
+        "metadata": {"name": "web", "namespace": "ns", "uid": "u1", "generation": generation,
+                     "creationTimestamp": "2026-11-22T03:00:00Z"},
+        "spec": {"schedule": schedule, "target": {"kind": "Deployment", "name": "web"}}
+    }))
+    .unwrap()
+}
+
+fn target(template_slot: Option<DateTime<Utc>>) -> TargetView {
+    let annotations = template_slot.map(|s| json!({"mtsre.meitu.com/restartedAt": crate::eru::record::slot_text(s)}));
+    view_deployment(
+        &serde_json::from_value(json!({
+            "metadata": {"name": "web", "generation": 2},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"annotations": annotations}, "spec": {"containers": []}}},
+            "status": {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1,
+                       "readyReplicas": 1, "availableReplicas": 1}
+        }))
+        .unwrap(),
+    )
+}
+
+/// An operator that has run since 02:00 and a journal that accounted the Eru up to `cursor`.
+fn observed(eru: &Eru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) -> Observed {
+    let spec = EpochSpec::of(&eru.spec);
+    Observed {
+        now,
+        known: None,
+        schedule: Schedule::parse(&eru.spec.schedule, None),
+        generation: eru.metadata.generation.unwrap(),
+        created: t(0, 0),
+        spec_written_at: None,
+        spec: spec.clone(),
+        targets: HashMap::from([("web".to_string(), target(None))]),
+        open_restart: None,
+        ledger: cursor.map(|c| LedgerRow {
+            uid: "u1".into(),
+            accounted_through: Some(ts(c)),
+            ..LedgerRow::default()
+        }),
+        epochs: vec![Epoch {
+            generation: 1,
+            from: t(0, 0),
+            spec,
+        }],
+        runs: vec![(t(0, 0) - Duration::hours(1), now)],
+    }
+}
+
+fn records(pass: &Pass) -> Vec<(DateTime<Utc>, Reason)> {
+    pass.decision
+        .records
+        .iter()
+        .flat_map(|r| match r {
+            EruRecord::Slots(slots) => slots.iter().map(|s| (s.first, s.reason)).collect(),
+            EruRecord::GaveUp { record, .. } => vec![(record.first, record.reason)],
+            _ => vec![],
+        })
+        .collect()
+}
+
+#[test]
+fn a_due_slot_is_decided_and_patched_in_the_same_pass() {
+    let eru = eru("* * * * *", 1);
+    let pass = decide(&eru, &observed(&eru, t(5, 0) + Duration::milliseconds(3), Some(t(4, 0))));
+    assert!(matches!(pass.state, State::Restarting { .. }));
+    assert!(matches!(pass.decision.records[0], EruRecord::Decided { slot, .. } if slot == t(5, 0)));
+    assert_eq!(pass.decision.actions.len(), 1, "the patch");
+    assert!(pass.wake.is_some(), "woken for the deadline");
+}
+
+#[test]
+fn a_new_generation_is_an_epoch_from_its_api_write() {
+    let mut eru = eru("*/5 * * * * *", 2);
+    eru.spec.schedule = "*/5 * * * * *".into();
+    let mut o = observed(&eru, t(1, 0) + Duration::milliseconds(300), Some(t(0, 0)));
+    o.epochs[0].spec.schedule = "0 0 1 1 *".into();
+    o.spec_written_at = Some(t(0, 58));
+    let pass = decide(&eru, &o);
+    let epoch = pass.decision.records.iter().find_map(|r| match r {
+        EruRecord::Epoch(e) => Some(e.clone()),
+        _ => None,
+    });
+    assert_eq!(epoch.map(|e| (e.generation, e.from)), Some((2, t(0, 58))));
+    assert!(records(&pass).is_empty(), "no slot of the new schedule before 00:58");
+    assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot == t(1, 0)));
+}
+
+#[test]
+fn a_lost_journal_is_seeded_from_the_status_and_its_stretch_is_journal_lost() {
+    let eru = eru("* * * * *", 1);
+    let now = t(10, 0) + Duration::milliseconds(5);
+    let mut o = observed(&eru, now, None);
+    o.runs = vec![(t(8, 30), now)]; // this journal's first run
+    o.epochs.clear();
+    o.known = Some(EruStatus {
+        accounted_through: Some(t(4, 0)),
+        missed_slots: 7,
+        last_restart: Some(LastRestart {
+            slot: t(3, 0),
+            started_at: t(3, 0),
+            decided_at: Some(t(3, 0)),
+            patched_at: Some(t(3, 0)),
+            finished_at: Some(t(3, 1)),
+            outcome: "succeeded".into(),
+            reason: None,
+            duration_seconds: Some(1.0),
+        }),
+        ..EruStatus::default()
+    });
+    // the lost journal restarted 05:00 (the template says so): not again, not recorded again
+    o.targets.insert("web".into(), target(Some(t(5, 0))));
+    let pass = decide(&eru, &o);
+    let seed = pass.decision.records.iter().find_map(|r| match r {
+        EruRecord::Seed(s) => Some(s.clone()),
+        _ => None,
+    });
+    assert_eq!(seed.map(|s| (s.missed_slots, s.accounted_through)), Some((7, Some(t(4, 0)))));
+    let got = records(&pass);
+    assert_eq!(got.first(), Some(&(t(6, 0), Reason::JournalLost)), "{got:?}");
+    assert!(got.iter().all(|(slot, _)| *slot > t(5, 0)));
+    let lost: Vec<_> = got.iter().filter(|(_, r)| *r == Reason::JournalLost).collect();
+    assert_eq!(lost.len(), 3, "06:00, 07:00, 08:00 before the first run at 08:30: {got:?}");
+    assert!(!got.iter().any(|(_, r)| *r == Reason::OperatorDown));
+}
+
+#[test]
+fn a_spec_changed_after_a_lost_journals_cursor_leaves_a_reported_gap() {
+    let eru = eru("* * * * *", 3);
+    let now = t(10, 0) + Duration::milliseconds(5);
+    let mut o = observed(&eru, now, None);
+    o.epochs.clear();
+    o.spec_written_at = Some(t(7, 30));
+    o.known = Some(EruStatus {
+        accounted_through: Some(t(4, 0)),
+        ..EruStatus::default()
+    });
+    let pass = decide(&eru, &o);
+    assert_eq!(pass.gap, Some((t(4, 0), t(7, 30))));
+    assert!(records(&pass).iter().all(|(slot, _)| *slot > t(7, 30)));
+    assert!(pass.decision.records.contains(&EruRecord::Advance(t(7, 30))));
+}
+
+#[test]
+fn a_restart_in_flight_comes_from_the_journal_and_lands() {
+    let eru = eru("0 0 1 1 *", 1);
+    let mut o = observed(&eru, t(5, 2), Some(t(5, 0)));
+    o.known = Some(EruStatus {
+        phase: Some("Waiting".into()),
+        ..EruStatus::default()
+    });
+    o.open_restart = Some(OpenRestart {
+        restart: Restart {
+            slot: t(5, 0),
+            target: "web".into(),
+            deadline: t(10, 0),
+            attempts: 0,
+            last_error: None,
+        },
+        decided_at: t(5, 0),
+        patched_at: None,
+        next_attempt_at: None,
+    });
+    o.targets.insert("web".into(), target(Some(t(5, 0))));
+    let pass = decide(&eru, &o);
+    // landed (the template carries it) and, the target being settled, rolled out
+    assert_eq!(pass.state, State::Waiting {});
+    assert!(matches!(pass.decision.records[0], EruRecord::Patched { slot, .. } if slot == t(5, 0)));
+    assert!(matches!(
+        pass.decision.records[1],
+        EruRecord::Finished { outcome: crate::eru::machine::RestartOutcome::Succeeded, .. }
+    ));
+}
+
+#[test]
+fn a_rollout_a_lost_journal_left_in_progress_is_taken_over() {
+    let eru = eru("0 0 1 1 *", 1);
+    let mut o = observed(&eru, t(5, 2), None);
+    o.known = Some(EruStatus {
+        phase: Some("RollingOut".into()),
+        accounted_through: Some(t(5, 0)),
+        last_restart: Some(LastRestart {
+            slot: t(5, 0),
+            started_at: t(5, 0),
+            decided_at: Some(t(5, 0)),
+            patched_at: Some(t(5, 0)),
+            finished_at: None,
+            outcome: "in_progress".into(),
+            reason: None,
+            duration_seconds: None,
+        }),
+        ..EruStatus::default()
+    });
+    o.targets.insert("web".into(), target(Some(t(5, 0))));
+    let pass = decide(&eru, &o);
+    let kinds: Vec<&str> = pass
+        .decision
+        .records
+        .iter()
+        .map(|r| match r {
+            EruRecord::Decided { .. } => "decided",
+            EruRecord::Patched { .. } => "patched",
+            EruRecord::Finished { .. } => "finished",
+            _ => "other",
+        })
+        .filter(|k| *k != "other")
+        .collect();
+    assert_eq!(kinds, ["decided", "patched", "finished"], "its end is recorded");
+}
