@@ -202,7 +202,11 @@ async fn filled(path: &std::path::Path, rows: i64) -> Journal {
         i += 5_000;
     }
     journal
-        .start_run("bench", "bench", Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap())
+        .start_run(
+            "bench",
+            "bench",
+            Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+        )
         .await
         .unwrap();
     journal

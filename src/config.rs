@@ -81,7 +81,9 @@ fn parse_retention(value: &str) -> Result<Retention, String> {
         _ => return Err(refuse()),
     };
     if !(60..=100 * 365 * 86_400).contains(&seconds) {
-        return Err(format!("'{value}': retention must be between a minute and 100 years (or 0)"));
+        return Err(format!(
+            "'{value}': retention must be between a minute and 100 years (or 0)"
+        ));
     }
     Ok(Retention(Some(chrono::Duration::seconds(seconds))))
 }

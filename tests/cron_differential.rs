@@ -151,7 +151,10 @@ fn robfig(cases: &[(String, &str, DateTime<Utc>)], count: usize) -> Vec<String> 
 }
 
 fn offset_seconds(tz: Tz, t: DateTime<Utc>) -> i64 {
-    tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc().into()
+    tz.offset_from_utc_datetime(&t.naive_utc())
+        .fix()
+        .local_minus_utc()
+        .into()
 }
 
 /// Every instant in 2026–2027 at which `tz`'s UTC offset changes.
@@ -165,7 +168,11 @@ fn transitions(tz: Tz) -> Vec<DateTime<Utc>> {
             let (mut lo, mut hi) = (t, next);
             while hi - lo > Duration::seconds(1) {
                 let mid = lo + (hi - lo) / 2;
-                if offset_seconds(tz, mid) == offset_seconds(tz, t) { lo = mid } else { hi = mid }
+                if offset_seconds(tz, mid) == offset_seconds(tz, t) {
+                    lo = mid
+                } else {
+                    hi = mid
+                }
             }
             found.push(hi);
         }
@@ -269,8 +276,16 @@ fn around_dst_transitions_the_only_differences_are_the_documented_ones() {
          {overlap_repeats} overlap repeats run once instead of twice",
         cases.len()
     );
-    assert!(unexplained.is_empty(), "{} unexplained differences:\n{}", unexplained.len(), unexplained.join("\n"));
-    assert!(gap_slots >= 10 && overlap_repeats >= 10, "the corpus reaches both kinds of difference");
+    assert!(
+        unexplained.is_empty(),
+        "{} unexplained differences:\n{}",
+        unexplained.len(),
+        unexplained.join("\n")
+    );
+    assert!(
+        gap_slots >= 10 && overlap_repeats >= 10,
+        "the corpus reaches both kinds of difference"
+    );
 }
 
 #[test]
@@ -373,13 +388,27 @@ fn around_a_30_minute_shift_cronjobs_misplace_slots_and_the_eru_follows_the_wall
         ("56 1 * * *".to_string(), zone, spring(12, 0)),
     ];
     let theirs = robfig(&cases, 2);
-    let first = |text: &str| DateTime::parse_from_rfc3339(text.split(',').next().unwrap()).unwrap().with_timezone(&Utc);
-    let second = |text: &str| DateTime::parse_from_rfc3339(text.split(',').nth(1).unwrap()).unwrap().with_timezone(&Utc);
+    let first = |text: &str| {
+        DateTime::parse_from_rfc3339(text.split(',').next().unwrap())
+            .unwrap()
+            .with_timezone(&Utc)
+    };
+    let second = |text: &str| {
+        DateTime::parse_from_rfc3339(text.split(',').nth(1).unwrap())
+            .unwrap()
+            .with_timezone(&Utc)
+    };
     let ours = |expr: &str, after| Schedule::parse(expr, Some(zone)).unwrap().upcoming(after, 2);
     // 02:00 after the fall-back: the Eru at 15:30 UTC (02:00 +10:30); the CronJob a day later
     assert_eq!(ours("0 2 * * *", at(12, 0))[0], at(15, 30));
     assert_eq!(first(&theirs[0]), at(15, 30) + Duration::days(1));
     // 01:56 before the spring-forward (15:26 UTC); the CronJob runs it again at 15:56 UTC (02:56)
-    assert_eq!(ours("56 1 * * *", spring(12, 0)), [spring(15, 26), spring(14, 56) + Duration::days(1)]);
-    assert_eq!((first(&theirs[1]), second(&theirs[1])), (spring(15, 26), spring(15, 56)));
+    assert_eq!(
+        ours("56 1 * * *", spring(12, 0)),
+        [spring(15, 26), spring(14, 56) + Duration::days(1)]
+    );
+    assert_eq!(
+        (first(&theirs[1]), second(&theirs[1])),
+        (spring(15, 26), spring(15, 56))
+    );
 }

@@ -25,9 +25,13 @@ use serde_json::{Value, json};
 const SECOND: chrono::Duration = chrono::Duration::seconds(1);
 
 async fn edit(erus: &Api<Eru>, name: &str, spec: Value) {
-    erus.patch(name, &PatchParams::default(), &Patch::Merge(json!({ "spec": spec })))
-        .await
-        .unwrap();
+    erus.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": spec })),
+    )
+    .await
+    .unwrap();
 }
 
 /// Waits for a succeeded restart of a slot after `after`; returns its slot.
@@ -99,7 +103,11 @@ async fn slots_while_suspended_are_skipped_even_on_a_quiet_target_and_none_runs_
             .iter()
             .find(|m| time(&m["slot"]) <= *slot && *slot <= time(&m["last_slot"]))
             .unwrap_or_else(|| panic!("slot {slot} has no record: {missed:?}"));
-        assert_eq!((row["result"].as_str(), row["reason"].as_str()), (Some("skipped"), Some("suspended")), "{row}");
+        assert_eq!(
+            (row["result"].as_str(), row["reason"].as_str()),
+            (Some("skipped"), Some("suspended")),
+            "{row}"
+        );
     }
     let history = items(&operator, "/history?name=web&limit=1000");
     assert!(
@@ -112,7 +120,10 @@ async fn slots_while_suspended_are_skipped_even_on_a_quiet_target_and_none_runs_
         missed.iter().all(|m| m["reason"] != "past_deadline"),
         "nothing is late with the operator running: {missed:?}"
     );
-    assert!(first_after <= resumed + SECOND * 6, "the next slot after resuming runs: {first_after}");
+    assert!(
+        first_after <= resumed + SECOND * 6,
+        "the next slot after resuming runs: {first_after}"
+    );
     assert!(last.missed_slots >= inside.len() as i64, "{last:?}");
 }
 
@@ -139,7 +150,10 @@ async fn a_new_schedule_has_no_slots_before_it_was_edited_in() {
     let first = restarted_after(&operator, "web", edited - SECOND * 5).await;
     settle(&erus, "web").await;
 
-    assert!(first > editing - SECOND, "the first restart is of the new schedule after the edit: {first}");
+    assert!(
+        first > editing - SECOND,
+        "the first restart is of the new schedule after the edit: {first}"
+    );
     let history = items(&operator, "/history?name=web&limit=1000");
     assert!(
         history.iter().all(|r| time(&r["slot"]) > editing - SECOND),
@@ -167,10 +181,14 @@ async fn a_lost_journal_resumes_from_the_cluster_and_never_restarts_or_recounts_
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let first = restarted_after(&operator, "web", Utc::now() - SECOND * 10).await;
     let second = restarted_after(&operator, "web", first).await;
-    wait_for("the second restart in the status", Duration::from_secs(30), || async {
-        let s = status(&erus, "web").await?;
-        (s.last_restart?.slot >= second && s.phase.as_deref() == Some("Waiting")).then_some(())
-    })
+    wait_for(
+        "the second restart in the status",
+        Duration::from_secs(30),
+        || async {
+            let s = status(&erus, "web").await?;
+            (s.last_restart?.slot >= second && s.phase.as_deref() == Some("Waiting")).then_some(())
+        },
+    )
     .await;
 
     // the journal's volume is replaced while the operator is down
@@ -195,26 +213,42 @@ async fn a_lost_journal_resumes_from_the_cluster_and_never_restarts_or_recounts_
     );
     let landed = history.iter().filter(|r| !r["patched_at"].is_null()).count() as i64;
     let now_generation = deployments.get("web").await.unwrap().metadata.generation.unwrap();
-    assert_eq!(now_generation - generation, landed, "each new restart patched the template once");
+    assert_eq!(
+        now_generation - generation,
+        landed,
+        "each new restart patched the template once"
+    );
     let missed = items(&operator, "/missed?name=web&limit=1000");
     assert!(
         missed.iter().all(|m| m["reason"] != "operator_down"),
         "no downtime is claimed that the new journal cannot prove: {missed:?}"
     );
     let lost: Vec<&Value> = missed.iter().filter(|m| m["reason"] == "journal_lost").collect();
-    assert!(!lost.is_empty(), "the stretch no journal covers is recorded: {missed:?}");
+    assert!(
+        !lost.is_empty(),
+        "the stretch no journal covers is recorded: {missed:?}"
+    );
     for m in &lost {
         assert_eq!(m["result"], "missed");
         let (start, end) = (time(&m["window"]["start"]), time(&m["window"]["end"]));
-        assert!(start >= restarted_slot && start <= stopped, "window start {start}");
+        assert!(
+            start >= restarted_slot && start <= stopped,
+            "window start {start}"
+        );
         assert!(end >= starting - SECOND && end <= resumed, "window end {end}");
-        assert!(time(&m["slot"]) > restarted_slot && time(&m["last_slot"]) < resumed, "{m}");
+        assert!(
+            time(&m["slot"]) > restarted_slot && time(&m["last_slot"]) < resumed,
+            "{m}"
+        );
     }
     assert!(
         missed.iter().all(|m| time(&m["slot"]) > restarted_slot),
         "slots accounted by the lost journal are not recorded again: {missed:?}"
     );
-    assert!(after.missed_slots >= before.missed_slots, "missedSlots never goes backwards");
+    assert!(
+        after.missed_slots >= before.missed_slots,
+        "missedSlots never goes backwards"
+    );
     assert!(after.last_restart.unwrap().slot >= before.last_restart.unwrap().slot);
     assert!(after.accounted_through >= before.accounted_through);
 }
@@ -252,7 +286,10 @@ async fn a_denied_restart_backs_off_and_is_abandoned_at_its_deadline_never_appli
             dry_run: true,
             ..PatchParams::default()
         };
-        deployments.patch("web", &dry_run, &Patch::Merge(patch)).await.is_err()
+        deployments
+            .patch("web", &dry_run, &Patch::Merge(patch))
+            .await
+            .is_err()
     };
     wait_for("the policy in force", Duration::from_secs(30), || async {
         frozen(deployments.clone()).await.then_some(())
@@ -263,26 +300,58 @@ async fn a_denied_restart_backs_off_and_is_abandoned_at_its_deadline_never_appli
     let spec = json!({"schedule": "*/15 * * * * *", "startingDeadlineSeconds": 8,
                       "target": {"kind": "Deployment", "name": "web"}});
     create_eru(&client, &ns.name, "web", spec).await.unwrap();
-    let abandoned = wait_for("a restart abandoned at its deadline", Duration::from_secs(60), || async {
-        items(&operator, "/history?name=web&outcome=abandoned").into_iter().next()
-    })
+    let abandoned = wait_for(
+        "a restart abandoned at its deadline",
+        Duration::from_secs(60),
+        || async {
+            items(&operator, "/history?name=web&outcome=abandoned")
+                .into_iter()
+                .next()
+        },
+    )
     .await;
     let slot = time(&abandoned["slot"]);
     let reason = abandoned["reason"].as_str().unwrap();
-    assert!(reason.starts_with("patch_failed: the restart patch did not land by"), "{reason}");
-    assert!(reason.contains("the pod template is frozen"), "the API's own message: {reason}");
-    assert!(abandoned["patched_at"].is_null() && abandoned["duration_seconds"].is_null(), "{abandoned}");
-    assert!(time(&abandoned["finished_at"]) >= slot + SECOND * 8, "given up at the deadline, not before");
+    assert!(
+        reason.starts_with("patch_failed: the restart patch did not land by"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("the pod template is frozen"),
+        "the API's own message: {reason}"
+    );
+    assert!(
+        abandoned["patched_at"].is_null() && abandoned["duration_seconds"].is_null(),
+        "{abandoned}"
+    );
+    assert!(
+        time(&abandoned["finished_at"]) >= slot + SECOND * 8,
+        "given up at the deadline, not before"
+    );
     let missed = items(&operator, "/missed?name=web");
-    let row = missed.iter().find(|m| time(&m["slot"]) == slot).expect("the slot in /missed");
-    assert_eq!((row["result"].as_str(), row["reason"].as_str()), (Some("missed"), Some("patch_failed")));
+    let row = missed
+        .iter()
+        .find(|m| time(&m["slot"]) == slot)
+        .expect("the slot in /missed");
+    assert_eq!(
+        (row["result"].as_str(), row["reason"].as_str()),
+        (Some("missed"), Some("patch_failed"))
+    );
     let attempts: i32 = events(&client, &ns.name, "web", "RestartPatchFailed")
         .await
         .iter()
-        .filter(|e| e.note.as_deref().unwrap_or_default().contains(&common::eru::slot_text(slot)))
+        .filter(|e| {
+            e.note
+                .as_deref()
+                .unwrap_or_default()
+                .contains(&common::eru::slot_text(slot))
+        })
         .map(|e| e.series.as_ref().map_or(1, |s| s.count))
         .sum();
-    assert!((2..=5).contains(&attempts), "retries back off (1 s, 2 s, 4 s within 8 s): {attempts}");
+    assert!(
+        (2..=5).contains(&attempts),
+        "retries back off (1 s, 2 s, 4 s within 8 s): {attempts}"
+    );
 
     // the policy goes away: the next slot restarts, and the abandoned one is never applied
     kubectl(&["delete", "-f", file.path().to_str().unwrap()]);
@@ -291,16 +360,29 @@ async fn a_denied_restart_backs_off_and_is_abandoned_at_its_deadline_never_appli
     settle(&erus, "web").await;
     assert!(next > slot);
     let history = items(&operator, "/history?name=web&limit=1000");
-    assert!(history.iter().all(|r| r["outcome"] != "failed"), "no rollout claimed that never started: {history:?}");
+    assert!(
+        history.iter().all(|r| r["outcome"] != "failed"),
+        "no rollout claimed that never started: {history:?}"
+    );
     let missed = items(&operator, "/missed?name=web&limit=1000");
-    assert!(missed.iter().all(|m| m["reason"] != "concurrent_rollout"), "nothing was rolling out: {missed:?}");
+    assert!(
+        missed.iter().all(|m| m["reason"] != "concurrent_rollout"),
+        "nothing was rolling out: {missed:?}"
+    );
     let landed: Vec<DateTime<Utc>> = history
         .iter()
         .filter(|r| !r["patched_at"].is_null())
         .map(|r| time(&r["slot"]))
         .collect();
-    assert!(!landed.contains(&slot), "the abandoned slot never landed: {landed:?}");
+    assert!(
+        !landed.contains(&slot),
+        "the abandoned slot never landed: {landed:?}"
+    );
     let d = deployments.get("web").await.unwrap();
     assert!(template_slot(&d).unwrap() > slot);
-    assert_eq!(d.metadata.generation.unwrap(), 1 + landed.len() as i64, "one template change per landed restart");
+    assert_eq!(
+        d.metadata.generation.unwrap(),
+        1 + landed.len() as i64,
+        "one template change per landed restart"
+    );
 }

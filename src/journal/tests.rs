@@ -445,7 +445,11 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
         let mut e = entry();
         e.transitions[0].observed = d.to_string();
         e.transitions[0].at = day(d);
-        e.slots = vec![slot_row(day(d) + chrono::Duration::hours(1), SlotResult::Skipped, "target_paused")];
+        e.slots = vec![slot_row(
+            day(d) + chrono::Duration::hours(1),
+            SlotResult::Skipped,
+            "target_paused",
+        )];
         e.restarts_decided[0].slot = day(d);
         e.restarts_decided[0].decided_at = day(d);
         e.restarts_finished.push(FinishedRestart {
@@ -487,7 +491,10 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
         if p.total() == 0 {
             break;
         }
-        assert!(p.slots <= 7 && p.restarts <= 7 && p.transitions <= 7, "batched: {p:?}");
+        assert!(
+            p.slots <= 7 && p.restarts <= 7 && p.transitions <= 7,
+            "batched: {p:?}"
+        );
         pruned.slots += p.slots;
         pruned.restarts += p.restarts;
         pruned.transitions += p.transitions;
@@ -496,16 +503,27 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
     }
     assert!(batches >= 3, "{batches} batches");
     assert_eq!((pruned.slots, pruned.restarts, pruned.transitions), (20, 20, 20));
-    assert_eq!(pruned.epochs, 1, "generation 1 is superseded by 2 before the cutoff and the cursor");
+    assert_eq!(
+        pruned.epochs, 1,
+        "generation 1 is superseded by 2 before the cutoff and the cursor"
+    );
     let all = Filter {
         limit: 1000,
         ..Filter::default()
     };
     assert_eq!(journal.missed(&all).await.unwrap().len(), 10);
     let restarts = journal.restarts(&all).await.unwrap();
-    assert_eq!(restarts.len(), 11, "the 10 newest and the one in progress, however old");
+    assert_eq!(
+        restarts.len(),
+        11,
+        "the 10 newest and the one in progress, however old"
+    );
     assert!(journal.open_restart("u1").await.unwrap().is_some());
-    assert_eq!(journal.ledger("u1").await.unwrap().unwrap(), before, "totals unchanged");
+    assert_eq!(
+        journal.ledger("u1").await.unwrap().unwrap(),
+        before,
+        "totals unchanged"
+    );
     let kept: Vec<i64> = journal
         .epochs("u1", day(30))
         .await

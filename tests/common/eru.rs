@@ -70,7 +70,12 @@ pub async fn create_eru(client: &Client, ns: &str, name: &str, spec: Value) -> k
 }
 
 /// Sends an Eru as raw JSON, so the API server (not serde) judges it.
-pub async fn create_raw_eru(client: &Client, ns: &str, name: &str, spec: Value) -> kube::Result<DynamicObject> {
+pub async fn create_raw_eru(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    spec: Value,
+) -> kube::Result<DynamicObject> {
     let resource = ApiResource::erase::<Eru>(&());
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
     let object: DynamicObject = serde_json::from_value(json!({

@@ -34,7 +34,8 @@ fn eru(schedule: &str, generation: i64) -> Eru {
 }
 
 fn target(template_slot: Option<DateTime<Utc>>) -> TargetView {
-    let annotations = template_slot.map(|s| json!({"mtsre.meitu.com/restartedAt": crate::eru::record::slot_text(s)}));
+    let annotations =
+        template_slot.map(|s| json!({"mtsre.meitu.com/restartedAt": crate::eru::record::slot_text(s)}));
     view_deployment(
         &serde_json::from_value(json!({
             "metadata": {"name": "web", "generation": 2},
@@ -89,7 +90,10 @@ fn records(pass: &Pass) -> Vec<(DateTime<Utc>, Reason)> {
 #[test]
 fn a_due_slot_is_decided_and_patched_in_the_same_pass() {
     let eru = eru("* * * * *", 1);
-    let pass = decide(&eru, &observed(&eru, t(5, 0) + Duration::milliseconds(3), Some(t(4, 0))));
+    let pass = decide(
+        &eru,
+        &observed(&eru, t(5, 0) + Duration::milliseconds(3), Some(t(4, 0))),
+    );
     assert!(matches!(pass.state, State::Restarting { .. }));
     assert!(matches!(pass.decision.records[0], EruRecord::Decided { slot, .. } if slot == t(5, 0)));
     assert_eq!(pass.decision.actions.len(), 1, "the patch");
@@ -109,7 +113,10 @@ fn a_new_generation_is_an_epoch_from_its_api_write() {
         _ => None,
     });
     assert_eq!(epoch.map(|e| (e.generation, e.from)), Some((2, t(0, 58))));
-    assert!(records(&pass).is_empty(), "no slot of the new schedule before 00:58");
+    assert!(
+        records(&pass).is_empty(),
+        "no slot of the new schedule before 00:58"
+    );
     assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot == t(1, 0)));
 }
 
@@ -142,12 +149,19 @@ fn a_lost_journal_is_seeded_from_the_status_and_its_stretch_is_journal_lost() {
         EruRecord::Seed(s) => Some(s.clone()),
         _ => None,
     });
-    assert_eq!(seed.map(|s| (s.missed_slots, s.accounted_through)), Some((7, Some(t(4, 0)))));
+    assert_eq!(
+        seed.map(|s| (s.missed_slots, s.accounted_through)),
+        Some((7, Some(t(4, 0))))
+    );
     let got = records(&pass);
     assert_eq!(got.first(), Some(&(t(6, 0), Reason::JournalLost)), "{got:?}");
     assert!(got.iter().all(|(slot, _)| *slot > t(5, 0)));
     let lost: Vec<_> = got.iter().filter(|(_, r)| *r == Reason::JournalLost).collect();
-    assert_eq!(lost.len(), 3, "06:00, 07:00, 08:00 before the first run at 08:30: {got:?}");
+    assert_eq!(
+        lost.len(),
+        3,
+        "06:00, 07:00, 08:00 before the first run at 08:30: {got:?}"
+    );
     assert!(!got.iter().any(|(_, r)| *r == Reason::OperatorDown));
 }
 
@@ -195,7 +209,10 @@ fn a_restart_in_flight_comes_from_the_journal_and_lands() {
     assert!(matches!(pass.decision.records[0], EruRecord::Patched { slot, .. } if slot == t(5, 0)));
     assert!(matches!(
         pass.decision.records[1],
-        EruRecord::Finished { outcome: crate::eru::machine::RestartOutcome::Succeeded, .. }
+        EruRecord::Finished {
+            outcome: crate::eru::machine::RestartOutcome::Succeeded,
+            ..
+        }
     ));
 }
 
