@@ -1,7 +1,8 @@
 //! Benchmarks: `hack/bench.sh` (or `cargo bench --bench journal`) prints medians and ratios.
 //! Under `cargo test` this runs once, tiny, as a smoke test (no timing claims in tests).
 //!
-//! - journal append of one reconcile's records (transition + slot + restart), WAL on disk;
+//! - journal append of one reconcile's records (transition + slot + restart), WAL on disk, alone;
+//! - durable transitions per second through the group-commit writer, 256 concurrent appenders;
 //! - slot accounting of one bounded pass of a month-long per-second backlog;
 //! - `/history` paging over 100k restarts: the first page vs a page 90k rows deep;
 //! - one reconcile's journal work (ledger, epochs, open restart, runs, append, summary) on a
@@ -65,7 +66,7 @@ fn entry_of(uid: &str, i: i64) -> Entry {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main]
 async fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let scale = if full { 1 } else { 100 };
@@ -82,6 +83,29 @@ async fn main() {
         samples.push(start.elapsed());
     }
     let append = median(samples);
+
+    // 1b. group commit: 256 concurrent appenders, one transition each per append
+    let total = 40_000 / scale;
+    let tasks = 256;
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let journal = journal.clone();
+        handles.push(tokio::spawn(async move {
+            let mut i = t;
+            while i < total {
+                let mut e = entry_of("gc", 10_000_000 + i);
+                e.slots.clear();
+                e.restarts_decided.clear();
+                journal.append(&e).await.unwrap();
+                i += tasks;
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let grouped = total as f64 / start.elapsed().as_secs_f64();
 
     // 2. accounting: one bounded pass of a 30-day per-second backlog
     let from = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
@@ -159,7 +183,10 @@ async fn main() {
 
     if full {
         println!(
-            "journal append (1 transition + 1 slot + 1 restart, WAL, synchronous=NORMAL): median {append:?} over {appends}"
+            "journal append alone (1 transition + 1 slot + 1 restart, WAL, synchronous=FULL): median {append:?} over {appends}"
+        );
+        println!(
+            "group commit: {grouped:.0} durable transitions/s ({total} appends of 1 transition from {tasks} concurrent tasks, synchronous=FULL)"
         );
         println!(
             "slot accounting, one pass of a 30-day per-second backlog ({} slots, {} records): median {pass:?} over {passes} ({:.0} slots/ms)",

@@ -9,13 +9,17 @@ use std::{
 
 use anyhow::Context as _;
 use chrono::Utc;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::{
+    api::apps::v1::Deployment,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
 use kube::{
     Api, Client, Config, ResourceExt,
     config::{KubeConfigOptions, Kubeconfig},
     runtime::{
         events::{Recorder, Reporter},
         wait::{await_condition, conditions},
+        watcher,
     },
 };
 use tokio::sync::watch;
@@ -29,7 +33,12 @@ use crate::{
     memcached,
     metrics::Metrics,
     podset,
-    runtime::{Context, MANAGER, Readiness, Settings, shutdown_requested},
+    runtime::{
+        Context, MANAGER, Readiness, Settings, shutdown_requested,
+        status::StatusWriter,
+        watch::{Shared, lean_meta},
+        writes_spec,
+    },
 };
 
 /// `eru-operator run`.
@@ -38,6 +47,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _writer = WriterLock::acquire(&args.database)?;
     let journal = Journal::open(&args.database).await?;
     let metrics = Metrics::new();
+    let batches = metrics.journal_batch.clone();
+    journal.observe_batches(Box::new(move |size, _| batches.observe(size as f64)));
     let readiness = Readiness::default();
     readiness.journal.store(true, Ordering::Relaxed);
     let instance = args
@@ -85,6 +96,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             memcached_image: args.memcached_image.clone(),
         },
         statuses: StatusMemo::default(),
+        status_writer: StatusWriter::spawn(client.clone()),
     });
 
     tokio::select! {
@@ -104,10 +116,24 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
     let retention = tokio::spawn(retention(journal.clone(), args.retention, shutdown.clone()));
+    // one lean cache of Deployments and one of Erus, shared by the controllers that read them
+    let namespace = &args.namespace;
+    let deployments = Shared::new(&client, namespace, watcher::Config::default(), lean_deployment);
+    let mut erus = Shared::new(
+        &client,
+        namespace,
+        watcher::Config::default(),
+        |eru: &mut eru::Eru| lean_meta(&mut eru.metadata, writes_spec),
+    );
     let (podsets, podsets_synced) = podset::reconcile::controller(ctx.clone(), shutdown.clone());
-    let (memcacheds, memcacheds_synced) = memcached::reconcile::controller(ctx.clone(), shutdown.clone());
-    let (erus, erus_synced) = eru::reconcile::controller(ctx.clone(), shutdown.clone());
-    let (auto, auto_synced) = eru::auto::controller(ctx.clone(), shutdown.clone());
+    let (memcacheds, memcacheds_synced) =
+        memcached::reconcile::controller(ctx.clone(), shutdown.clone(), &deployments);
+    let (auto, auto_synced) = eru::auto::controller(ctx.clone(), shutdown.clone(), &deployments, &mut erus);
+    let (eru_controller, erus_synced) =
+        eru::reconcile::controller(ctx.clone(), shutdown.clone(), &mut erus, &deployments);
+    let caches = async {
+        futures::join!(deployments.run(shutdown.clone()), erus.run(shutdown.clone()));
+    };
     let synced = {
         let caches = readiness.caches.clone();
         async move {
@@ -116,7 +142,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             info!("watch caches synced; ready");
         }
     };
-    futures::join!(podsets, memcacheds, erus, auto, synced);
+    futures::join!(caches, podsets, memcacheds, eru_controller, auto, synced);
 
     let _ = heartbeat.await;
     let _ = retention.await;
@@ -125,6 +151,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     journal.close().await;
     info!("stopped cleanly");
     Ok(())
+}
+
+/// What the operator keeps of a Deployment: no managedFields but the restart manager's (when the
+/// last restart landed), no last-applied annotation, and no pod template spec unless a Memcached
+/// owns it (its drift is reverted). The Eru controller reads the rollout state and the template's
+/// annotations, the automatic-Eru controller the annotations.
+fn lean_deployment(deployment: &mut Deployment) {
+    lean_meta(&mut deployment.metadata, |e| {
+        e.manager.as_deref() == Some(eru::RESTART_MANAGER)
+    });
+    if !memcached::reconcile::owns(deployment)
+        && let Some(spec) = deployment.spec.as_mut()
+    {
+        spec.template.spec = None;
+    }
 }
 
 /// Journals a heartbeat of run `run_id` every `every` until shutdown, so downtime is known.

@@ -13,6 +13,9 @@ pub enum Error {
     #[error("journal migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 
+    #[error("journal write failed: {0}")]
+    JournalWrite(String),
+
     #[error("journal file {path} is not usable: {reason}")]
     JournalFile { path: String, reason: String },
 
@@ -43,7 +46,9 @@ impl Error {
             Error::Kube(kube::Error::Api(status)) if status.code == 403 => "forbidden",
             Error::Kube(kube::Error::Api(status)) if status.code == 422 => "invalid",
             Error::Kube(_) => "kube",
-            Error::Journal(_) | Error::Migrate(_) | Error::JournalFile { .. } => "journal",
+            Error::Journal(_) | Error::Migrate(_) | Error::JournalWrite(_) | Error::JournalFile { .. } => {
+                "journal"
+            }
             Error::Serialization(_) => "serialization",
         }
     }

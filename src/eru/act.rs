@@ -25,11 +25,12 @@ use crate::{Result, machine::step, runtime::api_message};
 /// there to prove a slot is never restarted twice).
 const FAILPOINT_ENV: &str = "ERU_FAILPOINT";
 
-/// The state after acting, the API's message if the restart patch failed, and when the patch
-/// landed if it did.
+/// The state after acting, the API's message if the restart patch failed (and when to try
+/// again), and when the patch landed if it did.
 pub struct Acted {
     pub state: State,
     pub patch_error: Option<String>,
+    pub retry_at: Option<DateTime<Utc>>,
     pub patched_at: Option<DateTime<Utc>>,
 }
 
@@ -37,6 +38,7 @@ pub struct Acted {
 pub async fn act(context: &EruContext, eru: &Eru, mut state: State, actions: &[EruAction]) -> Result<Acted> {
     let ctx = &context.ctx;
     let mut patch_error = None;
+    let mut retry_at = None;
     let mut patched_at = None;
     for action in actions {
         match action {
@@ -66,6 +68,7 @@ pub async fn act(context: &EruContext, eru: &Eru, mut state: State, actions: &[E
                         let message = api_message(&e);
                         warn!(eru = %eru.name_any(), slot = %slot_text(*slot), error = %message, "restart patch failed");
                         patch_error = Some(message.clone());
+                        retry_at = Some(now + retry_delay(failures));
                         EruEvent::PatchFailed {
                             message,
                             at: now,
@@ -101,6 +104,7 @@ pub async fn act(context: &EruContext, eru: &Eru, mut state: State, actions: &[E
     Ok(Acted {
         state,
         patch_error,
+        retry_at,
         patched_at,
     })
 }

@@ -10,6 +10,7 @@
 use std::{
     collections::{BTreeMap, HashMap},
     future::Future,
+    hash::{DefaultHasher, Hash, Hasher},
     sync::{Arc, Mutex},
 };
 
@@ -22,7 +23,6 @@ use kube::{
         controller::Action,
         events::EventType,
         reflector::{ObjectRef, Store},
-        watcher,
     },
 };
 use tokio::sync::watch;
@@ -36,7 +36,7 @@ use crate::{
     Result,
     runtime::{
         Context, MANAGER, drive, shutdown_requested,
-        watch::{Synced, watched},
+        watch::{Shared, Synced, only_changes},
     },
 };
 
@@ -146,27 +146,46 @@ impl AutoContext {
     }
 }
 
-/// The controller that keeps automatic Erus in line with Deployment annotations.
+/// The controller that keeps automatic Erus in line with Deployment annotations, on the shared
+/// Deployment and Eru caches. A Deployment is reconciled when its `mtsre.meitu.com/eru*`
+/// annotations change (not on every status update), and when its automatic Eru is edited or
+/// deleted.
 pub fn controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
-) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
-    let namespace = &ctx.settings.namespace;
-    let deployments = watched::<Deployment>(&ctx.client, namespace, watcher::Config::default());
-    let erus = watched::<Eru>(&ctx.client, namespace, watcher::Config::default());
-    let controller = Controller::for_stream(deployments.stream, deployments.store)
-        .owns_stream(erus.stream)
+    deployments: &Shared<Deployment>,
+    erus: &mut Shared<Eru>,
+) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
+    let annotations_change = only_changes(deployments.subscribe(), |d: &Deployment| {
+        let mut hasher = DefaultHasher::new();
+        d.annotations()
+            .iter()
+            .filter(|(k, _)| k.starts_with(AUTO_ANNOTATION))
+            .for_each(|entry| entry.hash(&mut hasher));
+        hasher.finish()
+    });
+    let spec_changes = only_changes(erus.subscribe(), |eru: &Eru| {
+        eru.metadata.generation.unwrap_or(0) as u64
+    });
+    // an automatic Eru is named after its Deployment: a deleted one asks that Deployment again
+    let deleted = futures::stream::unfold(erus.deletions(), |mut gone| async move {
+        let g = gone.recv().await?;
+        Some((ObjectRef::<Deployment>::new(&g.name).within(&g.namespace), gone))
+    });
+    let controller = Controller::for_shared_stream(annotations_change, deployments.store.clone())
+        .owns_shared_stream(spec_changes)
+        .reconcile_on(deleted)
         .graceful_shutdown_on(shutdown_requested(shutdown));
     let synced = {
-        let (deployments_synced, erus_synced) = (deployments.synced, erus.synced.clone());
+        let (deployments_synced, erus_synced) = (deployments.synced.clone(), erus.synced.clone());
         async move {
             futures::join!(deployments_synced.wait(), erus_synced.wait());
         }
     };
     let context = Arc::new(AutoContext {
         ctx,
-        erus: erus.store,
-        erus_synced: erus.synced,
+        erus: erus.store.clone(),
+        erus_synced: erus.synced.clone(),
         reported: Mutex::default(),
     });
     let run = drive(

@@ -191,6 +191,7 @@ pub mod auto;
 pub mod context;
 pub mod decide;
 pub mod deleted;
+pub mod index;
 pub mod ledger;
 pub mod machine;
 pub mod metrics;

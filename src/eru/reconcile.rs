@@ -10,7 +10,12 @@ use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Resource, ResourceExt,
-    runtime::{Controller, controller::Action, events::EventType, reflector::ObjectRef, watcher},
+    runtime::{
+        Controller,
+        controller::{self, Action},
+        events::EventType,
+        reflector::ObjectRef,
+    },
 };
 use tokio::sync::watch;
 use tracing::warn;
@@ -21,6 +26,7 @@ use super::{
     context::EruContext,
     decide::{Pass, decide},
     deleted,
+    index::Targets,
     machine::State,
     metrics::EruMetrics,
     observe::observe,
@@ -32,7 +38,7 @@ use crate::{
     machine::Phase,
     runtime::{
         Context, drive, shutdown_requested,
-        watch::{watched, watched_with_deletions},
+        watch::{Shared, only_changes},
     },
 };
 
@@ -40,30 +46,37 @@ use crate::{
 /// the slot is due when the pass runs.
 const SLOT_MARGIN: StdDuration = StdDuration::from_millis(2);
 
-/// Builds the Eru controller; returns it and a future that resolves once its caches synced.
+/// How many Eru passes run at once: enough to keep the journal's group commit and the API
+/// server busy during a burst of due slots, few enough not to queue on either.
+pub const CONCURRENCY: u16 = 64;
+
+/// Builds the Eru controller on the shared Eru and Deployment caches; returns it and a future that
+/// resolves once its caches synced. Erus are reconciled when their spec changes (not when the
+/// operator writes their status), when a Deployment they target changes, and at their slots.
 pub fn controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
-) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
-    let namespace = &ctx.settings.namespace;
-    let (erus, gone) = watched_with_deletions::<Eru>(&ctx.client, namespace, watcher::Config::default());
-    let deployments = watched::<Deployment>(&ctx.client, namespace, watcher::Config::default());
-    let eru_store = erus.store.clone();
-    let (erus_cache, erus_synced) = (erus.store.clone(), erus.synced.clone());
-    let controller = Controller::for_stream(erus.stream, erus.store)
-        .watches_stream(deployments.stream, move |deployment: Deployment| {
-            // every Eru that targets this Deployment
-            let (namespace, name) = (deployment.namespace(), deployment.name_any());
-            eru_store
-                .state()
-                .iter()
-                .filter(|eru| eru.namespace() == namespace && eru.spec.target.name == name)
-                .map(|eru| ObjectRef::from_obj(eru.as_ref()))
-                .collect::<Vec<_>>()
+    erus: &mut Shared<Eru>,
+    deployments: &Shared<Deployment>,
+) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
+    let targets = Targets::default();
+    let index = targets.clone();
+    erus.on_event(move |event| index.observe(event));
+    let gone = erus.deletions();
+    let spec_changes = only_changes(erus.subscribe(), |eru: &Eru| {
+        eru.metadata.generation.unwrap_or(0) as u64
+    });
+    let controller = Controller::for_shared_stream(spec_changes, erus.store.clone())
+        .watches_shared_stream(deployments.subscribe(), move |deployment: Arc<Deployment>| {
+            targets.erus_of(
+                &deployment.namespace().unwrap_or_default(),
+                &deployment.name_any(),
+            )
         })
+        .with_config(controller::Config::default().concurrency(CONCURRENCY))
         .graceful_shutdown_on(shutdown_requested(shutdown));
     let synced = {
-        let (erus_synced, deployments_synced) = (erus.synced, deployments.synced.clone());
+        let (erus_synced, deployments_synced) = (erus.synced.clone(), deployments.synced.clone());
         async move {
             futures::join!(erus_synced.wait(), deployments_synced.wait());
         }
@@ -71,11 +84,11 @@ pub fn controller(
     let context = Arc::new(EruContext {
         metrics: EruMetrics::register(&ctx.metrics),
         ctx,
-        erus: erus_cache.clone(),
-        deployments: deployments.store,
-        deployments_synced: deployments.synced,
+        erus: erus.store.clone(),
+        deployments: deployments.store.clone(),
+        deployments_synced: deployments.synced.clone(),
     });
-    let deletions = deleted::follow(context.clone(), erus_cache, erus_synced, gone);
+    let deletions = deleted::follow(context.clone(), erus.store.clone(), erus.synced.clone(), gone);
     let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
     (
         async move {
@@ -131,12 +144,15 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     }
     let summary = ctx.journal.eru_summary(&eru.uid().unwrap_or_default()).await?;
     let status = status(&eru, &observed, &acted.state, next, &summary, acted.patch_error);
-    ctx.apply_status(eru.as_ref(), KIND, observed.known.as_ref(), &status)
-        .await?;
+    ctx.apply_status(eru.as_ref(), observed.known.as_ref(), &status)?;
 
-    let wake = match (&acted.state, acted.patched_at) {
+    let wake = match (&acted.state, acted.patched_at, acted.retry_at) {
         // landed in this pass: the rollout's deadline counts from now
-        (State::RollingOut { .. }, Some(at)) => Some(at + rollout_timeout + Duration::seconds(1)),
+        (State::RollingOut { .. }, Some(at), _) => Some(at + rollout_timeout + Duration::seconds(1)),
+        // refused in this pass: the next try after the backoff (or the deadline, if sooner)
+        (State::Restarting { restart }, _, Some(retry)) => {
+            Some(retry.min(restart.deadline + Duration::milliseconds(1)))
+        }
         _ => wake,
     };
     Ok(requeue(backlog, next_slot, wake))

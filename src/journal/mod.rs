@@ -33,15 +33,19 @@ mod rows;
 #[cfg(test)]
 mod tests;
 mod write;
+mod writer;
 
 pub use lock::WriterLock;
 pub use retention::Pruned;
 pub use rows::*;
+pub use writer::BatchObserver;
 
-/// The journal handle; cheap to clone.
+/// The journal handle; cheap to clone. Appends go through one writer task (group commit); reads
+/// use the pool.
 #[derive(Clone, Debug)]
 pub struct Journal {
     pool: SqlitePool,
+    writer: writer::Writer,
 }
 
 impl Journal {
@@ -57,7 +61,8 @@ impl Journal {
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            // every commit reaches the disk before anything is acted on; group commit makes it cheap
+            .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true)
             // temp tables in memory: the container root filesystem is read-only
@@ -100,7 +105,8 @@ impl Journal {
             });
         }
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool })
+        let writer = writer::Writer::spawn(pool.clone());
+        Ok(Self { pool, writer })
     }
 
     /// Closes the pool, checkpointing the WAL.
@@ -111,14 +117,19 @@ impl Journal {
     /// Appends one reconcile's records in a single transaction. Rows already present (same unique
     /// key) are left as they are; a finished restart is finished only once; each Eru's ledger
     /// row changes by exactly what was added.
+    ///
+    /// Concurrent appends share a transaction (group commit); each returns once its transaction
+    /// is durable (WAL, `synchronous=FULL`).
     pub async fn append(&self, entry: &Entry) -> Result<Appended> {
         if entry.is_empty() {
             return Ok(Appended::default());
         }
-        let mut tx = self.pool.begin().await?;
-        let done = write::append_on(&mut tx, entry).await?;
-        tx.commit().await?;
-        Ok(done)
+        self.writer.append(entry.clone()).await
+    }
+
+    /// Tells `observer` the size and duration of every group commit.
+    pub fn observe_batches(&self, observer: BatchObserver) {
+        self.writer.observe(observer);
     }
 
     /// Records the start of an operator process; returns its run id.

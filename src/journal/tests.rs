@@ -534,3 +534,51 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
     assert_eq!(kept, [3], "the epoch in force at the cursor stays");
     assert_eq!(journal.epochs("u1", day(10)).await.unwrap()[0].generation, 2);
 }
+
+#[tokio::test]
+async fn concurrent_appends_share_commits_and_a_bad_entry_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(&dir.path().join("eru.db")).await.unwrap();
+    let batches = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = batches.clone();
+    journal.observe_batches(Box::new(move |size, _| seen.lock().unwrap().push(size)));
+    let mut tasks = Vec::new();
+    for i in 0..200u32 {
+        let journal = journal.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut e = entry();
+            e.transitions[0].observed = i.to_string();
+            e.restarts_decided.clear();
+            e.slots[0].slot = at(0) + chrono::Duration::seconds(i.into());
+            e.slots[0].last_slot = e.slots[0].slot;
+            if i == 77 {
+                e.slots[0].slot_count = 0; // refused by the table's CHECK
+            }
+            journal.append(&e).await
+        }));
+    }
+    let mut failed = Vec::new();
+    for (i, task) in tasks.into_iter().enumerate() {
+        if task.await.unwrap().is_err() {
+            failed.push(i);
+        }
+    }
+    assert_eq!(failed, [77], "only the bad entry fails");
+    let all = Filter {
+        limit: 1000,
+        ..Filter::default()
+    };
+    assert_eq!(
+        journal.transitions(&all).await.unwrap().len(),
+        199,
+        "its transition went with it"
+    );
+    assert_eq!(journal.ledger("u1").await.unwrap().unwrap().missed_slots, 199);
+    let batches = batches.lock().unwrap();
+    assert_eq!(batches.iter().sum::<usize>(), 200);
+    assert!(
+        batches.len() < 100,
+        "200 concurrent appends in {} commits",
+        batches.len()
+    );
+}

@@ -1,6 +1,7 @@
 //! Memcached reconcile: observe (Memcached, its Deployment and Pods from watch caches) → event →
 //! machine → journal → act (finalizer, server-side apply of the Deployment, cleanup) → status.
 
+use futures::StreamExt;
 use std::{future::Future, sync::Arc, time::Duration};
 
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
@@ -32,7 +33,7 @@ use crate::{
         Context, api_message,
         deployment::DeploymentView,
         drive, shutdown_requested,
-        watch::{Synced, watched, watched_with_deletions},
+        watch::{Shared, Synced, watched, watched_with_deletions},
     },
 };
 
@@ -50,6 +51,13 @@ pub const FINALIZER: &str = "cache.example.com/finalizer";
 const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 const SELECTOR: &str = "app.kubernetes.io/name=memcached,app.kubernetes.io/managed-by=eru-operator";
 
+/// Whether `deployment` is one a Memcached owns (its pod template is read: drift is reverted).
+pub fn owns(deployment: &Deployment) -> bool {
+    let labels = deployment.labels();
+    labels.get("app.kubernetes.io/name").map(String::as_str) == Some("memcached")
+        && labels.get("app.kubernetes.io/managed-by").map(String::as_str) == Some(crate::runtime::MANAGER)
+}
+
 struct MemcachedContext {
     ctx: Arc<Context>,
     deployments: Store<Deployment>,
@@ -57,26 +65,26 @@ struct MemcachedContext {
     caches_synced: (Synced, Synced),
 }
 
-/// Builds the Memcached controller; returns it and a future that resolves once its caches synced.
+/// Builds the Memcached controller (its Deployments from the shared Deployment cache); returns it
+/// and a future that resolves once its caches synced.
 pub fn controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
-) -> (impl Future<Output = ()>, impl Future<Output = ()>) {
+    deployments: &Shared<Deployment>,
+) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
     let namespace = &ctx.settings.namespace;
     let (memcacheds, gone) =
         watched_with_deletions::<Memcached>(&ctx.client, namespace, watcher::Config::default());
-    let deployments = watched::<Deployment>(
-        &ctx.client,
-        namespace,
-        watcher::Config::default().labels(SELECTOR),
-    );
+    let owned = deployments
+        .subscribe()
+        .filter(|d| futures::future::ready(owns(d)));
     let pods = watched::<Pod>(
         &ctx.client,
         namespace,
         watcher::Config::default().labels(SELECTOR),
     );
     let controller = Controller::for_stream(memcacheds.stream, memcacheds.store)
-        .owns_stream(deployments.stream)
+        .owns_shared_stream(owned)
         .watches_stream(pods.stream, |pod: Pod| {
             let namespace = pod.namespace();
             pod.labels()
@@ -93,9 +101,9 @@ pub fn controller(
     };
     let context = Arc::new(MemcachedContext {
         ctx,
-        deployments: deployments.store,
+        deployments: deployments.store.clone(),
         pods: pods.store,
-        caches_synced: (deployments.synced, pods.synced),
+        caches_synced: (deployments.synced.clone(), pods.synced),
     });
     // the finalizer's cleanup pass forgets it too; this also covers a forced removal
     let forgetting = {
@@ -221,8 +229,7 @@ async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) ->
         &observation,
         apply_error,
     );
-    ctx.apply_status(memcached.as_ref(), KIND, known.as_ref(), &status)
-        .await?;
+    ctx.apply_status(memcached.as_ref(), known.as_ref(), &status)?;
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 

@@ -369,8 +369,7 @@ async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<A
         &observation,
         failure.as_ref(),
     );
-    ctx.apply_status(podset.as_ref(), KIND, known.as_ref(), &status)
-        .await?;
+    ctx.apply_status(podset.as_ref(), known.as_ref(), &status)?;
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 

@@ -4,15 +4,14 @@
 use chrono::Utc;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::{Patch, PatchParams},
+    api::ApiResource,
     runtime::events::{Event, EventType, Recorder},
 };
-use serde::de::DeserializeOwned;
 use tracing::warn;
 
 use tokio::sync::mpsc;
 
-use super::{MANAGER, watch::Gone};
+use super::{status::StatusWriter, watch::Gone};
 use crate::{
     Result,
     journal::{Appended, Entry, Journal, NewTransition, ObjectKey},
@@ -38,8 +37,10 @@ pub struct Context {
     pub metrics: Metrics,
     pub recorder: Recorder,
     pub settings: Settings,
-    /// Statuses written but maybe not yet in the watch caches.
+    /// Statuses written (or queued) but maybe not yet in the watch caches.
     pub statuses: StatusMemo,
+    /// Writes statuses off the passes' critical path.
+    pub status_writer: StatusWriter,
 }
 
 /// The journal identity of an object.
@@ -129,34 +130,25 @@ impl Context {
         Ok(())
     }
 
-    /// Writes `status` with server-side apply (unless it is what the object already has) and
-    /// remembers it until the watch cache catches up.
-    pub async fn apply_status<K, S>(
-        &self,
-        obj: &K,
-        kind: &'static str,
-        known: Option<&S>,
-        status: &S,
-    ) -> Result<()>
+    /// Queues `status` for the object (server-side apply by the [`StatusWriter`]), unless it is
+    /// what the object already has, and remembers it until the watch cache catches up. Returns at
+    /// once: the write follows the pass.
+    pub fn apply_status<K, S>(&self, obj: &K, known: Option<&S>, status: &S) -> Result<()>
     where
-        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug,
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
         S: serde::Serialize + PartialEq,
     {
         if known == Some(status) {
             return Ok(());
         }
-        let api: Api<K> = self.api(&obj.namespace().unwrap_or_default());
-        let patch = serde_json::json!({"apiVersion": K::api_version(&()), "kind": kind, "status": status});
-        api.patch_status(
-            &obj.name_any(),
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(patch),
-        )
-        .await?;
         let uid = obj.meta().uid.clone().unwrap_or_default();
+        self.status_writer.write(
+            &uid,
+            ApiResource::erase::<K>(&()),
+            &obj.namespace().unwrap_or_default(),
+            &obj.name_any(),
+            serde_json::to_value(status)?,
+        );
         self.statuses
             .remember(&uid, &obj.resource_version().unwrap_or_default(), status);
         Ok(())
@@ -170,6 +162,7 @@ impl Context {
     /// [`Context::forget`] by uid, for an object that already left the cache.
     pub fn forget_uid(&self, kind: &'static str, uid: &str) {
         self.statuses.forget(uid);
+        self.status_writer.forget(uid);
         self.metrics.forget_phase(kind, uid);
     }
 

@@ -8,6 +8,7 @@
 pub mod context;
 pub mod deployment;
 pub mod driver;
+pub mod status;
 pub mod watch;
 
 use std::sync::{

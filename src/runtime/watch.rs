@@ -4,23 +4,57 @@
 //! store at once, one of them is never woken (and a `Controller` itself waits on its main store
 //! before it starts). So nothing here waits on a `Store`: each reflector stream announces its
 //! initial listing on a `watch` channel instead, which any number of tasks can wait on.
+//!
+//! Caches are lean: objects lose their managedFields (but for the entries a caller keeps, without
+//! their field sets) and the last-applied annotation before they enter a store, and a [`Shared`]
+//! cache is one watch and one store that several controllers subscribe to.
 
 use std::{
     collections::{HashMap, HashSet},
     fmt::Debug,
 };
 
-use futures::{Stream, StreamExt};
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt, stream::BoxStream};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
 use kube::{
     Api, Client, Resource,
     runtime::{
         WatchStreamExt,
-        reflector::{self, Store},
+        reflector::{self, Store, store::Writer},
         watcher,
     },
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
+
+use super::shutdown_requested;
+
+/// The annotation `kubectl apply` keeps the whole last applied object in; no controller reads it.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Makes an object's metadata lean: no last-applied annotation, and of the managedFields only the
+/// entries `keep` wants, each with its field set reduced to the top-level keys (`f:spec`,
+/// `f:metadata`, ...) so a reader can still tell what kind of write it was, and when.
+pub fn lean_meta(meta: &mut ObjectMeta, keep: impl Fn(&ManagedFieldsEntry) -> bool) {
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+    if let Some(entries) = meta.managed_fields.as_mut() {
+        entries.retain(|e| keep(e));
+        for e in entries.iter_mut() {
+            if let Some(FieldsV1(serde_json::Value::Object(fields))) = e.fields_v1.as_mut() {
+                for value in fields.values_mut() {
+                    *value = serde_json::Value::Object(Default::default());
+                }
+            }
+        }
+        if entries.is_empty() {
+            meta.managed_fields = None;
+        }
+    }
+}
 
 /// Resolves once a reflector's initial listing is in its store.
 #[derive(Clone, Debug)]
@@ -176,6 +210,7 @@ where
     let reader = store.clone();
     let stream = watcher(api, config)
         .default_backoff()
+        .modify(|obj: &mut K| lean_meta(obj.meta_mut(), |_| false))
         .reflect(writer)
         .inspect(move |event| {
             let Ok(event) = event else { return };
@@ -194,6 +229,125 @@ where
         store,
         stream,
         synced: Synced(rx),
+    }
+}
+
+/// A cache several controllers share: one watch, one lean store, a subscription per controller.
+/// Subscribe (and ask for deletions or events) before [`Shared::run`] polls the watch.
+pub struct Shared<K: Watchable> {
+    pub store: Store<K>,
+    pub synced: Synced,
+    writer: Writer<K>,
+    source: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+    ready: watch::Sender<bool>,
+    gone: Vec<mpsc::UnboundedSender<Gone>>,
+    hooks: Vec<Hook<K>>,
+}
+
+/// A function told every event of a [`Shared`] watch.
+type Hook<K> = Box<dyn FnMut(&watcher::Event<K>) + Send>;
+
+/// Only the objects whose `key` changed since they were last seen (keyed by uid), and every object
+/// the first time: e.g. an object's generation, so that status writes (the operator's own among
+/// them) trigger nothing.
+pub fn only_changes<K: Resource + Send + Sync + 'static>(
+    stream: impl Stream<Item = Arc<K>> + Send + 'static,
+    key: impl Fn(&K) -> u64 + Send + 'static,
+) -> impl Stream<Item = Arc<K>> + Send + 'static {
+    let mut seen: HashMap<String, u64> = HashMap::new();
+    stream.filter(move |obj| {
+        let uid = obj.meta().uid.clone().unwrap_or_default();
+        let value = key(obj);
+        futures::future::ready(seen.insert(uid, value) != Some(value))
+    })
+}
+
+/// Objects a shared store may queue for a slow subscriber before the watch waits for it.
+const SUBSCRIBER_BUFFER: usize = 1024;
+
+impl<K> Shared<K>
+where
+    K: Watchable,
+{
+    /// Watches `K` in the operator's scope with `config`; `lean` trims each object before it is
+    /// stored.
+    pub fn new(
+        client: &Client,
+        namespace: &Option<String>,
+        config: watcher::Config,
+        lean: impl FnMut(&mut K) + Send + 'static,
+    ) -> Self {
+        let api = match namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let (store, writer) = reflector::store_shared(SUBSCRIBER_BUFFER);
+        let (ready, rx) = watch::channel(false);
+        Self {
+            store,
+            synced: Synced(rx),
+            writer,
+            source: watcher(api, config).default_backoff().modify(lean).boxed(),
+            ready,
+            gone: Vec::new(),
+            hooks: Vec::new(),
+        }
+    }
+
+    /// The objects that change (added, modified, and all of them after a relist), as a
+    /// controller's trigger.
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        self.writer.subscribe().expect("a shared store")
+    }
+
+    /// The objects that leave the cache (see [`Gone`]).
+    pub fn deletions(&mut self) -> mpsc::UnboundedReceiver<Gone> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.gone.push(tx);
+        rx
+    }
+
+    /// Calls `hook` with every watch event, before the store applies it.
+    pub fn on_event(&mut self, hook: impl FnMut(&watcher::Event<K>) + Send + 'static) {
+        self.hooks.push(Box::new(hook));
+    }
+
+    /// Polls the watch (filling the store, feeding the subscribers) until shutdown.
+    pub async fn run(self, shutdown: watch::Receiver<bool>) {
+        let Self {
+            store,
+            writer,
+            source,
+            ready,
+            gone,
+            mut hooks,
+            ..
+        } = self;
+        let mut seen = Seen::default();
+        let track = !gone.is_empty();
+        let events = source
+            .inspect(move |event| {
+                if let Ok(event) = event {
+                    hooks.iter_mut().for_each(|hook| hook(event));
+                }
+            })
+            .reflect_shared(writer)
+            .inspect(move |event| {
+                let Ok(event) = event else { return };
+                if let watcher::Event::InitDone = event {
+                    let _ = ready.send(true);
+                }
+                if track {
+                    for g in seen.observe(event, &store) {
+                        gone.iter().for_each(|tx| drop(tx.send(g.clone())));
+                    }
+                }
+            })
+            .for_each(|_| futures::future::ready(()));
+        tokio::select! {
+            _ = events => {}
+            _ = shutdown_requested(shutdown) => {}
+        }
     }
 }
 

@@ -1,0 +1,146 @@
+//! Which Erus target which workload: kept from the Eru watch's events, so a Deployment event
+//! finds its Erus with one lookup instead of a scan of every Eru.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, RwLock},
+};
+
+use kube::{ResourceExt, runtime::reflector::ObjectRef, runtime::watcher};
+
+use super::Eru;
+
+type Key = (String, String);
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// (namespace, target) → Eru names.
+    by_target: HashMap<Key, HashSet<String>>,
+    /// (namespace, Eru name) → its target.
+    target_of: HashMap<Key, String>,
+    /// Erus seen since a relist began (the others are gone when it ends).
+    relisted: Option<HashSet<Key>>,
+}
+
+impl Inner {
+    fn set(&mut self, namespace: &str, name: &str, target: Option<&str>) {
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(old) = self.target_of.remove(&key) {
+            let at = (namespace.to_string(), old);
+            if let Some(names) = self.by_target.get_mut(&at) {
+                names.remove(name);
+                if names.is_empty() {
+                    self.by_target.remove(&at);
+                }
+            }
+        }
+        if let Some(target) = target {
+            self.by_target
+                .entry((namespace.to_string(), target.to_string()))
+                .or_default()
+                .insert(name.to_string());
+            self.target_of.insert(key, target.to_string());
+        }
+    }
+}
+
+/// The index; cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct Targets(Arc<RwLock<Inner>>);
+
+impl Targets {
+    /// Follows one event of the Eru watch.
+    pub fn observe(&self, event: &watcher::Event<Eru>) {
+        let mut inner = self.0.write().expect("target index lock");
+        match event {
+            watcher::Event::Apply(eru) | watcher::Event::InitApply(eru) => {
+                let (ns, n) = (eru.namespace().unwrap_or_default(), eru.name_any());
+                inner.set(&ns, &n, Some(&eru.spec.target.name));
+                if let Some(seen) = inner.relisted.as_mut() {
+                    seen.insert((ns, n));
+                }
+            }
+            watcher::Event::Delete(eru) => {
+                inner.set(&eru.namespace().unwrap_or_default(), &eru.name_any(), None)
+            }
+            watcher::Event::Init => inner.relisted = Some(HashSet::new()),
+            watcher::Event::InitDone => {
+                if let Some(seen) = inner.relisted.take() {
+                    let gone: Vec<Key> = inner
+                        .target_of
+                        .keys()
+                        .filter(|k| !seen.contains(*k))
+                        .cloned()
+                        .collect();
+                    for (ns, n) in gone {
+                        inner.set(&ns, &n, None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The Erus in `namespace` that target the workload `name`.
+    pub fn erus_of(&self, namespace: &str, name: &str) -> Vec<ObjectRef<Eru>> {
+        let inner = self.0.read().expect("target index lock");
+        inner
+            .by_target
+            .get(&(namespace.to_string(), name.to_string()))
+            .map(|names| {
+                names
+                    .iter()
+                    .map(|n| ObjectRef::new(n).within(namespace))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn eru(name: &str, target: &str) -> Eru {
+        serde_json::from_value(json!({
+            "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"schedule": "* * * * *", "target": {"kind": "Deployment", "name": target}}
+        }))
+        .unwrap()
+    }
+
+    fn names(index: &Targets, target: &str) -> Vec<String> {
+        let mut names: Vec<String> = index.erus_of("ns", target).into_iter().map(|r| r.name).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn follows_applies_retargets_deletes_and_relists() {
+        use watcher::Event::*;
+        let index = Targets::default();
+        for event in [
+            Init,
+            InitApply(eru("a", "web")),
+            InitApply(eru("b", "web")),
+            InitDone,
+        ] {
+            index.observe(&event);
+        }
+        assert_eq!(names(&index, "web"), ["a", "b"]);
+        index.observe(&Apply(eru("b", "api")));
+        assert_eq!(
+            (names(&index, "web"), names(&index, "api")),
+            (vec!["a".into()], vec!["b".into()])
+        );
+        index.observe(&Delete(eru("a", "web")));
+        assert!(names(&index, "web").is_empty());
+        // a relist that no longer has b (deleted while the watch was down)
+        for event in [Init, InitApply(eru("c", "api")), InitDone] {
+            index.observe(&event);
+        }
+        assert_eq!(names(&index, "api"), ["c"]);
+    }
+}

@@ -1,0 +1,105 @@
+//! Group commit: one task writes every entry. Entries that queue up while a transaction commits
+//! go into the next transaction together, each under a savepoint of its own (a failing entry fails
+//! alone), so a burst of N concurrent reconciles costs a few fsyncs instead of N. A caller gets its
+//! answer only once its batch is durable: nothing is acted on before its record is on disk.
+
+use std::{
+    sync::{Arc, OnceLock},
+    time::{Duration, Instant},
+};
+
+use sqlx::{Connection, SqlitePool};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Appended, Entry, write};
+use crate::{Error, Result};
+
+/// Entries per transaction at most.
+const MAX_BATCH: usize = 512;
+
+/// Called after every commit with the batch's size and how long it took.
+pub type BatchObserver = Box<dyn Fn(usize, Duration) + Send + Sync>;
+
+struct Job {
+    entry: Entry,
+    reply: oneshot::Sender<Result<Appended>>,
+}
+
+/// The handle of the writer task; cheap to clone.
+#[derive(Clone)]
+pub(super) struct Writer {
+    jobs: mpsc::UnboundedSender<Job>,
+    observer: Arc<OnceLock<BatchObserver>>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Writer")
+    }
+}
+
+impl Writer {
+    /// Starts the writer task on `pool`.
+    pub(super) fn spawn(pool: SqlitePool) -> Self {
+        let (jobs, rx) = mpsc::unbounded_channel();
+        let observer = Arc::new(OnceLock::new());
+        tokio::spawn(run(pool, rx, observer.clone()));
+        Self { jobs, observer }
+    }
+
+    /// Sets what is told about each batch (once).
+    pub(super) fn observe(&self, observer: BatchObserver) {
+        let _ = self.observer.set(observer);
+    }
+
+    /// Writes `entry` in the next batch; returns once that batch committed.
+    pub(super) async fn append(&self, entry: Entry) -> Result<Appended> {
+        let (reply, answer) = oneshot::channel();
+        let stopped = || Error::JournalWrite("the journal writer has stopped".into());
+        self.jobs.send(Job { entry, reply }).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+async fn run(pool: SqlitePool, mut rx: mpsc::UnboundedReceiver<Job>, observer: Arc<OnceLock<BatchObserver>>) {
+    let mut jobs = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
+        let started = Instant::now();
+        let results = match commit(&pool, &jobs).await {
+            Ok(results) => results,
+            Err(e) => {
+                let message = e.to_string();
+                jobs.iter()
+                    .map(|_| Err(Error::JournalWrite(message.clone())))
+                    .collect()
+            }
+        };
+        if let Some(observe) = observer.get() {
+            observe(jobs.len(), started.elapsed());
+        }
+        for (job, result) in jobs.drain(..).zip(results) {
+            let _ = job.reply.send(result);
+        }
+    }
+}
+
+/// Writes `jobs` in one transaction, each under its own savepoint.
+async fn commit(pool: &SqlitePool, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
+    let mut tx = pool.begin().await?;
+    let mut results = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let mut savepoint = tx.begin().await?;
+        match write::append_on(&mut savepoint, &job.entry).await {
+            Ok(appended) => {
+                savepoint.commit().await?;
+                results.push(Ok(appended));
+            }
+            Err(e) => {
+                savepoint.rollback().await?;
+                results.push(Err(e));
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(results)
+}
