@@ -6,7 +6,9 @@
 //! - slot accounting of one bounded pass of a month-long per-second backlog;
 //! - `/history` paging over 100k restarts: the first page vs a page 90k rows deep;
 //! - one reconcile's journal work (ledger, epochs, open restart, runs, append, summary) on a
-//!   journal of 1 k rows and one of 1 M rows, side by side: the ratio shows it is indexed.
+//!   journal of 1 k rows and one of 1 M rows, side by side: the ratio shows it is indexed;
+//! - `/history` pages over HTTP (the operator's own router on loopback) on the 1 M-row journal:
+//!   p50 and p99 of the first page, a deep page, and a page filtered by Eru.
 
 use std::time::{Duration, Instant};
 
@@ -181,6 +183,10 @@ async fn main() {
     }
     let (at_small, at_large) = (median(at_small), median(at_large));
 
+    // 5. /history over HTTP on the large journal
+    let requests = if full { 500 } else { 3 };
+    let http = over_http(large.clone(), requests, rows_large).await;
+
     if full {
         println!(
             "journal append alone (1 transition + 1 slot + 1 restart, WAL, synchronous=FULL): median {append:?} over {appends}"
@@ -205,9 +211,63 @@ async fn main() {
              (ratio {:.2}, over {reconciles})",
             at_large.as_secs_f64() / at_small.as_secs_f64()
         );
+        for (what, p50, p99) in &http {
+            println!(
+                "/history over HTTP at {rows_large} rows, {what}: p50 {p50:?} p99 {p99:?} over {requests} requests"
+            );
+        }
     } else {
         println!("bench smoke run ok (use hack/bench.sh for figures)");
     }
+}
+
+/// Serves the operator's HTTP API over `journal` on loopback and pages `/history` through it:
+/// (what, p50, p99) for the first page, a page deep in the journal, and a page of one Eru.
+async fn over_http(journal: Journal, requests: usize, rows: i64) -> Vec<(&'static str, Duration, Duration)> {
+    let app = eru::http::router(eru::http::AppState {
+        journal,
+        metrics: eru::metrics::Metrics::new(),
+        readiness: eru::runtime::Readiness::default(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    // restart ids run 1..rows/3: a cursor a tenth of the way in pages 90 % deep
+    let deep = format!("{base}/history?limit=100&cursor=h{:x}", (rows / 30).max(2));
+    let urls = [
+        ("first page of 100", format!("{base}/history?limit=100")),
+        ("page of 100, 90 % deep", deep),
+        (
+            "page of 100 of one Eru",
+            format!("{base}/history?limit=100&name=eru-other-7"),
+        ),
+    ];
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
+        urls.into_iter()
+            .map(|(what, url)| {
+                let mut samples: Vec<Duration> = (0..requests)
+                    .map(|_| {
+                        let start = Instant::now();
+                        let body = agent
+                            .get(&url)
+                            .call()
+                            .unwrap()
+                            .body_mut()
+                            .read_to_string()
+                            .unwrap();
+                        assert!(body.starts_with("{\"items\":[{"), "{what}: {body:.200}");
+                        start.elapsed()
+                    })
+                    .collect();
+                samples.sort();
+                let p99 = samples[(samples.len() * 99).div_ceil(100) - 1];
+                (what, samples[samples.len() / 2], p99)
+            })
+            .collect()
+    })
+    .await
+    .unwrap()
 }
 
 /// A journal of about `rows` rows (transitions, slots and restarts of 1,000 other Erus) plus

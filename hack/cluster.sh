@@ -12,6 +12,9 @@
 #
 # Options and environment:
 #   --name NAME / ERU_CLUSTER_NAME     cluster name (default "eru"); clusters run side by side
+#   --controller-qps N                 kube-controller-manager's client QPS (burst 2N) instead of
+#                                      its default 20: scale runs of thousands of Deployments,
+#                                      whose rollouts would otherwise queue for many minutes
 #   ERU_CLUSTER_STATE                  state root (default <repo>/.cluster); one folder per name
 #   ERU_CACHE                          binaries cache root (default ${XDG_CACHE_HOME:-~/.cache}/eru)
 #   ERU_CLUSTER_PREBUILT               test seam: take the binaries from this folder instead of
@@ -27,6 +30,7 @@ cache_root=${ERU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eru}
 bin_dir="$cache_root/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}"
 name=${ERU_CLUSTER_NAME:-eru}
 nodes=1
+controller_qps=""
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
 say() { printf '[cluster %s] %s\n' "$name" "$*" >&2; }
@@ -40,10 +44,12 @@ while [ $# -gt 0 ]; do
     --nodes=*) nodes=${1#*=}; shift ;;
     --name) name=${2:?--name needs a value}; shift 2 ;;
     --name=*) name=${1#*=}; shift ;;
+    --controller-qps) controller_qps=${2:?--controller-qps needs a number}; shift 2 ;;
     *) die "unknown argument: $1 (see the header of $0)" ;;
   esac
 done
 [[ "$nodes" =~ ^[1-9][0-9]*$ ]] || die "--nodes must be a positive number, got '$nodes'"
+[[ -z "$controller_qps" || "$controller_qps" =~ ^[1-9][0-9]*$ ]] || die "--controller-qps must be a positive number, got '$controller_qps'"
 [[ "$name" =~ ^[a-z0-9][a-z0-9-]*$ ]] || die "--name must be lowercase letters, digits and '-', got '$name'"
 state="${ERU_CLUSTER_STATE:-$repo/.cluster}/$name"
 
@@ -340,8 +346,10 @@ up() {
     --endpoint-reconciler-type none
   wait_for kube-apiserver 120 api_ready
 
+  local qps=()
+  [ -z "$controller_qps" ] || qps=(--kube-api-qps "$controller_qps" --kube-api-burst $((2 * controller_qps)))
   start kube-controller-manager "$bin_dir/kube-controller-manager" --kubeconfig "$state/kubeconfig" \
-    --leader-elect=false --secure-port 0 --root-ca-file "$state/pki/ca.crt" \
+    "${qps[@]}" --leader-elect=false --secure-port 0 --root-ca-file "$state/pki/ca.crt" \
     --service-account-private-key-file "$state/pki/sa.key" --cluster-signing-cert-file "$state/pki/ca.crt" \
     --cluster-signing-key-file "$state/pki/ca.key" --concurrent-gc-syncs 5
   start kube-scheduler "$bin_dir/kube-scheduler" --kubeconfig "$state/kubeconfig" \
@@ -389,5 +397,5 @@ case "$cmd" in
   env) env_lines ;;
   build) build ;;
   cache-dir) echo "$bin_dir" ;;
-  *) die "usage: $0 up|down|status|env|build|cache-dir [--nodes N] [--name NAME]" ;;
+  *) die "usage: $0 up|down|status|env|build|cache-dir [--nodes N] [--name NAME] [--controller-qps N]" ;;
 esac

@@ -94,6 +94,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             namespace: args.namespace.clone(),
             default_schedule: args.default_schedule.clone(),
             memcached_image: args.memcached_image.clone(),
+            concurrency: args.concurrency,
         },
         statuses: StatusMemo::default(),
         status_writer: StatusWriter::spawn(client.clone()),
@@ -154,17 +155,38 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// What the operator keeps of a Deployment: no managedFields but the restart manager's (when the
-/// last restart landed), no last-applied annotation, and no pod template spec unless a Memcached
-/// owns it (its drift is reverted). The Eru controller reads the rollout state and the template's
-/// annotations, the automatic-Eru controller the annotations.
+/// last restart landed), no last-applied annotation. Of one no Memcached owns (its drift is
+/// reverted, so all of it is kept), only what the Eru and automatic-Eru controllers read: the
+/// `mtsre.meitu.com/` annotations, the template's annotations, replicas, paused and the progress
+/// deadline, the status counts and the `Progressing` condition (without its message).
 fn lean_deployment(deployment: &mut Deployment) {
     lean_meta(&mut deployment.metadata, |e| {
         e.manager.as_deref() == Some(eru::RESTART_MANAGER)
     });
-    if !memcached::reconcile::owns(deployment)
-        && let Some(spec) = deployment.spec.as_mut()
-    {
+    if memcached::reconcile::owns(deployment) {
+        return;
+    }
+    let meta = &mut deployment.metadata;
+    meta.labels = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
+    }
+    if let Some(spec) = deployment.spec.as_mut() {
         spec.template.spec = None;
+        if let Some(template) = spec.template.metadata.as_mut() {
+            template.labels = None;
+            if let Some(annotations) = template.annotations.as_mut() {
+                annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
+            }
+        }
+        spec.selector = Default::default();
+        spec.strategy = None;
+    }
+    if let Some(conditions) = deployment.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        conditions.retain(|c| c.type_ == "Progressing");
+        for c in conditions.iter_mut() {
+            c.message = None;
+        }
     }
 }
 
@@ -270,4 +292,54 @@ fn shutdown_channel() -> watch::Receiver<bool> {
         let _ = tx.send(true);
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Leaning a Deployment never changes what a controller reads of it.
+    #[test]
+    fn a_lean_deployment_reads_the_same() {
+        let full: Deployment = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "shop", "generation": 4,
+                "labels": {"app": "web", "team": "a"},
+                "annotations": {"mtsre.meitu.com/eru": "true", "mtsre.meitu.com/eru-schedule": "H 3 * * *",
+                                "deployment.kubernetes.io/revision": "3",
+                                "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                "managedFields": [
+                    {"manager": "eru-operator-restart", "operation": "Apply", "time": "2026-11-23T03:00:00Z",
+                     "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {}}}},
+                    {"manager": "kubectl", "operation": "Update", "time": "2026-11-22T03:00:00Z"}]},
+            "spec": {"replicas": 3, "paused": false, "progressDeadlineSeconds": 120,
+                "selector": {"matchLabels": {"app": "web"}},
+                "strategy": {"type": "RollingUpdate"},
+                "template": {"metadata": {"labels": {"app": "web"},
+                                          "annotations": {"mtsre.meitu.com/restartedAt": "2026-11-23T03:00:00Z",
+                                                          "prometheus.io/scrape": "true"}},
+                             "spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
+            "status": {"observedGeneration": 4, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 3,
+                "availableReplicas": 3, "conditions": [
+                    {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                     "message": "Deployment has minimum availability."},
+                    {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+                     "message": "ReplicaSet \"web-5d4f\" has successfully progressed.",
+                     "lastUpdateTime": "2026-11-23T03:00:04Z"}]}
+        }))
+        .unwrap();
+        let mut lean = full.clone();
+        lean_deployment(&mut lean);
+        assert_eq!(
+            eru::target::view_deployment(&lean),
+            eru::target::view_deployment(&full)
+        );
+        let desired = |d: &Deployment| serde_json::to_value(eru::auto::desired(d, "0 3 * * *")).unwrap();
+        assert_eq!(desired(&lean), desired(&full));
+        assert!(lean.metadata.labels.is_none());
+        assert_eq!(lean.metadata.annotations.as_ref().map(|a| a.len()), Some(2));
+        assert_eq!(lean.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
+        let template = lean.spec.as_ref().unwrap().template.clone();
+        assert!(template.spec.is_none());
+        assert_eq!(template.metadata.unwrap().annotations.map(|a| a.len()), Some(1));
+    }
 }

@@ -51,6 +51,10 @@ pub struct RunArgs {
     #[arg(long, env = "ERU_HEARTBEAT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub heartbeat_seconds: u64,
 
+    /// Eru passes that run at once (a burst of due slots is worked through this many at a time).
+    #[arg(long, env = "ERU_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub concurrency: u16,
+
     /// How long journal rows are kept (`90d`, `12h`, `30m`, `600s`; `0` keeps them forever).
     /// Per-Eru totals (status.missedSlots, the counters) are kept whatever is pruned.
     #[arg(long, env = "ERU_RETENTION", default_value = "90d", value_parser = parse_retention)]

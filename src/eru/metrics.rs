@@ -2,22 +2,31 @@
 //! by result and reason, fire lateness and the next slot. Per-Eru series start at 0 (dashboards and
 //! alerts see 0, not "no data") and leave with the Eru.
 
-use prometheus::{GaugeVec, Histogram, IntCounterVec, Opts};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
+
+use prometheus::{
+    Histogram,
+    core::{Collector, Desc},
+    proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType},
+};
 
 use super::{ledger::Reason, machine::RestartOutcome};
-use crate::metrics::{Metrics, counter, histogram, register};
+use crate::metrics::{Metrics, histogram, register};
 
 /// Handles of the Eru series. Cheap to clone.
 #[derive(Clone)]
 pub struct EruMetrics {
-    pub restarts: IntCounterVec,
     pub restart_duration: Histogram,
-    pub slots: IntCounterVec,
     pub fire_lateness: Histogram,
-    pub next_fire: GaugeVec,
+    per_eru: PerEru,
 }
 
 /// Every (result, reason) of `eru_slots_total`.
+const SLOT_SERIES: usize = 1 + Reason::ALL.len();
+
 fn slot_series() -> impl Iterator<Item = (&'static str, &'static str)> {
     std::iter::once(("fired", "scheduled")).chain(Reason::ALL.iter().map(|r| (r.reason_result(), r.as_str())))
 }
@@ -27,23 +36,11 @@ impl EruMetrics {
     pub fn register(metrics: &Metrics) -> Self {
         let registry = metrics.registry();
         Self {
-            restarts: counter(
-                registry,
-                "eru_restarts_total",
-                "Rolling restarts finished, by Eru and outcome (succeeded, failed, abandoned).",
-                &["namespace", "name", "outcome"],
-            ),
             restart_duration: histogram(
                 registry,
                 "eru_restart_duration_seconds",
                 "From the restart patch to the rollout's end.",
                 vec![1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 3600.0],
-            ),
-            slots: counter(
-                registry,
-                "eru_slots_total",
-                "Evaluated cron slots by result (fired, missed, skipped) and reason.",
-                &["namespace", "name", "result", "reason"],
             ),
             fire_lateness: histogram(
                 registry,
@@ -51,56 +48,170 @@ impl EruMetrics {
                 "Time from a slot to its restart patch.",
                 vec![0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
             ),
-            next_fire: register(
-                registry,
-                GaugeVec::new(
-                    Opts::new(
-                        "eru_next_fire_timestamp_seconds",
-                        "Unix time of the next scheduled restart.",
-                    ),
-                    &["namespace", "name"],
-                )
-                .expect("valid metric"),
-            ),
+            per_eru: register(registry, PerEru::new()),
         }
     }
 
     /// Creates an Eru's counter series at 0 (every outcome, result and reason).
     pub fn init(&self, namespace: &str, name: &str) {
-        for outcome in RestartOutcome::ALL {
-            self.restarts
-                .with_label_values(&[namespace, name, outcome.as_str()]);
-        }
-        for (result, reason) in slot_series() {
-            self.slots.with_label_values(&[namespace, name, result, reason]);
-        }
+        self.per_eru.with(namespace, name, |_| {});
+    }
+
+    /// Counts `count` slots of the Eru with `result` and `reason`.
+    pub fn add_slots(&self, namespace: &str, name: &str, result: &str, reason: &str, count: u64) {
+        let Some(at) = slot_series().position(|s| s == (result, reason)) else {
+            return;
+        };
+        self.per_eru.with(namespace, name, |s| s.slots[at] += count);
+    }
+
+    /// Counts a finished restart of the Eru.
+    pub fn add_restart(&self, namespace: &str, name: &str, outcome: RestartOutcome) {
+        let at = RestartOutcome::ALL
+            .iter()
+            .position(|o| *o == outcome)
+            .unwrap_or_default();
+        self.per_eru.with(namespace, name, |s| s.restarts[at] += 1);
     }
 
     /// Sets (or, with `None`, removes) the Eru's next slot.
     pub fn set_next(&self, namespace: &str, name: &str, next: Option<chrono::DateTime<chrono::Utc>>) {
-        match next {
-            Some(t) => self
-                .next_fire
-                .with_label_values(&[namespace, name])
-                .set(t.timestamp() as f64),
-            None => {
-                let _ = self.next_fire.remove_label_values(&[namespace, name]);
-            }
-        }
+        self.per_eru
+            .with(namespace, name, |s| s.next = next.map(|t| t.timestamp()));
     }
 
     /// Removes every series of a deleted Eru.
     pub fn forget(&self, namespace: &str, name: &str) {
-        let _ = self.next_fire.remove_label_values(&[namespace, name]);
-        for outcome in RestartOutcome::ALL {
-            let _ = self
-                .restarts
-                .remove_label_values(&[namespace, name, outcome.as_str()]);
-        }
-        for (result, reason) in slot_series() {
-            let _ = self.slots.remove_label_values(&[namespace, name, result, reason]);
+        self.per_eru.forget(namespace, name);
+    }
+}
+
+/// One Eru's counters and next slot.
+#[derive(Default)]
+struct Series {
+    restarts: [u64; RestartOutcome::ALL.len()],
+    slots: [u64; SLOT_SERIES],
+    next: Option<i64>,
+}
+
+/// `eru_restarts_total`, `eru_slots_total` and `eru_next_fire_timestamp_seconds`, kept as a few
+/// integers per Eru and turned into series only when scraped. (A `prometheus` vector keeps each of
+/// an Eru's 17 counter series as a copy of its descriptor and label pairs: ~14 KB per Eru.)
+#[derive(Clone)]
+struct PerEru {
+    descs: Vec<Desc>,
+    series: Arc<Mutex<BTreeMap<(String, String), Series>>>,
+}
+
+const RESTARTS: (&str, &str) = (
+    "eru_restarts_total",
+    "Rolling restarts finished, by Eru and outcome (succeeded, failed, abandoned).",
+);
+const SLOTS: (&str, &str) = (
+    "eru_slots_total",
+    "Evaluated cron slots by result (fired, missed, skipped) and reason.",
+);
+const NEXT: (&str, &str) = (
+    "eru_next_fire_timestamp_seconds",
+    "Unix time of the next scheduled restart.",
+);
+
+impl PerEru {
+    fn new() -> Self {
+        let desc = |(name, help): (&str, &str), labels: &[&str]| {
+            Desc::new(
+                name.into(),
+                help.into(),
+                labels.iter().map(|l| l.to_string()).collect(),
+                Default::default(),
+            )
+            .expect("valid metric")
+        };
+        Self {
+            descs: vec![
+                desc(RESTARTS, &["namespace", "name", "outcome"]),
+                desc(SLOTS, &["namespace", "name", "result", "reason"]),
+                desc(NEXT, &["namespace", "name"]),
+            ],
+            series: Arc::default(),
         }
     }
+
+    /// Runs `f` on the Eru's series, creating them at 0 first if need be.
+    fn with(&self, namespace: &str, name: &str, f: impl FnOnce(&mut Series)) {
+        let mut series = self.series.lock().expect("metrics lock");
+        let key = (namespace.to_string(), name.to_string());
+        f(series.entry(key).or_default());
+    }
+
+    fn forget(&self, namespace: &str, name: &str) {
+        let mut series = self.series.lock().expect("metrics lock");
+        series.remove(&(namespace.to_string(), name.to_string()));
+    }
+}
+
+impl Collector for PerEru {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let series = self.series.lock().expect("metrics lock");
+        let (mut restarts, mut slots, mut next) = (Vec::new(), Vec::new(), Vec::new());
+        for ((namespace, name), s) in series.iter() {
+            let eru = [("namespace", namespace.as_str()), ("name", name.as_str())];
+            for (outcome, count) in RestartOutcome::ALL.iter().zip(s.restarts) {
+                restarts.push(counter(&eru, &[("outcome", outcome.as_str())], count));
+            }
+            for ((result, reason), count) in slot_series().zip(s.slots) {
+                slots.push(counter(&eru, &[("result", result), ("reason", reason)], count));
+            }
+            if let Some(at) = s.next {
+                let mut gauge = Gauge::default();
+                gauge.set_value(at as f64);
+                let mut metric = Metric::from_label(labels(&eru, &[]));
+                metric.set_gauge(gauge);
+                next.push(metric);
+            }
+        }
+        vec![
+            family(RESTARTS, MetricType::COUNTER, restarts),
+            family(SLOTS, MetricType::COUNTER, slots),
+            family(NEXT, MetricType::GAUGE, next),
+        ]
+    }
+}
+
+/// Label pairs sorted by name, as the text format lists them.
+fn labels(eru: &[(&str, &str)], more: &[(&str, &str)]) -> Vec<LabelPair> {
+    let mut pairs: Vec<_> = eru.iter().chain(more).collect();
+    pairs.sort_by_key(|(name, _)| *name);
+    pairs
+        .into_iter()
+        .map(|(name, value)| {
+            let mut pair = LabelPair::default();
+            pair.set_name(name.to_string());
+            pair.set_value(value.to_string());
+            pair
+        })
+        .collect()
+}
+
+fn counter(eru: &[(&str, &str)], more: &[(&str, &str)], count: u64) -> Metric {
+    let mut counter = Counter::default();
+    counter.set_value(count as f64);
+    let mut metric = Metric::from_label(labels(eru, more));
+    metric.set_counter(counter);
+    metric
+}
+
+fn family((name, help): (&str, &str), kind: MetricType, metrics: Vec<Metric>) -> MetricFamily {
+    let mut family = MetricFamily::default();
+    family.set_name(name.into());
+    family.set_help(help.into());
+    family.set_field_type(kind);
+    family.set_metric(metrics);
+    family
 }
 
 #[cfg(test)]
@@ -112,6 +223,8 @@ mod tests {
         let metrics = Metrics::new();
         let eru = EruMetrics::register(&metrics);
         eru.init("ns", "web");
+        eru.add_slots("ns", "web", "missed", "operator_down", 3);
+        eru.add_restart("ns", "web", RestartOutcome::Failed);
         eru.set_next("ns", "web", chrono::DateTime::from_timestamp(1_800_000_000, 0));
         let text = metrics.render();
         assert!(text.contains(r#"eru_restarts_total{name="web",namespace="ns",outcome="abandoned"} 0"#));
@@ -120,7 +233,12 @@ mod tests {
                 r#"eru_slots_total{name="web",namespace="ns",reason="suspended",result="skipped"} 0"#
             )
         );
+        assert!(text.contains(
+            r#"eru_slots_total{name="web",namespace="ns",reason="operator_down",result="missed"} 3"#
+        ));
+        assert!(text.contains(r#"eru_restarts_total{name="web",namespace="ns",outcome="failed"} 1"#));
         assert!(text.contains(r#"eru_next_fire_timestamp_seconds{name="web",namespace="ns"} 1800000000"#));
+        assert_eq!(text.matches(r#"name="web""#).count(), 3 + 13 + 1);
         eru.forget("ns", "web");
         assert!(!metrics.render().contains(r#"name="web""#));
     }

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 
 /// Pod-template annotation carrying the slot of the last restart (the idempotency key).
 pub const RESTARTED_AT_ANNOTATION: &str = "mtsre.meitu.com/restartedAt";
+/// The prefix of every annotation the operator reads on a Deployment.
+pub const ANNOTATION_PREFIX: &str = "mtsre.meitu.com/";
 /// Field manager of the restart patch: it owns only the `restartedAt` annotation of a target's pod
 /// template, so the apply leaves every other field alone, also on a Deployment another manager
 /// applies in full (a Memcached's, under [`crate::memcached`]'s own manager). Its managedFields

@@ -18,7 +18,7 @@ use kube::{
     },
 };
 use tokio::sync::watch;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::{
     Eru, KIND,
@@ -46,10 +46,6 @@ use crate::{
 /// the slot is due when the pass runs.
 const SLOT_MARGIN: StdDuration = StdDuration::from_millis(2);
 
-/// How many Eru passes run at once: enough to keep the journal's group commit and the API
-/// server busy during a burst of due slots, few enough not to queue on either.
-pub const CONCURRENCY: u16 = 64;
-
 /// Builds the Eru controller on the shared Eru and Deployment caches; returns it and a future that
 /// resolves once its caches synced. Erus are reconciled when their spec changes (not when the
 /// operator writes their status), when a Deployment they target changes, and at their slots.
@@ -73,7 +69,7 @@ pub fn controller(
                 &deployment.name_any(),
             )
         })
-        .with_config(controller::Config::default().concurrency(CONCURRENCY))
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
         .graceful_shutdown_on(shutdown_requested(shutdown));
     let synced = {
         let (erus_synced, deployments_synced) = (erus.synced.clone(), deployments.synced.clone());
@@ -110,7 +106,9 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
     context.metrics.init(&namespace, &name);
 
+    let began = std::time::Instant::now();
     let observed = observe(&context, &eru, Utc::now()).await?;
+    let observed_in = began.elapsed();
     let Pass {
         state,
         decision,
@@ -121,10 +119,12 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
         rollout_timeout,
     } = decide(&eru, &observed);
     record::journal(&context, &eru, &decision, observed.now, patched_at).await?;
+    let journaled_in = began.elapsed();
     if let Some((from, to)) = gap {
         report_gap(&context, &eru, from, to).await;
     }
     let acted = act(&context, &eru, state, &decision.actions).await?;
+    let acted_in = began.elapsed();
 
     // the next slot: woken for it even while suspended, so skipped slots are journaled live
     let next_slot = observed
@@ -145,6 +145,7 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     let summary = ctx.journal.eru_summary(&eru.uid().unwrap_or_default()).await?;
     let status = status(&eru, &observed, &acted.state, next, &summary, acted.patch_error);
     ctx.apply_status(eru.as_ref(), observed.known.as_ref(), &status)?;
+    debug!(eru = %name, ?observed_in, ?journaled_in, ?acted_in, done_in = ?began.elapsed(), "pass timings");
 
     let wake = match (&acted.state, acted.patched_at, acted.retry_at) {
         // landed in this pass: the rollout's deadline counts from now

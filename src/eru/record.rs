@@ -178,23 +178,15 @@ fn count(
     let namespace = eru.metadata.namespace.as_deref().unwrap_or_default();
     let name = eru.metadata.name.as_deref().unwrap_or_default();
     let slots = |r: &SlotRecord| {
-        let labels = [namespace, name, r.reason.result().as_str(), r.reason.as_str()];
-        metrics.slots.with_label_values(&labels).inc_by(r.count as u64);
+        let (result, reason) = (r.reason.result().as_str(), r.reason.as_str());
+        metrics.add_slots(namespace, name, result, reason, r.count as u64);
     };
-    let restarts = |outcome: RestartOutcome| {
-        metrics
-            .restarts
-            .with_label_values(&[namespace, name, outcome.as_str()])
-            .inc();
-    };
+    let restarts = |outcome: RestartOutcome| metrics.add_restart(namespace, name, outcome);
     for record in records {
         match record {
             EruRecord::Slots(records) => records.iter().for_each(slots),
             EruRecord::Patched { slot, at, .. } => {
-                metrics
-                    .slots
-                    .with_label_values(&[namespace, name, "fired", "scheduled"])
-                    .inc();
+                metrics.add_slots(namespace, name, "fired", "scheduled", 1);
                 metrics
                     .fire_lateness
                     .observe((*at - *slot).as_seconds_f64().max(0.0));

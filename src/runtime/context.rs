@@ -28,6 +28,8 @@ pub struct Settings {
     pub default_schedule: String,
     /// Image of memcached Deployments.
     pub memcached_image: String,
+    /// Eru passes that run at once.
+    pub concurrency: u16,
 }
 
 /// What every reconcile gets: clients and the shared journal, metrics and Event recorder.
