@@ -34,8 +34,11 @@ use crate::{
     metrics::Metrics,
     podset,
     runtime::{
-        Context, MANAGER, Readiness, Settings, shutdown_requested,
+        Context, MANAGER, Readiness, Settings,
+        events::EventQueue,
+        shutdown_requested,
         status::StatusWriter,
+        urgent::Urgent,
         watch::{Shared, lean_meta},
         writes_spec,
     },
@@ -85,11 +88,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             instance: Some(instance),
         },
     );
+    let urgent = Urgent::default();
     let ctx = Arc::new(Context {
         client: client.clone(),
         journal: journal.clone(),
         metrics,
-        recorder,
+        events: EventQueue::spawn(recorder, urgent.clone()),
         settings: Settings {
             namespace: args.namespace.clone(),
             default_schedule: args.default_schedule.clone(),
@@ -97,7 +101,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             concurrency: args.concurrency,
         },
         statuses: StatusMemo::default(),
-        status_writer: StatusWriter::spawn(client.clone()),
+        status_writer: StatusWriter::spawn(client.clone(), urgent.clone()),
+        urgent,
     });
 
     tokio::select! {

@@ -80,16 +80,13 @@ pub async fn act(context: &EruContext, eru: &Eru, mut state: State, actions: &[E
                 state = step(EruMachine, state, &event, &mut result);
                 record::journal(context, eru, &result, now, patched_at).await?;
             }
-            EruAction::ReportInvalid { reason } => {
-                ctx.publish(
-                    eru,
-                    EventType::Warning,
-                    "InvalidSpec",
-                    "Validate",
-                    Some(reason.clone()),
-                )
-                .await
-            }
+            EruAction::ReportInvalid { reason } => ctx.publish(
+                eru,
+                EventType::Warning,
+                "InvalidSpec",
+                "Validate",
+                Some(reason.clone()),
+            ),
             EruAction::ReportTargetMissing => {
                 let note = format!(
                     "Deployment {} not found in namespace {}",
@@ -97,7 +94,6 @@ pub async fn act(context: &EruContext, eru: &Eru, mut state: State, actions: &[E
                     eru.namespace().unwrap_or_default()
                 );
                 ctx.publish(eru, EventType::Warning, "TargetMissing", "Observe", Some(note))
-                    .await
             }
         }
     }
@@ -116,6 +112,7 @@ async fn patch_restart(
     target: &str,
     slot: DateTime<Utc>,
 ) -> kube::Result<()> {
+    let _urgent = context.ctx.urgent.begin();
     let api: Api<Deployment> = context.ctx.api(&eru.namespace().unwrap_or_default());
     let patch = json!({
         "apiVersion": "apps/v1",

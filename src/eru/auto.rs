@@ -241,8 +241,7 @@ async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Re
                             "EruInvalid",
                             "AutoCreate",
                             Some(note),
-                        )
-                        .await;
+                        );
                     }
                 }
                 Err(e) => return Err(e.into()),
@@ -262,7 +261,6 @@ async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Re
                     "AutoCreate",
                     Some(note),
                 )
-                .await
             }
         }
         AutoAction::Nothing => context.resolved(&deployment),

@@ -7,6 +7,7 @@
 use std::{future::Future, sync::Arc, time::Duration as StdDuration};
 
 use chrono::{DateTime, Duration, Utc};
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Resource, ResourceExt,
@@ -62,8 +63,11 @@ pub fn controller(
     let spec_changes = only_changes(erus.subscribe(), |eru: &Eru| {
         eru.metadata.generation.unwrap_or(0) as u64
     });
+    let targets_seen = deployments
+        .subscribe()
+        .filter(|deployment| futures::future::ready(!awaits_controller(deployment)));
     let controller = Controller::for_shared_stream(spec_changes, erus.store.clone())
-        .watches_shared_stream(deployments.subscribe(), move |deployment: Arc<Deployment>| {
+        .watches_shared_stream(targets_seen, move |deployment: Arc<Deployment>| {
             targets.erus_of(
                 &deployment.namespace().unwrap_or_default(),
                 &deployment.name_any(),
@@ -94,6 +98,17 @@ pub fn controller(
     )
 }
 
+/// Whether the Deployment controller has yet to see `deployment`'s latest spec. Such a change
+/// (most often the echo of this operator's own restart patch) cannot move an Eru: its rollout
+/// cannot be judged done or failed, and its gates are closed, until the Deployment controller
+/// catches up, and that write triggers the pass. Skipping them halves the passes of a burst of
+/// due slots. A new Deployment (never observed) is not skipped: an Eru may be waiting for it.
+fn awaits_controller(deployment: &Deployment) -> bool {
+    let observed = deployment.status.as_ref().and_then(|s| s.observed_generation);
+    matches!((observed, deployment.metadata.generation), (Some(o), Some(g)) if o < g)
+        && deployment.metadata.deletion_timestamp.is_none()
+}
+
 /// One pass over `eru`.
 async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     let ctx = &context.ctx;
@@ -121,7 +136,7 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     record::journal(&context, &eru, &decision, observed.now, patched_at).await?;
     let journaled_in = began.elapsed();
     if let Some((from, to)) = gap {
-        report_gap(&context, &eru, from, to).await;
+        report_gap(&context, &eru, from, to);
     }
     let acted = act(&context, &eru, state, &decision.actions).await?;
     let acted_in = began.elapsed();
@@ -160,7 +175,7 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
 }
 
 /// Tells the user that slots between `from` and `to` cannot be accounted.
-async fn report_gap(context: &EruContext, eru: &Eru, from: DateTime<Utc>, to: DateTime<Utc>) {
+fn report_gap(context: &EruContext, eru: &Eru, from: DateTime<Utc>, to: DateTime<Utc>) {
     let note = format!(
         "slots between {} and {} are not accounted: the journal holds no record of this Eru before {} \
          and its spec changed since the last slot the cluster remembers, so which slots there were is unknown",
@@ -171,8 +186,7 @@ async fn report_gap(context: &EruContext, eru: &Eru, from: DateTime<Utc>, to: Da
     warn!(eru = %eru.name_any(), %note, "ledger gap");
     context
         .ctx
-        .publish(eru, EventType::Warning, "LedgerGap", "Account", Some(note))
-        .await;
+        .publish(eru, EventType::Warning, "LedgerGap", "Account", Some(note));
 }
 
 /// When to come back: at once with a backlog; else at the next slot, or when the restart in

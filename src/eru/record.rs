@@ -50,9 +50,9 @@ pub async fn journal(
         + appended.restarts_finished;
     if new > 0 {
         count(context, eru, &decision.records, now, patched_at);
-        announce(context, eru, &decision.records).await;
+        announce(context, eru, &decision.records);
     }
-    ctx.announce(KIND, eru, &decision.transitions, &appended).await;
+    ctx.announce(KIND, eru, &decision.transitions, &appended);
     Ok(appended)
 }
 
@@ -212,7 +212,7 @@ fn count(
 }
 
 /// Tells the user how journaled restarts went (an Event each).
-async fn announce(context: &EruContext, eru: &Eru, records: &[EruRecord]) {
+fn announce(context: &EruContext, eru: &Eru, records: &[EruRecord]) {
     for record in records {
         let (type_, why, action, note) = match record {
             EruRecord::Finished {
@@ -247,6 +247,6 @@ async fn announce(context: &EruContext, eru: &Eru, records: &[EruRecord]) {
             ),
             _ => continue,
         };
-        context.ctx.publish(eru, type_, why, action, Some(note)).await
+        context.ctx.publish(eru, type_, why, action, Some(note))
     }
 }

@@ -181,8 +181,7 @@ async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) ->
                         "ApplyFailed",
                         "ApplyDeployment",
                         Some(message.clone()),
-                    )
-                    .await;
+                    );
                     apply_error = Some(message);
                 }
             }
@@ -194,8 +193,7 @@ async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) ->
                     "Deleting",
                     "Finalize",
                     Some(note),
-                )
-                .await;
+                );
                 let finalizers = memcached
                     .finalizers()
                     .iter()

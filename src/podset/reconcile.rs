@@ -339,8 +339,7 @@ async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<A
             "ReplicaFailure",
             "ScalePods",
             Some(failure.clone()),
-        )
-        .await;
+        );
     }
     // the actions' result goes back into the machine in this pass
     let failure = failures.into_iter().next();

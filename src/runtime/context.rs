@@ -5,13 +5,12 @@ use chrono::Utc;
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::ApiResource,
-    runtime::events::{Event, EventType, Recorder},
+    runtime::events::{Event, EventType},
 };
-use tracing::warn;
 
 use tokio::sync::mpsc;
 
-use super::{status::StatusWriter, watch::Gone};
+use super::{events::EventQueue, status::StatusWriter, urgent::Urgent, watch::Gone};
 use crate::{
     Result,
     journal::{Appended, Entry, Journal, NewTransition, ObjectKey},
@@ -37,12 +36,15 @@ pub struct Context {
     pub client: Client,
     pub journal: Journal,
     pub metrics: Metrics,
-    pub recorder: Recorder,
+    /// Publishes Events off the passes' critical path.
+    pub events: EventQueue,
     pub settings: Settings,
     /// Statuses written (or queued) but maybe not yet in the watch caches.
     pub statuses: StatusMemo,
     /// Writes statuses off the passes' critical path.
     pub status_writer: StatusWriter,
+    /// Restart patches in flight, which status writes and Events let go first.
+    pub urgent: Urgent,
 }
 
 /// The journal identity of an object.
@@ -101,13 +103,8 @@ impl Context {
 
     /// Counts journaled `transitions` and emits an Event for each; a replay that journaled no
     /// transition announces nothing.
-    pub async fn announce<K>(
-        &self,
-        kind: &'static str,
-        obj: &K,
-        transitions: &[Transition],
-        appended: &Appended,
-    ) where
+    pub fn announce<K>(&self, kind: &'static str, obj: &K, transitions: &[Transition], appended: &Appended)
+    where
         K: Resource<DynamicType = ()>,
     {
         if appended.transitions == 0 {
@@ -116,8 +113,7 @@ impl Context {
         for t in transitions {
             self.metrics.count_transition(kind, t.from, t.to);
             let note = format!("{} → {} on {}", t.from, t.to, t.event);
-            self.publish(obj, EventType::Normal, t.to, t.event, Some(note))
-                .await;
+            self.publish(obj, EventType::Normal, t.to, t.event, Some(note));
         }
     }
 
@@ -128,7 +124,7 @@ impl Context {
         K: Resource<DynamicType = ()>,
     {
         let appended = self.journal(kind, obj, transitions, Entry::default()).await?;
-        self.announce(kind, obj, transitions, &appended).await;
+        self.announce(kind, obj, transitions, &appended);
         Ok(())
     }
 
@@ -183,15 +179,10 @@ impl Context {
         }
     }
 
-    /// Emits a Kubernetes Event about `obj`. Best effort: a failure is logged, never returned.
-    pub async fn publish<K>(
-        &self,
-        obj: &K,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: Option<String>,
-    ) where
+    /// Queues a Kubernetes Event about `obj` (see [`EventQueue`]). Best effort: a failure is
+    /// logged, never returned.
+    pub fn publish<K>(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: Option<String>)
+    where
         K: Resource<DynamicType = ()>,
     {
         let event = Event {
@@ -201,8 +192,6 @@ impl Context {
             action: action.to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
-            warn!(object = %obj.name_any(), reason, error = %e, "could not publish Event");
-        }
+        self.events.publish(event, obj.object_ref(&()));
     }
 }

@@ -8,7 +8,9 @@
 pub mod context;
 pub mod deployment;
 pub mod driver;
+pub mod events;
 pub mod status;
+pub mod urgent;
 pub mod watch;
 
 use std::sync::{

@@ -21,7 +21,7 @@ use kube::{
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
-use super::MANAGER;
+use super::{MANAGER, urgent::Urgent};
 
 /// Status writes in flight at once.
 const CONCURRENCY: usize = 8;
@@ -42,15 +42,17 @@ struct Pending {
 pub struct StatusWriter {
     pending: Arc<Mutex<HashMap<String, Pending>>>,
     queue: mpsc::UnboundedSender<String>,
+    urgent: Urgent,
 }
 
 impl StatusWriter {
-    /// Starts the writer with `client`.
-    pub fn spawn(client: Client) -> Self {
+    /// Starts the writer with `client`; it lets the `urgent` writes in flight go first.
+    pub fn spawn(client: Client, urgent: Urgent) -> Self {
         let (queue, rx) = mpsc::unbounded_channel();
         let writer = Self {
             pending: Arc::default(),
             queue,
+            urgent,
         };
         tokio::spawn(writer.clone().run(client, rx));
         writer
@@ -103,6 +105,7 @@ impl StatusWriter {
     /// Writes the pending status of `uid`, if any; a failure is queued again after a backoff
     /// unless a newer status arrived meanwhile.
     async fn send(&self, client: &Client, uid: String) {
+        self.urgent.yield_to().await;
         let Some(pending) = self.pending.lock().expect("status queue lock").remove(&uid) else {
             return; // written already (the uid was queued twice), or forgotten
         };
