@@ -308,7 +308,8 @@ async fn main() -> Res<()> {
     );
 
     // the slot: after the Erus are created and reconciled, with a margin
-    let lead = Duration::from_secs_f64(2.0 * n as f64 / create_rate + 20.0);
+    // creating N Erus, their first passes and status writes take a few times creating N Deployments
+    let lead = Duration::from_secs_f64(6.0 * n as f64 / create_rate + 30.0);
     let slot = DateTime::from_timestamp((Utc::now() + lead).timestamp() + 1, 0).unwrap();
     let schedule = format!("{} {} {} * * *", slot.second(), slot.minute(), slot.hour());
     row(

@@ -13,8 +13,9 @@
 # Options and environment:
 #   --name NAME / ERU_CLUSTER_NAME     cluster name (default "eru"); clusters run side by side
 #   --controller-qps N                 kube-controller-manager's client QPS (burst 2N) instead of
-#                                      its default 20: scale runs of thousands of Deployments,
-#                                      whose rollouts would otherwise queue for many minutes
+#                                      its default 20, and N/10 concurrent Deployment syncs (not
+#                                      5): scale runs of thousands of Deployments, whose rollouts
+#                                      would otherwise queue for many minutes
 #   ERU_CLUSTER_STATE                  state root (default <repo>/.cluster); one folder per name
 #   ERU_CACHE                          binaries cache root (default ${XDG_CACHE_HOME:-~/.cache}/eru)
 #   ERU_CLUSTER_PREBUILT               test seam: take the binaries from this folder instead of
@@ -347,7 +348,8 @@ up() {
   wait_for kube-apiserver 120 api_ready
 
   local qps=()
-  [ -z "$controller_qps" ] || qps=(--kube-api-qps "$controller_qps" --kube-api-burst $((2 * controller_qps)))
+  [ -z "$controller_qps" ] || qps=(--kube-api-qps "$controller_qps" --kube-api-burst $((2 * controller_qps))
+    --concurrent-deployment-syncs $((controller_qps / 10 > 5 ? controller_qps / 10 : 5)))
   start kube-controller-manager "$bin_dir/kube-controller-manager" --kubeconfig "$state/kubeconfig" \
     "${qps[@]}" --leader-elect=false --secure-port 0 --root-ca-file "$state/pki/ca.crt" \
     --service-account-private-key-file "$state/pki/sa.key" --cluster-signing-cert-file "$state/pki/ca.crt" \

@@ -81,65 +81,78 @@ impl Journal {
 
     /// Journaled transitions, newest first (by id), `limit + 1` rows at most.
     pub async fn transitions(&self, f: &Filter) -> Result<Vec<TransitionRow>> {
-        Ok(sqlx::query_as(
-            "SELECT id, kind, namespace, name, uid, from_state, to_state, event, at, detail FROM transitions
-             WHERE ($1 IS NULL OR kind = $1) AND ($2 IS NULL OR namespace = $2) AND ($3 IS NULL OR name = $3)
-               AND ($4 IS NULL OR at >= $4) AND ($5 IS NULL OR at < $5) AND id < coalesce($6, 9223372036854775807)
-             ORDER BY id DESC LIMIT $7",
-        )
-        .bind(&f.kind)
-        .bind(&f.namespace)
-        .bind(&f.name)
-        .bind(&f.since)
-        .bind(&f.until)
-        .bind(f.before)
-        .bind(f.limit + 1)
-        .fetch_all(&self.pool)
-        .await?)
+        let conditions = [
+            ("kind = ", &f.kind),
+            ("namespace = ", &f.namespace),
+            ("name = ", &f.name),
+            ("at >= ", &f.since),
+            ("at < ", &f.until),
+        ];
+        let columns = "SELECT id, kind, namespace, name, uid, from_state, to_state, event, at, detail \
+                       FROM transitions WHERE true";
+        Ok(page(columns, &conditions, f)
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     /// Journaled restarts, newest first (by id), `limit + 1` rows at most; time bounds apply to
     /// `decided_at`.
     pub async fn restarts(&self, f: &Filter) -> Result<Vec<RestartRow>> {
-        Ok(sqlx::query_as(
-            "SELECT * FROM restarts
-             WHERE ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2) AND ($3 IS NULL OR target = $3)
-               AND ($4 IS NULL OR outcome = $4) AND ($5 IS NULL OR decided_at >= $5)
-               AND ($6 IS NULL OR decided_at < $6) AND id < coalesce($7, 9223372036854775807)
-             ORDER BY id DESC LIMIT $8",
-        )
-        .bind(&f.namespace)
-        .bind(&f.name)
-        .bind(&f.target)
-        .bind(&f.outcome)
-        .bind(&f.since)
-        .bind(&f.until)
-        .bind(f.before)
-        .bind(f.limit + 1)
-        .fetch_all(&self.pool)
-        .await?)
+        let conditions = [
+            ("namespace = ", &f.namespace),
+            ("name = ", &f.name),
+            ("target = ", &f.target),
+            ("outcome = ", &f.outcome),
+            ("decided_at >= ", &f.since),
+            ("decided_at < ", &f.until),
+        ];
+        Ok(page("SELECT * FROM restarts WHERE true", &conditions, f)
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     /// Journaled missed and skipped slots, newest first (by id), `limit + 1` rows at most; time
     /// bounds apply to the slots a row stands for.
     pub async fn missed(&self, f: &Filter) -> Result<Vec<SlotRow>> {
-        Ok(sqlx::query_as(
-            "SELECT * FROM slots
-             WHERE result != 'fired'
-               AND ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2) AND ($3 IS NULL OR target = $3)
-               AND ($4 IS NULL OR reason = $4) AND ($5 IS NULL OR last_slot >= $5)
-               AND ($6 IS NULL OR slot < $6) AND id < coalesce($7, 9223372036854775807)
-             ORDER BY id DESC LIMIT $8",
+        let conditions = [
+            ("namespace = ", &f.namespace),
+            ("name = ", &f.name),
+            ("target = ", &f.target),
+            ("reason = ", &f.reason),
+            ("last_slot >= ", &f.since),
+            ("slot < ", &f.until),
+        ];
+        Ok(
+            page("SELECT * FROM slots WHERE result != 'fired'", &conditions, f)
+                .build_query_as()
+                .fetch_all(&self.pool)
+                .await?,
         )
-        .bind(&f.namespace)
-        .bind(&f.name)
-        .bind(&f.target)
-        .bind(&f.reason)
-        .bind(&f.since)
-        .bind(&f.until)
-        .bind(f.before)
-        .bind(f.limit + 1)
-        .fetch_all(&self.pool)
-        .await?)
     }
+}
+
+/// A newest-first page: `select` (which ends in a WHERE clause), a condition for each filter
+/// given, the cursor, the limit. A filter not given is left out of the SQL rather than written
+/// `(? IS NULL OR column = ?)`, which no index can serve: so a listing of one Eru is a range of the
+/// `(name, namespace, id)` indexes, not a scan of every row.
+fn page(
+    select: &str,
+    conditions: &[(&str, &Option<String>)],
+    f: &Filter,
+) -> sqlx::QueryBuilder<sqlx::Sqlite> {
+    let mut query = sqlx::QueryBuilder::new(select);
+    for (condition, value) in conditions {
+        if let Some(value) = value {
+            query.push(" AND ").push(condition).push_bind(value.clone());
+        }
+    }
+    if let Some(before) = f.before {
+        query.push(" AND id < ").push_bind(before);
+    }
+    query
+        .push(" ORDER BY id DESC LIMIT ")
+        .push_bind(i64::from(f.limit) + 1);
+    query
 }
