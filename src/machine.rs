@@ -125,10 +125,12 @@ where
 ///
 /// Right after a status patch the watch cache may still hold the version the patch was based
 /// on; restoring the machine from that stale `status.phase` would replay a transition. Until the
-/// cache moves past that version, reconciles use the status remembered here.
+/// cache moves past that version, reconciles use the status remembered here; once it has, the
+/// entry is dropped (a cache never goes back), so the memo holds only the writes the cache has yet
+/// to show, each as its JSON text (a `serde_json::Value` tree takes several times its size).
 #[derive(Debug, Default)]
 pub struct StatusMemo {
-    written: Mutex<HashMap<String, (String, serde_json::Value)>>,
+    written: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl StatusMemo {
@@ -139,23 +141,30 @@ impl StatusMemo {
         resource_version: &str,
         cached: Option<&S>,
     ) -> Option<S> {
-        let written = self.written.lock().expect("status memo lock");
+        let mut written = self.written.lock().expect("status memo lock");
         match written.get(uid) {
-            Some((based_on, status)) if based_on == resource_version => {
-                serde_json::from_value(status.clone()).ok()
+            Some((based_on, status)) if based_on == resource_version => serde_json::from_str(status).ok(),
+            Some(_) => {
+                written.remove(uid); // the cache moved past the write
+                cached.cloned()
             }
-            _ => cached.cloned(),
+            None => cached.cloned(),
         }
     }
 
     /// Records that `status` was written on top of `resource_version`.
     pub fn remember<S: Serialize>(&self, uid: &str, resource_version: &str, status: &S) {
-        if let Ok(value) = serde_json::to_value(status) {
+        if let Ok(text) = serde_json::to_string(status) {
             self.written
                 .lock()
                 .expect("status memo lock")
-                .insert(uid.to_string(), (resource_version.to_string(), value));
+                .insert(uid.to_string(), (resource_version.to_string(), text));
         }
+    }
+
+    /// How many writes the caches have yet to show.
+    pub fn pending(&self) -> usize {
+        self.written.lock().expect("status memo lock").len()
     }
 
     /// Forgets a deleted object.
@@ -278,7 +287,14 @@ mod tests {
             Some(cached.clone()),
             "cache moved on"
         );
+        assert_eq!(
+            memo.pending(),
+            0,
+            "the write is in the cache: nothing left to remember"
+        );
+        memo.remember("u", "2", &"Stable".to_string());
         memo.forget("u");
+        assert_eq!(memo.pending(), 0);
         assert_eq!(memo.current("u", "1", Some(&cached)), Some(cached));
     }
 
