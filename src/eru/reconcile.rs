@@ -221,3 +221,34 @@ fn forget(context: &EruContext, eru: &Eru) {
         .metrics
         .forget(&eru.namespace().unwrap_or_default(), &eru.name_any());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(generation: i64, observed: Option<i64>, deleting: bool) -> Deployment {
+        let deleted = deleting.then_some("2026-11-23T03:00:00Z");
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns", "generation": generation, "deletionTimestamp": deleted},
+            "status": {"observedGeneration": observed}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_changes_the_deployment_controller_has_not_seen_are_skipped() {
+        assert!(
+            awaits_controller(&deployment(2, Some(1), false)),
+            "the echo of a restart patch"
+        );
+        assert!(
+            !awaits_controller(&deployment(2, Some(2), false)),
+            "observed: a rollout may be done"
+        );
+        assert!(
+            !awaits_controller(&deployment(1, None, false)),
+            "new: an Eru may wait for it"
+        );
+        assert!(!awaits_controller(&deployment(2, Some(1), true)), "being deleted");
+    }
+}
