@@ -111,7 +111,9 @@ fn get(url: &str) -> Option<String> {
         .build()
         .into();
     let mut response = agent.get(url).call().ok()?;
-    (response.status() == 200).then(|| response.body_mut().read_to_string().ok())?
+    // /metrics of 10,000 Erus is larger than ureq's default 10 MB body limit
+    let body = response.body_mut().with_config().limit(u64::MAX).read_to_string();
+    (response.status() == 200).then(|| body.ok())?
 }
 
 /// The operator as a child process.

@@ -4,6 +4,11 @@
 //! every patch queued behind.) Events are best effort: when the API server cannot keep up and
 //! the queue is full, an Event is dropped with a log line, never a pass held up.
 
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
+
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder};
@@ -15,11 +20,14 @@ use super::urgent::Urgent;
 /// Events waiting at most; past that new ones are dropped.
 const QUEUE: usize = 8192;
 /// Events published at once.
-const CONCURRENCY: usize = 4;
+const CONCURRENCY: usize = 8;
 
 /// The handle of the Event publisher; cheap to clone.
 #[derive(Clone, Debug)]
-pub struct EventQueue(mpsc::Sender<(Event, ObjectReference)>);
+pub struct EventQueue {
+    queue: mpsc::Sender<(Event, ObjectReference)>,
+    dropped: Arc<AtomicU64>,
+}
 
 impl EventQueue {
     /// Starts publishing through `recorder`, after the `urgent` writes in flight.
@@ -35,14 +43,21 @@ impl EventQueue {
                 }
             }
         }));
-        Self(tx)
+        Self {
+            queue: tx,
+            dropped: Arc::default(),
+        }
     }
 
     /// Queues `event` about `reference`.
     pub fn publish(&self, event: Event, reference: ObjectReference) {
-        if let Err(e) = self.0.try_send((event, reference)) {
-            let (event, reference) = e.into_inner();
-            warn!(object = ?reference.name, reason = %event.reason, "Event queue full; Event dropped");
+        if let Err(e) = self.queue.try_send((event, reference)) {
+            let (event, _) = e.into_inner();
+            // a log line at the 1st, 2nd, 4th, 8th, ... drop: a long burst does not flood the log
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if dropped.is_power_of_two() {
+                warn!(reason = %event.reason, dropped, "Event queue full; Events dropped so far");
+            }
         }
     }
 }
