@@ -22,8 +22,8 @@ use kube::{
         watcher,
     },
 };
-use tokio::sync::watch;
-use tracing::{info, warn};
+use tokio::sync::{oneshot, watch};
+use tracing::{error, info, warn};
 
 use crate::{
     config::{Retention, RunArgs},
@@ -36,6 +36,7 @@ use crate::{
     runtime::{
         Context, MANAGER, Readiness, Settings,
         events::EventQueue,
+        leader::{self, Leadership},
         shutdown_requested,
         status::StatusWriter,
         urgent::Urgent,
@@ -59,10 +60,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "eru-operator".to_string());
-    let run_id = journal
-        .start_run(env!("CARGO_PKG_VERSION"), &instance, Utc::now())
-        .await?;
-    info!(database = %args.database.display(), run = run_id, "journal open");
+    info!(database = %args.database.display(), "journal open");
 
     let shutdown = shutdown_channel();
     let listener = tokio::net::TcpListener::bind(args.http_address)
@@ -81,6 +79,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     );
 
     let client = client(&args).await?;
+    let (leadership, term, elector) = elect(&args, &client, &instance);
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -92,7 +91,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let ctx = Arc::new(Context {
         client: client.clone(),
         journal: journal.clone(),
-        metrics,
+        metrics: metrics.clone(),
         events: EventQueue::spawn(recorder, urgent.clone()),
         settings: Settings {
             namespace: args.namespace.clone(),
@@ -103,25 +102,38 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         statuses: StatusMemo::default(),
         status_writer: StatusWriter::spawn(client.clone(), urgent.clone()),
         urgent,
+        leadership: leadership.clone(),
     });
+    // the term: journaled (with the one it took over) before anything acts, then heartbeats
+    let term = tokio::spawn(lead(
+        Term {
+            journal: journal.clone(),
+            leadership: leadership.clone(),
+            readiness: readiness.clone(),
+            metrics,
+            identity: elector.as_ref().map(|e| e.identity.clone()),
+            heartbeat: Duration::from_secs(args.heartbeat_seconds),
+        },
+        term,
+        shutdown.clone(),
+    ));
 
     tokio::select! {
         waited = wait_for_crds(&client) => waited?,
         _ = shutdown_requested(shutdown.clone()) => {
-            journal.stop_run(run_id, Utc::now()).await?;
+            finish(&journal, term, elector).await?;
             return Ok(());
         }
     }
     readiness.crds.store(true, Ordering::Relaxed);
     info!("CRDs established; starting controllers");
 
-    let heartbeat = tokio::spawn(heartbeat(
+    let retention = tokio::spawn(retention(
         journal.clone(),
-        run_id,
-        Duration::from_secs(args.heartbeat_seconds),
+        leadership.clone(),
+        args.retention,
         shutdown.clone(),
     ));
-    let retention = tokio::spawn(retention(journal.clone(), args.retention, shutdown.clone()));
     // one lean cache of Deployments and one of Erus, shared by the controllers that read them
     let namespace = &args.namespace;
     let deployments = Shared::new(&client, namespace, watcher::Config::default(), lean_deployment);
@@ -150,13 +162,69 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     futures::join!(caches, podsets, memcacheds, eru_controller, auto, synced);
 
-    let _ = heartbeat.await;
     let _ = retention.await;
     let _ = http.await;
-    journal.stop_run(run_id, Utc::now()).await?;
+    finish(&journal, term, elector).await?;
     journal.close().await;
     info!("stopped cleanly");
     Ok(())
+}
+
+/// The leader election of this process, when it is on.
+struct Elector {
+    identity: String,
+    release: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts leader election (`--leader-elect`): the process is a standby until `term` says which
+/// term it took over. Without it the process leads from the start. Losing the Lease ends the
+/// process at once (fail-stop), before any standby may take over.
+fn elect(
+    args: &RunArgs,
+    client: &Client,
+    instance: &str,
+) -> (
+    Leadership,
+    oneshot::Receiver<Option<leader::Term>>,
+    Option<Elector>,
+) {
+    let (acquired, term) = oneshot::channel();
+    if !args.leader_elect {
+        let _ = acquired.send(None);
+        return (Leadership::leader(), term, None);
+    }
+    // unique per process: a restarted container must not mistake its predecessor's Lease for its own
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let identity = format!("{instance}_{:x}{nonce:08x}", std::process::id());
+    let settings = leader::LeaseSettings {
+        name: args.leader_elect_lease_name.clone(),
+        namespace: args.leader_elect_namespace.clone(),
+        identity: identity.clone(),
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+    };
+    info!(lease = %settings.name, namespace = %settings.namespace, %identity, "leader election on: standing by until this process holds the lease");
+    let (release, released) = watch::channel(false);
+    let client = client.clone();
+    let task = tokio::spawn(async move {
+        if let Err(leader::Lost(why)) = leader::campaign(client, settings, acquired, released).await {
+            error!(reason = %why, "lost the leader lease: exiting before another replica may take over");
+            std::process::exit(1);
+        }
+    });
+    (
+        Leadership::standby(),
+        term,
+        Some(Elector {
+            identity,
+            release,
+            task,
+        }),
+    )
 }
 
 /// What the operator keeps of a Deployment: no managedFields but the restart manager's (when the
@@ -195,25 +263,105 @@ fn lean_deployment(deployment: &mut Deployment) {
     }
 }
 
-/// Journals a heartbeat of run `run_id` every `every` until shutdown, so downtime is known.
-async fn heartbeat(journal: Journal, run_id: i64, every: Duration, stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(every);
+/// What a term of leadership needs.
+struct Term {
+    journal: Journal,
+    leadership: Leadership,
+    readiness: Readiness,
+    metrics: Metrics,
+    /// The Lease identity, with leader election on.
+    identity: Option<String>,
+    heartbeat: Duration,
+}
+
+/// Leads once `acquired` says so: journals the term taken over (what the Lease proves of it) and
+/// this process's run, retrying while the journal refuses, then lets the controllers act and
+/// journals a heartbeat every `term.heartbeat` until shutdown. Returns the run, if it started.
+async fn lead(
+    term: Term,
+    acquired: oneshot::Receiver<Option<leader::Term>>,
+    stop: watch::Receiver<bool>,
+) -> Option<i64> {
+    let previous = tokio::select! {
+        previous = acquired => previous.ok()?,
+        _ = shutdown_requested(stop.clone()) => return None,
+    };
+    let instance = term.identity.clone().unwrap_or_else(|| {
+        std::env::var("POD_NAME")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| "eru-operator".into())
+    });
+    let run_id = loop {
+        let started = async {
+            if let Some(p) = &previous {
+                term.journal
+                    .record_term(&p.holder, p.acquired.unwrap_or(p.renewed), p.renewed)
+                    .await?;
+            }
+            term.journal
+                .start_run(env!("CARGO_PKG_VERSION"), &instance, Utc::now())
+                .await
+        };
+        match started.await {
+            Ok(id) => break id,
+            Err(e) => warn!(error = %e, "cannot journal the start of this run; retrying in 2 s"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+            _ = shutdown_requested(stop.clone()) => return None,
+        }
+    };
+    if let Some(p) = &previous {
+        info!(previous = %p.holder, last_renewed = %p.renewed, run = run_id, "leading: took over the lease");
+    } else {
+        info!(run = run_id, "leading");
+    }
+    term.readiness.leader.store(true, Ordering::Relaxed);
+    term.metrics.leader.set(1);
+    term.leadership.promote();
+    let mut tick = tokio::time::interval(term.heartbeat);
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                if let Err(e) = journal.heartbeat(run_id, Utc::now()).await {
+                if let Err(e) = term.journal.heartbeat(run_id, Utc::now()).await {
                     warn!(error = %e, "journal heartbeat failed");
                 }
             }
             _ = shutdown_requested(stop.clone()) => break,
         }
     }
+    Some(run_id)
 }
 
-/// Prunes journal rows older than `retention`, a minute after start and then every ten minutes,
+/// After everything else stopped: journals the end of the run, then releases the Lease.
+async fn finish(
+    journal: &Journal,
+    term: tokio::task::JoinHandle<Option<i64>>,
+    elector: Option<Elector>,
+) -> anyhow::Result<()> {
+    if let Ok(Some(run_id)) = term.await {
+        journal.stop_run(run_id, Utc::now()).await?;
+    }
+    if let Some(elector) = elector {
+        let _ = elector.release.send(true);
+        let _ = elector.task.await;
+    }
+    Ok(())
+}
+
+/// Prunes journal rows older than `retention` (the leader only), a minute after it leads and then every ten minutes,
 /// in batches of 500 rows per table with a pause between them (appends are never held up long).
-async fn retention(journal: Journal, retention: Retention, stop: watch::Receiver<bool>) {
+async fn retention(
+    journal: Journal,
+    leadership: Leadership,
+    retention: Retention,
+    stop: watch::Receiver<bool>,
+) {
     let Retention(Some(keep)) = retention else { return };
+    tokio::select! {
+        _ = leadership.acquired() => {}
+        _ = shutdown_requested(stop.clone()) => return,
+    }
     let mut first = true;
     loop {
         let wait = Duration::from_secs(if first { 60 } else { 600 });

@@ -1,7 +1,7 @@
 //! Flags and environment of `eru-operator run`, read once at start. Bad values are clap errors
 //! (a one-line message and exit 2).
 
-use std::{net::SocketAddr, path::PathBuf};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, ValueEnum};
 
@@ -63,6 +63,88 @@ pub struct RunArgs {
     /// This instance's name in Events and the journal (default: $POD_NAME or the host name).
     #[arg(long, env = "POD_NAME")]
     pub instance: Option<String>,
+
+    /// Elect a leader through a Lease: only its holder acts, other replicas stand by with warm
+    /// caches and serve the read API (`--leader-elect`, `--leader-elect=false`).
+    #[arg(long, env = "ERU_LEADER_ELECT", default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+
+    /// Name of the leader Lease.
+    #[arg(long, env = "ERU_LEADER_ELECT_LEASE_NAME", default_value = "eru-operator", value_parser = parse_name)]
+    pub leader_elect_lease_name: String,
+
+    /// Namespace of the leader Lease (in a pod: its own namespace, from the downward API).
+    #[arg(long, env = "ERU_LEADER_ELECT_NAMESPACE", default_value = "eru-system", value_parser = parse_namespace)]
+    pub leader_elect_namespace: String,
+
+    /// How long a standby waits, from the last change of the Lease it saw, before taking it over.
+    #[arg(long, env = "ERU_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps trying to renew before it gives up and exits (less than the
+    /// lease duration: it stops acting before anyone can take over).
+    #[arg(long, env = "ERU_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// Time between tries to take or renew the Lease.
+    #[arg(long, env = "ERU_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
+}
+
+impl RunArgs {
+    /// Checks what clap cannot: client-go's ordering of the three leader-election durations.
+    pub fn validate(&self) -> Result<(), String> {
+        let (lease, renew, retry) = (
+            self.leader_elect_lease_duration,
+            self.leader_elect_renew_deadline,
+            self.leader_elect_retry_period,
+        );
+        if renew >= lease {
+            return Err(format!(
+                "--leader-elect-renew-deadline ({renew:?}) must be less than --leader-elect-lease-duration ({lease:?})"
+            ));
+        }
+        if retry >= renew {
+            return Err(format!(
+                "--leader-elect-retry-period ({retry:?}) must be less than --leader-elect-renew-deadline ({renew:?})"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A duration like `15s`, `500ms` or `1m` (from 100 ms to an hour).
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    let refuse = || format!("'{value}' is not a duration like 15s, 500ms or 1m");
+    let split = value.find(|c: char| !c.is_ascii_digit()).ok_or_else(refuse)?;
+    let (number, unit) = value.split_at(split);
+    let n: u64 = number.parse().map_err(|_| refuse())?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        _ => return Err(refuse()),
+    };
+    if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&duration) {
+        return Err(format!("'{value}': must be between 100ms and 1h"));
+    }
+    Ok(duration)
+}
+
+/// A Kubernetes object name (DNS subdomain).
+fn parse_name(value: &str) -> Result<String, String> {
+    let valid = !value.is_empty()
+        && value.len() <= 253
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && value.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if valid {
+        Ok(value.to_string())
+    } else {
+        Err(format!("'{value}' is not a valid object name"))
+    }
 }
 
 /// How long journal rows are kept; `None` keeps them forever.

@@ -58,7 +58,7 @@ undocumented methods a 405 with `Allow`, with the same JSON body. Every answer c
         readyz,
         metrics
     ),
-    components(schemas(ErrorBody, ReadyzBody))
+    components(schemas(ErrorBody, ReadyzBody, Role))
 )]
 pub struct ApiDoc;
 
@@ -207,6 +207,18 @@ pub struct ReadyzBody {
     pub crds: bool,
     /// The watch caches have synced.
     pub caches: bool,
+    /// Whether this process acts (`leader`: it holds the leader Lease, or runs without leader
+    /// election) or stands by (`standby`: caches warm, read API served, takes over when the
+    /// leader's Lease expires). A standby is ready too.
+    pub role: Role,
+}
+
+/// The part a process plays under leader election.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Leader,
+    Standby,
 }
 
 /// Ready once the journal is open, the CRDs are established and the watch caches synced.
@@ -221,6 +233,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
         journal: r.journal.load(Relaxed),
         crds: r.crds.load(Relaxed),
         caches: r.caches.load(Relaxed),
+        role: if r.leader.load(Relaxed) {
+            Role::Leader
+        } else {
+            Role::Standby
+        },
     };
     let status = if r.is_ready() {
         StatusCode::OK

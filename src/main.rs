@@ -204,6 +204,10 @@ fn history(args: HistoryArgs) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
+    if let Err(e) = args.validate() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     init_tracing(&args);
     limit_malloc_arenas();
     let runtime = match tokio::runtime::Runtime::new() {

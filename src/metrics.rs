@@ -9,7 +9,8 @@ use std::{
 };
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// All shared metric handles, registered in one registry. Cheap to clone. Kinds register their
@@ -25,6 +26,8 @@ pub struct Metrics {
     reconcile_duration: HistogramVec,
     pub journal_write: Histogram,
     pub journal_batch: Histogram,
+    /// 1 while this process acts (holds the leader Lease, or leader election is off), 0 on a standby.
+    pub leader: IntGauge,
 }
 
 impl Default for Metrics {
@@ -117,6 +120,14 @@ impl Metrics {
                 .expect("valid metric"),
         );
         build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        let leader = register(
+            &registry,
+            IntGauge::new(
+                "eru_leader",
+                "1 while this process acts (holds the leader Lease, or runs without leader election), 0 on a standby.",
+            )
+            .expect("valid metric"),
+        );
         Self {
             registry,
             transitions,
@@ -127,6 +138,7 @@ impl Metrics {
             reconcile_duration,
             journal_write,
             journal_batch,
+            leader,
         }
     }
 

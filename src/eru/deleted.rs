@@ -39,6 +39,8 @@ pub async fn follow(
     synced: Synced,
     gone: mpsc::UnboundedReceiver<Gone>,
 ) {
+    // a standby only queues deletions; it sweeps and follows them once it leads
+    context.ctx.leadership.acquired().await;
     synced.wait().await;
     let live: HashSet<String> = erus.state().iter().filter_map(|e| e.uid()).collect();
     let namespace = context.ctx.settings.namespace.clone();

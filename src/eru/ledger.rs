@@ -319,11 +319,18 @@ pub fn downtime(
         .first()
         .filter(|first| first.0 > since)
         .map(|first| (since, first.0));
-    let gaps = runs
-        .windows(2)
-        .map(|pair| (pair[0].1, pair[1].0))
-        .filter(|(a, b)| a < b)
-        .collect();
+    // runs may overlap (a term the Lease proves, beside the run a shared journal holds of it):
+    // a gap is where no run was alive, after the latest heartbeat so far
+    let mut gaps = Vec::new();
+    let mut alive_until: Option<DateTime<Utc>> = None;
+    for &(started, heartbeat) in runs {
+        if let Some(until) = alive_until
+            && until < started
+        {
+            gaps.push((until, started));
+        }
+        alive_until = Some(alive_until.map_or(heartbeat, |u| u.max(heartbeat)));
+    }
     (gaps, before_first)
 }
 

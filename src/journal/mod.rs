@@ -30,6 +30,7 @@ mod lock;
 mod read;
 mod retention;
 mod rows;
+mod terms;
 #[cfg(test)]
 mod tests;
 mod write;

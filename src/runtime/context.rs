@@ -10,7 +10,7 @@ use kube::{
 
 use tokio::sync::mpsc;
 
-use super::{events::EventQueue, status::StatusWriter, urgent::Urgent, watch::Gone};
+use super::{events::EventQueue, leader::Leadership, status::StatusWriter, urgent::Urgent, watch::Gone};
 use crate::{
     Result,
     journal::{Appended, Entry, Journal, NewTransition, ObjectKey},
@@ -45,6 +45,8 @@ pub struct Context {
     pub status_writer: StatusWriter,
     /// Restart patches in flight, which status writes and Events let go first.
     pub urgent: Urgent,
+    /// Whether this process acts (holds the leader Lease); passes of a standby do nothing.
+    pub leadership: Leadership,
 }
 
 /// The journal identity of an object.

@@ -26,6 +26,9 @@ pub async fn instrumented(
 
 /// Runs a controller: every reconcile instrumented ([`instrumented`]), failures requeued by
 /// [`retry_after`] and logged. `context` is the controller's own state; `ctx` the shared one.
+///
+/// Only the leader acts: a standby's controller runs (its caches stay warm) but its passes
+/// return at once, and when it is promoted every object in its cache is reconciled.
 pub fn drive<K, C, Fut>(
     controller: kube::runtime::Controller<K>,
     kind: &'static str,
@@ -41,10 +44,16 @@ where
     use futures::StreamExt;
     ctx.metrics.init_kind(kind);
     controller
+        .reconcile_all_on(ctx.leadership.promoted())
         .run(
             move |obj, context| {
                 let ctx = ctx.clone();
-                async move { instrumented(&ctx, kind, reconcile(obj, context)).await }
+                async move {
+                    if !ctx.leadership.is_leader() {
+                        return Ok(Action::await_change());
+                    }
+                    instrumented(&ctx, kind, reconcile(obj, context)).await
+                }
             },
             |_, error, _| retry_after(error),
             context,

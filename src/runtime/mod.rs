@@ -9,6 +9,7 @@ pub mod context;
 pub mod deployment;
 pub mod driver;
 pub mod events;
+pub mod leader;
 pub mod status;
 pub mod urgent;
 pub mod watch;
@@ -73,10 +74,14 @@ pub struct Readiness {
     pub journal: Arc<AtomicBool>,
     pub crds: Arc<AtomicBool>,
     pub caches: Arc<AtomicBool>,
+    /// This process holds the leader Lease (or leader election is off) and acts; a standby
+    /// serves reads and keeps its caches warm.
+    pub leader: Arc<AtomicBool>,
 }
 
 impl Readiness {
-    /// Ready once the journal is open, the CRDs are established and the watch caches synced.
+    /// Ready once the journal is open, the CRDs are established and the watch caches synced; a
+    /// standby is ready too (it serves the read API, and takes over at once).
     pub fn is_ready(&self) -> bool {
         self.journal.load(Ordering::Relaxed)
             && self.crds.load(Ordering::Relaxed)

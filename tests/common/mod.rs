@@ -196,6 +196,8 @@ pub struct Operator {
     child: Option<Child>,
     pub port: u16,
     pub database: PathBuf,
+    /// A journal URL (`postgres://…`) used instead of the SQLite file `database`.
+    pub database_url: Option<String>,
     pub log: PathBuf,
     kubeconfig: PathBuf,
     namespace: String,
@@ -218,23 +220,46 @@ impl Operator {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_on(client, namespace, extra, env, None).await
+    }
+
+    /// [`Operator::start_with_env`] on the journal at `database_url` (`postgres://…`) when given.
+    pub async fn start_on(
+        client: &Client,
+        namespace: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        database_url: Option<&str>,
+    ) -> Self {
+        let mut operator = Self::prepare(client, namespace, extra, env, database_url).await;
+        operator.spawn().await;
+        operator
+    }
+
+    /// The operator of [`Operator::start_on`], not started yet.
+    pub async fn prepare(
+        client: &Client,
+        namespace: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        database_url: Option<&str>,
+    ) -> Self {
         install();
         let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
         let kubeconfig = dir.path().join("kubeconfig");
         service_account_kubeconfig(client, &kubeconfig).await;
-        let mut operator = Self {
+        Self {
             child: None,
             port: free_port(),
             database: dir.path().join("eru.db"),
+            database_url: database_url.map(str::to_string),
             log: dir.path().join("operator.log"),
             kubeconfig,
             namespace: namespace.to_string(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             _dir: dir,
-        };
-        operator.spawn().await;
-        operator
+        }
     }
 
     /// Starts the process without waiting for readiness (a failpoint may hold it back).
@@ -255,7 +280,11 @@ impl Operator {
             .arg(&self.kubeconfig)
             .args(["--namespace", &self.namespace])
             .arg("--database")
-            .arg(&self.database)
+            .arg(
+                self.database_url
+                    .clone()
+                    .unwrap_or_else(|| self.database.display().to_string()),
+            )
             .args(["--http-address", &format!("127.0.0.1:{}", self.port)])
             .args(["--heartbeat-seconds", "1", "--log-level", "info,eru=debug"])
             .args(&self.extra)
@@ -286,6 +315,29 @@ impl Operator {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// What `/readyz` says this process is: `leader` or `standby` (`None` if it does not answer).
+    pub fn role(&self) -> Option<String> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(2)))
+            .build()
+            .into();
+        let text = agent
+            .get(&self.url("/readyz"))
+            .call()
+            .ok()?
+            .body_mut()
+            .read_to_string()
+            .ok()?;
+        let body: serde_json::Value = serde_json::from_str(&text).ok()?;
+        body["role"].as_str().map(str::to_string)
     }
 
     /// `http://127.0.0.1:<port><path>`.

@@ -1,0 +1,244 @@
+//! High availability end to end: two operator processes with leader election (`--leader-elect`,
+//! client-go's 15 s / 10 s / 2 s), as two replicas of the operator's Deployment would run. Only
+//! the holder of the Lease acts; the other stands by with warm caches and takes over when the
+//! leader dies. Before leader election, both processes acted: two journals each invented a
+//! history, and both wrote status and Events.
+
+mod common;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::{Duration, Instant},
+};
+
+use chrono::{DateTime, Utc};
+use common::{
+    Operator, TestNamespace, client,
+    eru::{create_eru, deployment, items, time, wait_ready},
+    wait_for,
+};
+use eru::eru::Eru;
+use k8s_openapi::api::{apps::v1::Deployment, events::v1::Event, rbac::v1::RoleBinding};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+
+/// client-go's defaults, the operator's: a standby waits this long after the last change of the
+/// Lease it saw ...
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+/// ... and tries every retry period.
+const RETRY_PERIOD: Duration = Duration::from_secs(2);
+
+/// Lets the operator's ServiceAccount hold the Lease `eru-operator` in `ns`: deploy/'s rules
+/// (ClusterRole `eru-operator-leader-election`), bound in the test's namespace.
+async fn allow_lease(client: &Client, ns: &str) {
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "eru-operator-leader-election"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "eru-operator-leader-election"},
+        "subjects": [{"kind": "ServiceAccount", "name": "eru-operator", "namespace": "eru-system"}]
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
+/// The flags of a replica named `instance` electing a leader through a Lease in `ns`.
+fn elected(ns: &str, instance: &str) -> Vec<String> {
+    [
+        "--leader-elect",
+        "--leader-elect-namespace",
+        ns,
+        "--instance",
+        instance,
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
+fn strs(flags: &[String]) -> Vec<&str> {
+    flags.iter().map(String::as_str).collect()
+}
+
+/// Which of `replicas` leads, once exactly one does; panics if two ever say they lead.
+async fn leader_of(replicas: &[&Operator]) -> usize {
+    wait_for("exactly one leader", Duration::from_secs(60), || async {
+        let roles: Vec<Option<String>> = replicas.iter().map(|r| r.role()).collect();
+        let leading: Vec<usize> = (0..roles.len())
+            .filter(|i| roles[*i].as_deref() == Some("leader"))
+            .collect();
+        assert!(leading.len() <= 1, "two leaders at once: {roles:?}");
+        leading.first().copied()
+    })
+    .await
+}
+
+/// Samples both replicas' roles for `span`: never two leaders.
+async fn never_two_leaders(replicas: &[&Operator], span: Duration) {
+    let end = Instant::now() + span;
+    while Instant::now() < end {
+        let roles: Vec<Option<String>> = replicas.iter().map(|r| r.role()).collect();
+        let leading = roles.iter().filter(|r| r.as_deref() == Some("leader")).count();
+        assert!(leading <= 1, "two leaders at once: {roles:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// How long `standby` takes to lead, from `since` (polled every 50 ms).
+async fn takeover(standby: &Operator, since: Instant) -> Duration {
+    wait_for("the standby to take over", LEASE_DURATION * 3, || async {
+        (standby.role().as_deref() == Some("leader")).then(|| since.elapsed())
+    })
+    .await
+}
+
+/// The Events about the Eru `name`, as `(reportingInstance, eventTime)`.
+async fn events_by_instance(client: &Client, ns: &str, name: &str) -> Vec<(String, DateTime<Utc>)> {
+    let list = Api::<Event>::namespaced(client.clone(), ns)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| {
+            let at = e.event_time.as_ref()?.0;
+            let at = DateTime::from_timestamp(at.as_second(), at.subsec_nanosecond().max(0) as u32)?;
+            Some((e.reporting_instance.unwrap_or_default(), at))
+        })
+        .collect()
+}
+
+/// The restarts (slot and outcome) in a stopped replica's own SQLite journal, read by
+/// `eru-operator history` as an auditor would.
+fn journal_restarts(operator: &Operator) -> Vec<Value> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+        .args([
+            "history",
+            "restarts",
+            "--output",
+            "json",
+            "--limit",
+            "1000",
+            "--database",
+        ])
+        .arg(&operator.database)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let page: Value = serde_json::from_slice(&output.stdout).unwrap();
+    page["items"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn two_replicas_with_separate_journals_never_both_act() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "ha-sqlite").await;
+    allow_lease(&client, &ns.name).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let a_flags = elected(&ns.name, "replica-a");
+    let b_flags = elected(&ns.name, "replica-b");
+    let mut a = Operator::start(&client, &ns.name, &strs(&a_flags)).await;
+    let mut b = Operator::start(&client, &ns.name, &strs(&b_flags)).await;
+    let spec = json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"}});
+    create_eru(&client, &ns.name, "web", spec).await.unwrap();
+
+    let first = leader_of(&[&a, &b]).await;
+    let (leader, standby) = if first == 0 {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    wait_for("two restarts by the leader", Duration::from_secs(60), || async {
+        (items(leader, "/history?name=web&outcome=succeeded").len() >= 2).then_some(())
+    })
+    .await;
+    never_two_leaders(&[leader, standby], Duration::from_secs(12)).await;
+    // the standby has journaled nothing: no run, no transition, no restart, no slot
+    for path in ["/history", "/missed", "/transitions"] {
+        assert_eq!(items(standby, path), Vec::<Value>::new(), "standby {path}");
+    }
+    let standby_metrics = common::get(&standby.url("/metrics")).1;
+    assert!(standby_metrics.contains("\neru_leader 0"), "{standby_metrics}");
+    let leader_metrics = common::get(&leader.url("/metrics")).1;
+    assert!(leader_metrics.contains("\neru_leader 1"), "{leader_metrics}");
+
+    // the leader dies without a word; the standby takes over within a lease and a retry
+    leader.kill();
+    let killed = Instant::now();
+    let killed_at = Utc::now();
+    let took = takeover(standby, killed).await;
+    println!(
+        "takeover after SIGKILL of the leader: {:.1} s",
+        took.as_secs_f64()
+    );
+    assert!(
+        took <= LEASE_DURATION + RETRY_PERIOD + Duration::from_secs(1),
+        "{took:?}"
+    );
+    wait_for("a restart by the new leader", Duration::from_secs(60), || async {
+        items(standby, "/history?name=web&outcome=succeeded")
+            .iter()
+            .any(|r| time(&r["slot"]) > killed_at)
+            .then_some(())
+    })
+    .await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    erus.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // Events: the old leader's all before its death, the new leader's all after it
+    let (old, new) = if first == 0 {
+        ("replica-a", "replica-b")
+    } else {
+        ("replica-b", "replica-a")
+    };
+    let events = events_by_instance(&client, &ns.name, "web").await;
+    let by: BTreeMap<&str, Vec<DateTime<Utc>>> = events.iter().fold(BTreeMap::new(), |mut m, (i, t)| {
+        m.entry(i.as_str()).or_insert_with(Vec::new).push(*t);
+        m
+    });
+    assert_eq!(by.keys().copied().collect::<Vec<_>>(), {
+        let mut both = vec![old, new];
+        both.sort();
+        both
+    });
+    assert!(by[old].iter().all(|t| *t <= killed_at), "{events:?}");
+    assert!(by[new].iter().all(|t| *t > killed_at), "{events:?}");
+
+    // no slot restarted by both: the new leader resumed after the old one's last restart
+    let dead = if first == 0 { &a } else { &b };
+    let alive = if first == 0 { &b } else { &a };
+    let old_slots: BTreeSet<DateTime<Utc>> = journal_restarts(dead)
+        .iter()
+        .filter(|r| !r["patched_at"].is_null())
+        .map(|r| time(&r["slot"]))
+        .collect();
+    let new_slots: BTreeSet<DateTime<Utc>> = items(alive, "/history?name=web&limit=1000")
+        .iter()
+        .map(|r| time(&r["slot"]))
+        .collect();
+    assert!(!old_slots.is_empty() && !new_slots.is_empty());
+    assert!(
+        old_slots.is_disjoint(&new_slots),
+        "restarted by both: {:?}",
+        old_slots.intersection(&new_slots).collect::<Vec<_>>()
+    );
+}
