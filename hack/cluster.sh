@@ -9,6 +9,9 @@
 #   hack/cluster.sh down             stop exactly what `up` started (by PID), remove its state
 #   hack/cluster.sh build            only build the binaries into the cache
 #   hack/cluster.sh cache-dir        print the folder of the cached binaries
+#   hack/cluster.sh restart-control-plane [--down-seconds S]
+#                                    stop etcd and kube-apiserver, wait S s (5), start them again
+#                                    on the same ports and data (a fault the tests survive)
 #
 # Options and environment:
 #   --name NAME / ERU_CLUSTER_NAME     cluster name (default "eru"); clusters run side by side
@@ -32,6 +35,7 @@ bin_dir="$cache_root/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION
 name=${ERU_CLUSTER_NAME:-eru}
 nodes=1
 controller_qps=""
+down_seconds=5
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
 say() { printf '[cluster %s] %s\n' "$name" "$*" >&2; }
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
     --name) name=${2:?--name needs a value}; shift 2 ;;
     --name=*) name=${1#*=}; shift ;;
     --controller-qps) controller_qps=${2:?--controller-qps needs a number}; shift 2 ;;
+    --down-seconds) down_seconds=${2:?--down-seconds needs a number}; shift 2 ;;
     *) die "unknown argument: $1 (see the header of $0)" ;;
   esac
 done
@@ -214,18 +219,21 @@ wait_for() {
   done
 }
 
+stop_component() { # stop_component COMPONENT: TERM, then KILL after 10 s
+  local c=$1 pid i
+  if alive "$c"; then
+    pid=$(pid_of "$c")
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+  fi
+  rm -f "$state/pids/$c.pid"
+}
+
 stop_all() {
-  local c pid i reversed=()
+  local c reversed=()
   for c in "${components[@]}"; do reversed=("$c" "${reversed[@]}"); done
-  for c in "${reversed[@]}"; do
-    if alive "$c"; then
-      pid=$(pid_of "$c")
-      kill -TERM "$pid" 2>/dev/null || true
-      for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-    fi
-    rm -f "$state/pids/$c.pid"
-  done
+  for c in "${reversed[@]}"; do stop_component "$c"; done
 }
 
 free_port() {
@@ -312,23 +320,11 @@ ensure_nodes() {
   done
 }
 
-up() {
-  local start=$SECONDS
-  build
-  if [ -d "$state" ] && all_alive && api_ready >/dev/null 2>&1; then
-    say "already up; ensuring $nodes node(s)"
-    ensure_nodes
-    say "ready (KUBECONFIG=$state/kubeconfig)"
-    return 0
-  fi
-  [ -d "$state" ] && { say "cleaning up a previous, incomplete cluster"; stop_all; rm -rf "$state"; }
-  mkdir -p "$state"
+# etcd and kube-apiserver on the ports and data of $state (up, restart-control-plane)
+start_storage_and_api() {
   local etcd_port etcd_peer api_port
-  etcd_port=$(free_port) etcd_peer=$(free_port) api_port=$(free_port)
-  echo "$api_port" >"$state/apiserver.port"
-  pki
-  kubeconfig "$api_port"
-
+  read -r etcd_port etcd_peer <"$state/etcd.ports"
+  api_port=$(cat "$state/apiserver.port")
   start etcd "$bin_dir/etcd" --name "$name" --data-dir "$state/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
@@ -346,7 +342,40 @@ up() {
     --service-cluster-ip-range 10.96.0.0/12 --authorization-mode RBAC --allow-privileged=true \
     --endpoint-reconciler-type none
   wait_for kube-apiserver 120 api_ready
+}
 
+# The control plane's storage and API server stopped for SECONDS, then started again on the same
+# ports and data (a fault to survive): clients see connection errors, then a fresh API server.
+restart_control_plane() {
+  [ -d "$state" ] || die "not running"
+  local start=$SECONDS
+  stop_component kube-apiserver
+  stop_component etcd
+  say "etcd and kube-apiserver stopped; starting them again in ${down_seconds}s"
+  sleep "$down_seconds"
+  start_storage_and_api
+  say "etcd and kube-apiserver back in $((SECONDS - start)) s"
+}
+
+up() {
+  local start=$SECONDS
+  build
+  if [ -d "$state" ] && all_alive && api_ready >/dev/null 2>&1; then
+    say "already up; ensuring $nodes node(s)"
+    ensure_nodes
+    say "ready (KUBECONFIG=$state/kubeconfig)"
+    return 0
+  fi
+  [ -d "$state" ] && { say "cleaning up a previous, incomplete cluster"; stop_all; rm -rf "$state"; }
+  mkdir -p "$state"
+  local etcd_port etcd_peer api_port
+  etcd_port=$(free_port) etcd_peer=$(free_port) api_port=$(free_port)
+  echo "$api_port" >"$state/apiserver.port"
+  pki
+  kubeconfig "$api_port"
+
+  echo "$etcd_port $etcd_peer" >"$state/etcd.ports"
+  start_storage_and_api
   local qps=()
   [ -z "$controller_qps" ] || qps=(--kube-api-qps "$controller_qps" --kube-api-burst $((2 * controller_qps))
     --concurrent-deployment-syncs $((controller_qps / 10 > 5 ? controller_qps / 10 : 5)))
@@ -398,6 +427,7 @@ case "$cmd" in
   status) status ;;
   env) env_lines ;;
   build) build ;;
+  restart-control-plane) restart_control_plane ;;
   cache-dir) echo "$bin_dir" ;;
-  *) die "usage: $0 up|down|status|env|build|cache-dir [--nodes N] [--name NAME] [--controller-qps N]" ;;
+  *) die "usage: $0 up|down|status|env|build|restart-control-plane|cache-dir [--nodes N] [--down-seconds S] [--name NAME] [--controller-qps N]" ;;
 esac

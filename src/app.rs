@@ -103,6 +103,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         status_writer: StatusWriter::spawn(client.clone(), urgent.clone()),
         urgent,
         leadership: leadership.clone(),
+        readiness: readiness.clone(),
     });
     // the term: journaled (with the one it took over) before anything acts, then heartbeats
     let term = tokio::spawn(lead(
@@ -323,7 +324,9 @@ async fn lead(
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                if let Err(e) = term.journal.heartbeat(run_id, Utc::now()).await {
+                let beat = term.journal.heartbeat(run_id, Utc::now()).await;
+                term.metrics.journal_wrote(&beat, &term.readiness);
+                if let Err(e) = beat {
                     warn!(error = %e, "journal heartbeat failed");
                 }
             }

@@ -26,6 +26,10 @@ pub struct Metrics {
     reconcile_duration: HistogramVec,
     pub journal_write: Histogram,
     pub journal_batch: Histogram,
+    /// 1 while the journal takes writes, 0 since one failed (until one succeeds again).
+    pub journal_up: IntGauge,
+    /// Journal writes (appends, heartbeats) that failed.
+    pub journal_errors: prometheus::IntCounter,
     /// 1 while this process acts (holds the leader Lease, or leader election is off), 0 on a standby.
     pub leader: IntGauge,
 }
@@ -120,6 +124,23 @@ impl Metrics {
                 .expect("valid metric"),
         );
         build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        let journal_up = register(
+            &registry,
+            IntGauge::new(
+                "eru_journal_up",
+                "1 while the journal takes writes; 0 since a write failed (disk full, database down), until one succeeds.",
+            )
+            .expect("valid metric"),
+        );
+        journal_up.set(1);
+        let journal_errors = register(
+            &registry,
+            prometheus::IntCounter::new(
+                "eru_journal_write_errors_total",
+                "Journal writes (appends, heartbeats) that failed; nothing is acted on without its record.",
+            )
+            .expect("valid metric"),
+        );
         let leader = register(
             &registry,
             IntGauge::new(
@@ -138,8 +159,20 @@ impl Metrics {
             reconcile_duration,
             journal_write,
             journal_batch,
+            journal_up,
+            journal_errors,
             leader,
         }
+    }
+
+    /// Tells `/readyz` and the journal series whether a journal write worked.
+    pub fn journal_wrote<T, E>(&self, result: &Result<T, E>, readiness: &crate::runtime::Readiness) {
+        let ok = result.is_ok();
+        if !ok {
+            self.journal_errors.inc();
+        }
+        self.journal_up.set(i64::from(ok));
+        readiness.journal.store(ok, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The registry, for kinds registering their own series.

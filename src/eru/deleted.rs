@@ -68,7 +68,7 @@ pub async fn follow(
             deleted: vec![(g.uid.clone(), Utc::now())],
             ..Entry::default()
         };
-        if let Err(e) = context.ctx.journal.append(&deleted).await {
+        if let Err(e) = context.ctx.append(&deleted).await {
             warn!(error = %e, "could not mark the deleted Eru's ledger");
         }
     }
@@ -119,7 +119,7 @@ async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
             });
         }
     }
-    match context.ctx.journal.append(&entry).await {
+    match context.ctx.append(&entry).await {
         Ok(_) => {
             for r in &rows {
                 info!(namespace = %r.namespace, name = %r.name, slot = %r.slot, "Eru deleted: its restart in progress is abandoned");

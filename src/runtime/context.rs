@@ -10,7 +10,9 @@ use kube::{
 
 use tokio::sync::mpsc;
 
-use super::{events::EventQueue, leader::Leadership, status::StatusWriter, urgent::Urgent, watch::Gone};
+use super::{
+    Readiness, events::EventQueue, leader::Leadership, status::StatusWriter, urgent::Urgent, watch::Gone,
+};
 use crate::{
     Result,
     journal::{Appended, Entry, Journal, NewTransition, ObjectKey},
@@ -47,6 +49,8 @@ pub struct Context {
     pub urgent: Urgent,
     /// Whether this process acts (holds the leader Lease); passes of a standby do nothing.
     pub leadership: Leadership,
+    /// What `/readyz` reports (the journal part follows every append).
+    pub readiness: Readiness,
 }
 
 /// The journal identity of an object.
@@ -98,8 +102,16 @@ impl Context {
             return Ok(Appended::default());
         }
         let timer = self.metrics.journal_write.start_timer();
-        let appended = self.journal.append(&entry).await;
+        let appended = self.append(&entry).await;
         timer.observe_duration();
+        appended
+    }
+
+    /// Appends `entry` to the journal; a failure (disk full, database down) turns `/readyz` and
+    /// `eru_journal_up` to not ready until an append or heartbeat works again.
+    pub async fn append(&self, entry: &Entry) -> Result<Appended> {
+        let appended = self.journal.append(entry).await;
+        self.metrics.journal_wrote(&appended, &self.readiness);
         appended
     }
 

@@ -140,3 +140,55 @@ pub async fn events(client: &Client, ns: &str, regarding: &str, reason: &str) ->
 pub fn slot_text(slot: DateTime<Utc>) -> String {
     slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
+
+/// How one slot of an Eru is accounted in its operator's journal.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Accounted {
+    /// Restarted: the restart patch landed (its outcome).
+    Fired(String),
+    /// Missed or skipped, with its reason and, for `operator_down`, its window.
+    Missed {
+        reason: String,
+        window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    },
+}
+
+/// Every `*/step`-second slot of `name` in `[from, to]` with its one record, from the journal
+/// the operator serves (`/history`, `/missed`); panics on a slot with none or with two.
+pub fn accounted(
+    operator: &Operator,
+    name: &str,
+    step: i64,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Vec<(DateTime<Utc>, Accounted)> {
+    let restarts = items(operator, &format!("/history?name={name}&limit=1000"));
+    let missed = items(operator, &format!("/missed?name={name}&limit=1000"));
+    let first = (from.timestamp() + step - 1) / step * step;
+    let mut slots = Vec::new();
+    for second in (first..=to.timestamp()).step_by(step as usize) {
+        let slot = DateTime::from_timestamp(second, 0).unwrap();
+        let fired: Vec<&Value> = restarts
+            .iter()
+            .filter(|r| time(&r["slot"]) == slot && !r["patched_at"].is_null())
+            .collect();
+        let skipped: Vec<&Value> = missed
+            .iter()
+            .filter(|m| time(&m["slot"]) <= slot && slot <= time(&m["last_slot"]))
+            .collect();
+        let record = match (fired.as_slice(), skipped.as_slice()) {
+            ([r], []) => Accounted::Fired(r["outcome"].as_str().unwrap_or_default().to_string()),
+            ([], [m]) => Accounted::Missed {
+                reason: m["reason"].as_str().unwrap_or_default().to_string(),
+                window: m["window"]
+                    .as_object()
+                    .map(|w| (time(&w["start"]), time(&w["end"]))),
+            },
+            _ => panic!(
+                "slot {slot} of {name} must have exactly one record; restarts {fired:?}, missed {skipped:?}"
+            ),
+        };
+        slots.push((slot, record));
+    }
+    slots
+}
