@@ -242,3 +242,23 @@ async fn two_replicas_with_separate_journals_never_both_act() {
         old_slots.intersection(&new_slots).collect::<Vec<_>>()
     );
 }
+
+/// The high-availability install is valid for the API server (dry run): two replicas, the
+/// journal URL from a Secret, anti-affinity, a PodDisruptionBudget.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn the_high_availability_install_is_accepted() {
+    common::install();
+    let applied = common::kubectl(&["apply", "--dry-run=server", "-f", "deploy/ha/"]);
+    for object in [
+        "deployment.apps/eru-operator",
+        "poddisruptionbudget.policy/eru-operator",
+        "service/eru-operator",
+    ] {
+        assert!(applied.contains(object), "{applied}");
+    }
+    let manifest = std::fs::read_to_string(common::repo().join("deploy/ha/operator.yaml")).unwrap();
+    for needed in ["replicas: 2", "--leader-elect", "secretKeyRef", "podAntiAffinity"] {
+        assert!(manifest.contains(needed), "deploy/ha/operator.yaml lacks {needed}");
+    }
+}
