@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): unit and integration tests, then the end-to-end
 # tests against a real local control plane that this script brings up with hack/cluster.sh and
-# always takes down again, also when a test fails.
+# always takes down again, also when a test fails. The journal's tests run on SQLite and on a
+# local PostgreSQL (hack/postgres.sh), started here and stopped with the cluster.
 #
 #   hack/test.sh                      everything
 #   ERU_USE_EXISTING_CLUSTER=1 hack/test.sh
 #                                     e2e tests against $KUBECONFIG instead of a fresh cluster
 #   hack/test.sh -- <cargo test args> extra arguments for the e2e run (e.g. a test name)
+#   ERU_TEST_POSTGRES_URL=postgres://... hack/test.sh
+#                                     the journal's PostgreSQL tests on that server (they create
+#                                     and drop databases) instead of a fresh local one
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -18,24 +22,39 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eru/
 hack/deps.sh
 
 start=$SECONDS
+cluster=${ERU_TEST_CLUSTER:-test}
+postgres_name="test"  # hack/postgres.sh --name
+# What this script started, taken down on exit however it exits (the exit status is kept).
+started_cluster="" started_postgres=""
+cleanup() {
+  [ -z "$started_cluster" ] || hack/cluster.sh down --name "$cluster" || true
+  [ -z "$started_postgres" ] || hack/postgres.sh stop --name "$postgres_name" || true
+}
+trap cleanup EXIT
+
 echo "== shellcheck, import layering"
 shellcheck hack/*.sh .ci/run  # .shellcheckrc: follow sourced files
 python3 hack/imports.py
 echo "== cargo fmt --check, clippy"
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
-echo "== unit and integration tests (no cluster)"
+if [ -z "${ERU_TEST_POSTGRES_URL:-}" ]; then
+  echo "== PostgreSQL for the journal's tests (hack/postgres.sh)"
+  started_postgres=1
+  hack/postgres.sh start --name "$postgres_name"
+  eval "$(hack/postgres.sh env --name "$postgres_name")"
+fi
+echo "== unit and integration tests (no cluster; the journal's on SQLite and PostgreSQL)"
 cargo test --locked --all-targets
 
 echo "== Python tools of the contract tests (hack/pytools.sh)"
 hack/pytools.sh >/dev/null
 
-cluster=${ERU_TEST_CLUSTER:-test}
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   hack/cluster.sh build
   echo "== the cold path of hack/cluster.sh up (empty cache and state, prebuilt binaries)"
   hack/cold-up-check.sh
-  trap 'hack/cluster.sh down --name "$cluster"' EXIT
+  started_cluster=1
   hack/cluster.sh up --name "$cluster"
   eval "$(hack/cluster.sh env --name "$cluster")"
 fi

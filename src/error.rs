@@ -19,6 +19,10 @@ pub enum Error {
     #[error("journal file {path} is not usable: {reason}")]
     JournalFile { path: String, reason: String },
 
+    /// A PostgreSQL journal that cannot be used; `target` is the URL with its password hidden.
+    #[error("journal database {target} is not usable: {reason}")]
+    JournalDatabase { target: String, reason: String },
+
     #[error("serialization error: {0}")]
     Serialization(#[from] serde_json::Error),
 }
@@ -46,9 +50,11 @@ impl Error {
             Error::Kube(kube::Error::Api(status)) if status.code == 403 => "forbidden",
             Error::Kube(kube::Error::Api(status)) if status.code == 422 => "invalid",
             Error::Kube(_) => "kube",
-            Error::Journal(_) | Error::Migrate(_) | Error::JournalWrite(_) | Error::JournalFile { .. } => {
-                "journal"
-            }
+            Error::Journal(_)
+            | Error::Migrate(_)
+            | Error::JournalWrite(_)
+            | Error::JournalFile { .. }
+            | Error::JournalDatabase { .. } => "journal",
             Error::Serialization(_) => "serialization",
         }
     }

@@ -1,17 +1,15 @@
-//! The journal: SQLite (WAL) holding the history of every transition, evaluated slot, restart,
-//! spec epoch and operator run, and each Eru's ledger row (cursor and counters). This is the only
-//! module that speaks SQL. Appends are idempotent on unique keys, so a reconcile replayed after a
+//! The journal: the history of every transition, evaluated slot, restart, spec epoch and
+//! operator run, and each Eru's ledger row (cursor and counters), kept in SQLite (WAL, the
+//! embedded default) or PostgreSQL, picked at runtime ([`Journal::connect`]). This is the only
+//! module that speaks SQL, and it speaks it once for both: `$N` placeholders, `ON CONFLICT`,
+//! `RETURNING`, only integer and text columns, and times as fixed-width text, so text order is
+//! time order on either. Appends are idempotent on unique keys, so a reconcile replayed after a
 //! crash writes nothing twice.
 
-use std::{path::Path, str::FromStr, time::Duration};
-
 use chrono::{DateTime, SecondsFormat, Utc};
-use sqlx::{
-    Row, SqlitePool,
-    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
-};
+use sqlx::{AnyPool, Row};
 
-use crate::{Error, Result};
+use crate::Result;
 
 /// Formats a time the way the journal stores it: RFC 3339, UTC, milliseconds, `Z` (fixed width,
 /// so text order is time order).
@@ -26,6 +24,7 @@ pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
+mod connect;
 mod lock;
 mod read;
 mod retention;
@@ -36,6 +35,7 @@ mod tests;
 mod write;
 mod writer;
 
+pub use connect::{Backend, is_postgres_url, redact};
 pub use lock::WriterLock;
 pub use retention::Pruned;
 pub use rows::*;
@@ -45,72 +45,13 @@ pub use writer::BatchObserver;
 /// use the pool.
 #[derive(Clone, Debug)]
 pub struct Journal {
-    pool: SqlitePool,
+    pool: AnyPool,
     writer: writer::Writer,
+    backend: Backend,
 }
 
 impl Journal {
-    /// Opens (creating if missing) and migrates the journal at `path`. An unwritable, locked or
-    /// corrupt file gives [`Error::JournalFile`] naming the path.
-    pub async fn open(path: &Path) -> Result<Self> {
-        let shown = path.display().to_string();
-        let file_error = |e: sqlx::Error| Error::JournalFile {
-            path: shown.clone(),
-            reason: describe(&e),
-        };
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // every commit reaches the disk before anything is acted on; group commit makes it cheap
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(5))
-            .foreign_keys(true)
-            // temp tables in memory: the container root filesystem is read-only
-            .pragma("temp_store", "memory");
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
-            .await
-            .map_err(file_error)?;
-        Self::prepare(pool).await.map_err(|e| match e {
-            Error::Journal(e) => file_error(e),
-            Error::Migrate(e) => Error::JournalFile {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            },
-            other => other,
-        })
-    }
-
-    /// An in-memory journal (one connection, so one database), for tests and previews.
-    pub async fn open_in_memory() -> Result<Self> {
-        let options = SqliteConnectOptions::from_str("sqlite::memory:")?;
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
-            .await?;
-        Self::prepare(pool).await
-    }
-
-    async fn prepare(pool: SqlitePool) -> Result<Self> {
-        let check: String = sqlx::query("PRAGMA quick_check")
-            .fetch_one(&pool)
-            .await?
-            .try_get(0)?;
-        if check != "ok" {
-            return Err(Error::JournalFile {
-                path: "journal".into(),
-                reason: format!("integrity check: {check}"),
-            });
-        }
-        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        let writer = writer::Writer::spawn(pool.clone());
-        Ok(Self { pool, writer })
-    }
-
-    /// Closes the pool, checkpointing the WAL.
+    /// Closes the pool (on SQLite, checkpointing the WAL).
     pub async fn close(&self) {
         self.pool.close().await;
     }
@@ -181,25 +122,5 @@ impl Journal {
         .await?;
         runs.sort_by(|a, b| (&a.started_at, a.id).cmp(&(&b.started_at, b.id)));
         Ok(runs)
-    }
-}
-
-/// A one-line reason for a database that cannot be opened.
-fn describe(e: &sqlx::Error) -> String {
-    match e {
-        sqlx::Error::Database(db) => {
-            let msg = db.message();
-            if msg.contains("not a database") {
-                "the file is not a SQLite database or is corrupt".into()
-            } else if msg.contains("locked") || msg.contains("busy") {
-                "the database is locked by another process".into()
-            } else if msg.contains("unable to open") || msg.contains("readonly") || msg.contains("read-only")
-            {
-                format!("cannot open or write it ({msg}); check the directory exists and is writable")
-            } else {
-                msg.to_string()
-            }
-        }
-        other => other.to_string(),
     }
 }

@@ -2,6 +2,7 @@
 //! of the HTTP API and `eru-operator history`.
 
 use chrono::{DateTime, Utc};
+use sqlx::{AnyPool, Arguments, any::AnyArguments};
 
 use super::*;
 
@@ -90,10 +91,7 @@ impl Journal {
         ];
         let columns = "SELECT id, kind, namespace, name, uid, from_state, to_state, event, at, detail \
                        FROM transitions WHERE true";
-        Ok(page(columns, &conditions, f)
-            .build_query_as()
-            .fetch_all(&self.pool)
-            .await?)
+        page(&self.pool, columns, &conditions, f).await
     }
 
     /// Journaled restarts, newest first (by id), `limit + 1` rows at most; time bounds apply to
@@ -107,10 +105,7 @@ impl Journal {
             ("decided_at >= ", &f.since),
             ("decided_at < ", &f.until),
         ];
-        Ok(page("SELECT * FROM restarts WHERE true", &conditions, f)
-            .build_query_as()
-            .fetch_all(&self.pool)
-            .await?)
+        page(&self.pool, "SELECT * FROM restarts WHERE true", &conditions, f).await
     }
 
     /// Journaled missed and skipped slots, newest first (by id), `limit + 1` rows at most; time
@@ -124,35 +119,63 @@ impl Journal {
             ("last_slot >= ", &f.since),
             ("slot < ", &f.until),
         ];
-        Ok(
-            page("SELECT * FROM slots WHERE result != 'fired'", &conditions, f)
-                .build_query_as()
-                .fetch_all(&self.pool)
-                .await?,
+        page(
+            &self.pool,
+            "SELECT * FROM slots WHERE result != 'fired'",
+            &conditions,
+            f,
         )
+        .await
     }
 }
 
 /// A newest-first page: `select` (which ends in a WHERE clause), a condition for each filter
 /// given, the cursor, the limit. A filter not given is left out of the SQL rather than written
-/// `(? IS NULL OR column = ?)`, which no index can serve: so a listing of one Eru is a range of the
-/// `(name, namespace, id)` indexes, not a scan of every row.
-fn page(
+/// `($1 IS NULL OR column = $1)`, which no index can serve: so a listing of one Eru is a range of
+/// the `(name, namespace, id)` indexes, not a scan of every row.
+///
+/// The placeholders are numbered here (`$1`, `$2`, ...): `QueryBuilder<Any>` writes `?`, which
+/// SQLite takes and PostgreSQL does not.
+async fn page<T>(
+    pool: &AnyPool,
     select: &str,
     conditions: &[(&str, &Option<String>)],
     f: &Filter,
-) -> sqlx::QueryBuilder<sqlx::Sqlite> {
-    let mut query = sqlx::QueryBuilder::new(select);
+) -> Result<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+{
+    let mut sql = String::from(select);
+    let mut args = AnyArguments::default();
+    let mut bind = |sql: &mut String, value: Bound| -> Result<()> {
+        match value {
+            Bound::Text(text) => args.add(text),
+            Bound::Integer(n) => args.add(n),
+        }
+        .map_err(sqlx::Error::Encode)?;
+        sql.push_str(&format!("${}", args.len()));
+        Ok(())
+    };
     for (condition, value) in conditions {
         if let Some(value) = value {
-            query.push(" AND ").push(condition).push_bind(value.clone());
+            sql.push_str(" AND ");
+            sql.push_str(condition);
+            bind(&mut sql, Bound::Text(value.clone()))?;
         }
     }
     if let Some(before) = f.before {
-        query.push(" AND id < ").push_bind(before);
+        sql.push_str(" AND id < ");
+        bind(&mut sql, Bound::Integer(before))?;
     }
-    query
-        .push(" ORDER BY id DESC LIMIT ")
-        .push_bind(i64::from(f.limit) + 1);
-    query
+    sql.push_str(" ORDER BY id DESC LIMIT ");
+    bind(&mut sql, Bound::Integer(i64::from(f.limit) + 1))?;
+    Ok(sqlx::query_as_with(sqlx::AssertSqlSafe(sql), args)
+        .fetch_all(pool)
+        .await?)
+}
+
+/// A value bound to a listing's placeholder.
+enum Bound {
+    Text(String),
+    Integer(i64),
 }

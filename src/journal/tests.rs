@@ -1,8 +1,60 @@
-//! Unit tests of the journal: idempotent appends, queries, file errors.
+//! Unit tests of the journal: idempotent appends, queries, retention and group commit on both
+//! backends (each `async fn name(journal: Journal)` below runs as `name::sqlite` and
+//! `name::postgres`, see [`on_both!`]); file errors, WAL and migration of an old file on SQLite;
+//! URLs, errors, collations and concurrent start-up on PostgreSQL.
 
 use chrono::TimeZone;
 
 use super::*;
+
+mod pg;
+
+/// For each test body `async fn name(journal: Journal)`: a module `name` with a test `sqlite` (on
+/// an in-memory journal, or `file` for a WAL file in a temporary folder) and a test `postgres` (on
+/// a fresh database of the test server, see [`pg`]).
+macro_rules! on_both {
+    ($($test:ident $(on $file:ident)?),* $(,)?) => {$(
+        mod $test {
+            #[tokio::test]
+            async fn sqlite() {
+                let dir = tempfile::tempdir().unwrap();
+                let journal = on_both!(@sqlite dir $($file)?);
+                super::$test(journal).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let db = super::pg::Database::fresh().await;
+                super::$test(db.journal.clone()).await;
+                db.close().await;
+            }
+        }
+    )*};
+    (@sqlite $dir:ident) => {{
+        let _ = &$dir;
+        super::Journal::open_in_memory().await.unwrap()
+    }};
+    (@sqlite $dir:ident file) => {
+        super::Journal::open(&$dir.path().join("eru.db")).await.unwrap()
+    };
+}
+
+on_both!(
+    migrations_create_every_table,
+    append_is_idempotent_and_the_ledger_counts_only_what_is_new,
+    failed_attempts_count_once_each_and_keep_the_last_error,
+    ledger_counts_summarized_slots_and_times_only_move_forward,
+    a_seed_starts_an_empty_ledger_once_and_advances_move_the_cursor,
+    epochs_from_the_one_in_force,
+    runs_since_are_bounded_to_the_span_and_the_run_before_it,
+    transition_detail_round_trips,
+    runs_record_start_heartbeat_and_stop,
+    retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs,
+    concurrent_appends_share_commits_and_a_bad_entry_fails_alone on file,
+    open_restarts_filter_by_namespace_or_not,
+    listings_filter_and_page_alike,
+    a_free_text_nul_is_kept_as_a_replacement_character,
+);
 
 fn object() -> ObjectKey {
     ObjectKey {
@@ -54,14 +106,15 @@ fn entry() -> Entry {
     }
 }
 
-#[tokio::test]
-async fn migrations_create_every_table() {
-    let journal = Journal::open_in_memory().await.unwrap();
-    let tables: Vec<String> =
-        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-            .fetch_all(&journal.pool)
-            .await
-            .unwrap();
+async fn migrations_create_every_table(journal: Journal) {
+    let sql = match journal.backend() {
+        Backend::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+        // `name`-typed catalog columns are cast: the Any driver reads integers and text only
+        Backend::Postgres => {
+            "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
+        }
+    };
+    let tables: Vec<String> = sqlx::query_scalar(sql).fetch_all(&journal.pool).await.unwrap();
     for t in [
         "eru_ledger",
         "operator_runs",
@@ -74,9 +127,7 @@ async fn migrations_create_every_table() {
     }
 }
 
-#[tokio::test]
-async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new() {
-    let journal = Journal::open_in_memory().await.unwrap();
+async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new(journal: Journal) {
     let first = journal.append(&entry()).await.unwrap();
     assert_eq!(
         first,
@@ -153,9 +204,7 @@ async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new() {
     );
 }
 
-#[tokio::test]
-async fn failed_attempts_count_once_each_and_keep_the_last_error() {
-    let journal = Journal::open_in_memory().await.unwrap();
+async fn failed_attempts_count_once_each_and_keep_the_last_error(journal: Journal) {
     journal.append(&entry()).await.unwrap();
     let attempt = |n: u32, error: &str| Entry {
         attempts: vec![FailedAttempt {
@@ -190,9 +239,7 @@ async fn failed_attempts_count_once_each_and_keep_the_last_error() {
     );
 }
 
-#[tokio::test]
-async fn ledger_counts_summarized_slots_and_times_only_move_forward() {
-    let journal = Journal::open_in_memory().await.unwrap();
+async fn ledger_counts_summarized_slots_and_times_only_move_forward(journal: Journal) {
     journal.append(&entry()).await.unwrap();
     let summary_row = NewSlot {
         slot: at(10),
@@ -228,9 +275,7 @@ async fn ledger_counts_summarized_slots_and_times_only_move_forward() {
     );
 }
 
-#[tokio::test]
-async fn a_seed_starts_an_empty_ledger_once_and_advances_move_the_cursor() {
-    let journal = Journal::open_in_memory().await.unwrap();
+async fn a_seed_starts_an_empty_ledger_once_and_advances_move_the_cursor(journal: Journal) {
     let seed = LedgerSeed {
         object: object(),
         accounted_through: Some(at(30)),
@@ -262,9 +307,7 @@ async fn a_seed_starts_an_empty_ledger_once_and_advances_move_the_cursor() {
     assert_eq!(ledger.accounted_through.as_deref(), Some(ts(at(40)).as_str()));
 }
 
-#[tokio::test]
-async fn epochs_from_the_one_in_force() {
-    let journal = Journal::open_in_memory().await.unwrap();
+async fn epochs_from_the_one_in_force(journal: Journal) {
     let epoch = |generation: i64, from: DateTime<Utc>| NewEpoch {
         uid: "u1".into(),
         generation,
@@ -304,9 +347,7 @@ async fn epochs_from_the_one_in_force() {
     );
 }
 
-#[tokio::test]
-async fn runs_since_are_bounded_to_the_span_and_the_run_before_it() {
-    let journal = Journal::open_in_memory().await.unwrap();
+async fn runs_since_are_bounded_to_the_span_and_the_run_before_it(journal: Journal) {
     for (start, end) in [(0, 5), (10, 15), (20, 25), (30, 35)] {
         let run = journal.start_run("0.1.0", "test", at(start)).await.unwrap();
         journal.heartbeat(run, at(end)).await.unwrap();
@@ -357,9 +398,7 @@ async fn a_journal_from_before_the_ledger_is_migrated_with_its_counts() {
     assert_eq!(row.patched_at, None, "unknown for old rows: not invented");
 }
 
-#[tokio::test]
-async fn transition_detail_round_trips() {
-    let journal = Journal::open_in_memory().await.unwrap();
+async fn transition_detail_round_trips(journal: Journal) {
     journal.append(&entry()).await.unwrap();
     let rows = journal
         .transitions(&Filter {
@@ -375,9 +414,7 @@ async fn transition_detail_round_trips() {
     );
 }
 
-#[tokio::test]
-async fn runs_record_start_heartbeat_and_stop() {
-    let journal = Journal::open_in_memory().await.unwrap();
+async fn runs_record_start_heartbeat_and_stop(journal: Journal) {
     let run = journal.start_run("0.1.0", "test", at(0)).await.unwrap();
     journal.heartbeat(run, at(1)).await.unwrap();
     let runs = journal.runs_since(at(0)).await.unwrap();
@@ -436,9 +473,7 @@ async fn missing_directory_is_a_clear_error() {
     );
 }
 
-#[tokio::test]
-async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs() {
-    let journal = Journal::open_in_memory().await.unwrap();
+async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(journal: Journal) {
     let day = |d: i64| at(0) + chrono::Duration::days(d);
     // 30 days of one skipped slot and one finished restart a day, then one restart in progress
     for d in 0..30 {
@@ -535,10 +570,7 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
     assert_eq!(journal.epochs("u1", day(10)).await.unwrap()[0].generation, 2);
 }
 
-#[tokio::test]
-async fn concurrent_appends_share_commits_and_a_bad_entry_fails_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let journal = Journal::open(&dir.path().join("eru.db")).await.unwrap();
+async fn concurrent_appends_share_commits_and_a_bad_entry_fails_alone(journal: Journal) {
     let batches = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = batches.clone();
     journal.observe_batches(Box::new(move |size, _| seen.lock().unwrap().push(size)));
@@ -581,4 +613,142 @@ async fn concurrent_appends_share_commits_and_a_bad_entry_fails_alone() {
         "200 concurrent appends in {} commits",
         batches.len()
     );
+}
+
+async fn open_restarts_filter_by_namespace_or_not(journal: Journal) {
+    // `$1 IS NULL OR namespace = $1` with a NULL and with a value: PostgreSQL must type the
+    // parameter (text) in both places
+    let mut other = entry();
+    other.transitions.clear();
+    other.slots.clear();
+    other.restarts_decided[0].object = ObjectKey {
+        namespace: "other".into(),
+        uid: "u2".into(),
+        ..object()
+    };
+    journal.append(&entry()).await.unwrap();
+    journal.append(&other).await.unwrap();
+    assert_eq!(journal.open_restarts(None).await.unwrap().len(), 2);
+    let ns = journal.open_restarts(Some("ns")).await.unwrap();
+    assert_eq!(ns.iter().map(|r| r.uid.as_str()).collect::<Vec<_>>(), ["u1"]);
+    assert!(journal.open_restarts(Some("none")).await.unwrap().is_empty());
+}
+
+async fn listings_filter_and_page_alike(journal: Journal) {
+    for i in 0..25u32 {
+        let mut e = entry();
+        e.transitions[0].observed = i.to_string();
+        e.transitions[0].at = at(i);
+        e.slots[0] = slot_row(
+            at(i) + chrono::Duration::seconds(30),
+            SlotResult::Missed,
+            "operator_down",
+        );
+        e.restarts_decided[0].slot = at(i);
+        e.restarts_decided[0].decided_at = at(i);
+        if i % 5 == 0 {
+            e.restarts_decided[0].object.name = "api".into();
+        }
+        journal.append(&e).await.unwrap();
+    }
+    // keyset pages, newest first, `limit + 1` rows to tell whether more follow
+    let mut filter = Filter {
+        limit: 10,
+        ..Filter::default()
+    };
+    let mut seen = Vec::new();
+    loop {
+        let mut rows = journal.restarts(&filter).await.unwrap();
+        let more = rows.len() > 10;
+        rows.truncate(10);
+        seen.extend(rows.iter().map(|r| r.id));
+        if !more {
+            break;
+        }
+        filter.before = rows.last().map(|r| r.id);
+    }
+    assert_eq!(seen.len(), 25);
+    assert!(seen.windows(2).all(|w| w[0] > w[1]), "newest first: {seen:?}");
+    let by_name = Filter {
+        name: Some("api".into()),
+        namespace: Some("ns".into()),
+        limit: 100,
+        ..Filter::default()
+    };
+    assert_eq!(journal.restarts(&by_name).await.unwrap().len(), 5);
+    // time bounds compare fixed-width text: byte order must be time order
+    let window = Filter {
+        since: Some(ts(at(10))),
+        until: Some(ts(at(20))),
+        limit: 100,
+        ..Filter::default()
+    };
+    assert_eq!(journal.restarts(&window).await.unwrap().len(), 10);
+    assert_eq!(journal.transitions(&window).await.unwrap().len(), 10);
+    let missed = Filter {
+        reason: Some("operator_down".into()),
+        since: Some(ts(at(24))),
+        limit: 100,
+        ..Filter::default()
+    };
+    assert_eq!(journal.missed(&missed).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn odd_file_names_are_opened_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a b?c#d%25e.db");
+    let journal = Journal::connect(path.to_str().unwrap()).await.unwrap();
+    assert_eq!(journal.backend(), Backend::Sqlite);
+    journal.append(&entry()).await.unwrap();
+    journal.close().await;
+    assert!(
+        path.exists(),
+        "{:?}",
+        std::fs::read_dir(dir.path()).unwrap().collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn a_file_journal_is_wal_with_full_sync_on_every_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(&dir.path().join("eru.db")).await.unwrap();
+    // more connections than the pool keeps idle: each gets the settings
+    let mut conns = Vec::new();
+    for _ in 0..3 {
+        conns.push(journal.pool.acquire().await.unwrap());
+    }
+    for conn in &mut conns {
+        let mut setting = async |pragma: &str| -> String {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA {pragma}")))
+                .fetch_one(&mut **conn)
+                .await
+                .unwrap();
+            row.try_get::<String, _>(0)
+                .or_else(|_| row.try_get::<i64, _>(0).map(|n| n.to_string()))
+                .unwrap()
+        };
+        assert_eq!(setting("journal_mode").await, "wal");
+        assert_eq!(setting("synchronous").await, "2", "FULL");
+        assert_eq!(setting("busy_timeout").await, "5000");
+        assert_eq!(setting("foreign_keys").await, "1");
+        assert_eq!(setting("temp_store").await, "2", "MEMORY");
+    }
+}
+
+async fn a_free_text_nul_is_kept_as_a_replacement_character(journal: Journal) {
+    journal.append(&entry()).await.unwrap();
+    let attempt = Entry {
+        attempts: vec![FailedAttempt {
+            uid: "u1".into(),
+            slot: at(0),
+            at: at(1),
+            error: "bad\0byte".into(),
+            next_attempt_at: at(2),
+        }],
+        ..Entry::default()
+    };
+    journal.append(&attempt).await.unwrap();
+    let row = journal.open_restart("u1").await.unwrap().unwrap();
+    assert_eq!(row.last_error.as_deref(), Some("bad\u{FFFD}byte"));
 }

@@ -108,8 +108,15 @@ fn update_sql() -> String {
     )
 }
 
+/// Free text from elsewhere (an API server's error message) as the journal keeps it: PostgreSQL
+/// refuses a NUL character in text, which would fail the whole entry, so it becomes U+FFFD on
+/// either backend.
+fn free_text(text: &str) -> String {
+    text.replace('\0', "\u{FFFD}")
+}
+
 /// Writes `entry` on `conn` (inside the caller's transaction); returns what was new.
-pub(super) async fn append_on(conn: &mut sqlx::SqliteConnection, entry: &Entry) -> Result<Appended> {
+pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> Result<Appended> {
     let mut done = Appended::default();
     let mut deltas = Deltas::default();
     if let Some(seed) = &entry.seed {
@@ -206,7 +213,7 @@ pub(super) async fn append_on(conn: &mut sqlx::SqliteConnection, entry: &Entry) 
         )
         .bind(&a.uid)
         .bind(ts(a.slot))
-        .bind(&a.error)
+        .bind(free_text(&a.error))
         .bind(ts(a.at))
         .bind(ts(a.next_attempt_at))
         .execute(&mut *conn)
@@ -255,7 +262,7 @@ pub(super) async fn append_on(conn: &mut sqlx::SqliteConnection, entry: &Entry) 
         .bind(ts(f.slot))
         .bind(ts(f.finished_at))
         .bind(f.outcome)
-        .bind(&f.reason)
+        .bind(f.reason.as_deref().map(free_text))
         .execute(&mut *conn)
         .await?
         .rows_affected();

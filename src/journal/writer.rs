@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use sqlx::{Connection, SqlitePool};
+use sqlx::{AnyPool, Connection};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Appended, Entry, write};
@@ -40,7 +40,7 @@ impl std::fmt::Debug for Writer {
 
 impl Writer {
     /// Starts the writer task on `pool`.
-    pub(super) fn spawn(pool: SqlitePool) -> Self {
+    pub(super) fn spawn(pool: AnyPool) -> Self {
         let (jobs, rx) = mpsc::unbounded_channel();
         let observer = Arc::new(OnceLock::new());
         tokio::spawn(run(pool, rx, observer.clone()));
@@ -61,7 +61,7 @@ impl Writer {
     }
 }
 
-async fn run(pool: SqlitePool, mut rx: mpsc::UnboundedReceiver<Job>, observer: Arc<OnceLock<BatchObserver>>) {
+async fn run(pool: AnyPool, mut rx: mpsc::UnboundedReceiver<Job>, observer: Arc<OnceLock<BatchObserver>>) {
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
         let started = Instant::now();
@@ -87,14 +87,14 @@ async fn run(pool: SqlitePool, mut rx: mpsc::UnboundedReceiver<Job>, observer: A
 /// is; when one fails, the transaction is rolled back and the batch written again with each entry
 /// under a savepoint of its own, so it fails alone (three statements more per entry, paid only
 /// then).
-async fn commit(pool: &SqlitePool, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
+async fn commit(pool: &AnyPool, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
     match commit_all(pool, jobs).await {
         Ok(appended) => Ok(appended.into_iter().map(Ok).collect()),
         Err(_) => commit_each(pool, jobs).await,
     }
 }
 
-async fn commit_all(pool: &SqlitePool, jobs: &[Job]) -> Result<Vec<Appended>> {
+async fn commit_all(pool: &AnyPool, jobs: &[Job]) -> Result<Vec<Appended>> {
     let mut tx = pool.begin().await?;
     let mut appended = Vec::with_capacity(jobs.len());
     for job in jobs {
@@ -104,7 +104,7 @@ async fn commit_all(pool: &SqlitePool, jobs: &[Job]) -> Result<Vec<Appended>> {
     Ok(appended)
 }
 
-async fn commit_each(pool: &SqlitePool, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
+async fn commit_each(pool: &AnyPool, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
     let mut tx = pool.begin().await?;
     let mut results = Vec::with_capacity(jobs.len());
     for job in jobs {

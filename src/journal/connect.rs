@@ -1,0 +1,364 @@
+//! Opening a journal: a SQLite file (the embedded default), an in-memory SQLite database, or a
+//! PostgreSQL database named by a `postgres://` URL. All three give one pool type, `AnyPool`, so
+//! every query of the journal is written once; what differs is set up here: SQLite's per-connection
+//! PRAGMAs and integrity check, PostgreSQL's own migrations, and the errors' wording (a PostgreSQL
+//! URL's password never reaches a message).
+
+use std::{path::Path, str::FromStr, time::Duration};
+
+use sqlx::{
+    AnyConnection, AnyPool, Connection, Executor, Row,
+    any::{AnyConnectOptions, AnyPoolOptions},
+};
+
+use super::{Journal, writer};
+use crate::{Error, Result};
+
+/// Which database a journal is kept in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file (WAL, `synchronous=FULL`), or an in-memory SQLite database.
+    Sqlite,
+    /// A PostgreSQL database.
+    Postgres,
+}
+
+impl Backend {
+    /// `"sqlite"` or `"postgres"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// SQLite keeps each connection to at most this many pooled connections (one writer task and the
+/// readers); PostgreSQL gets a few more, its readers do not share a file lock.
+const SQLITE_CONNECTIONS: u32 = 4;
+const POSTGRES_CONNECTIONS: u32 = 8;
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Per-connection settings of every SQLite connection (`journal_mode=WAL` is a property of the
+/// file, set once when it is opened). `SqliteConnectOptions` cannot reach an `AnyPool`, whose
+/// options are a URL, so they are PRAGMAs run after each connect.
+const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 5000;
+    PRAGMA foreign_keys = ON;
+    PRAGMA synchronous = FULL;
+    PRAGMA temp_store = MEMORY;";
+
+/// True when `target` names a PostgreSQL database rather than a SQLite file.
+pub fn is_postgres_url(target: &str) -> bool {
+    let scheme = target.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    matches!(scheme.as_deref(), Some("postgres" | "postgresql"))
+}
+
+impl Journal {
+    /// Opens the journal `target` names: a `postgres://` or `postgresql://` URL is a PostgreSQL
+    /// database (migrated on open; any number of operator processes may start at once), anything
+    /// else the path of a SQLite file (as [`Journal::open`]). Errors are one line and never show
+    /// the URL's password.
+    pub async fn connect(target: &str) -> Result<Self> {
+        if is_postgres_url(target) {
+            Self::open_postgres(target).await
+        } else {
+            Self::open(Path::new(target)).await
+        }
+    }
+
+    /// Opens (creating if missing) and migrates the SQLite journal at `path`. An unwritable,
+    /// locked or corrupt file gives [`Error::JournalFile`] naming the path.
+    pub async fn open(path: &Path) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let shown = path.display().to_string();
+        let file_error = |reason: String| Error::JournalFile {
+            path: shown.clone(),
+            reason,
+        };
+        let options =
+            AnyConnectOptions::from_str(&sqlite_url(path)).map_err(|e| file_error(describe_sqlite(&e)))?;
+        // The first connection on its own: the pool retries a connection whose set-up fails until
+        // its timeout and then says only "timed out"; this one reports what SQLite said.
+        let mut first = AnyConnection::connect_with(&options)
+            .await
+            .map_err(|e| file_error(describe_sqlite(&e)))?;
+        let checked = async {
+            first.execute(SQLITE_PRAGMAS).await?;
+            first.execute("PRAGMA journal_mode = WAL").await?;
+            let check: String = sqlx::query("PRAGMA quick_check")
+                .fetch_one(&mut first)
+                .await?
+                .try_get(0)?;
+            Ok::<_, sqlx::Error>(check)
+        }
+        .await;
+        let _ = first.close().await;
+        let check = checked.map_err(|e| file_error(describe_sqlite(&e)))?;
+        if check != "ok" {
+            return Err(file_error(format!("integrity check: {check}")));
+        }
+        let pool = AnyPoolOptions::new()
+            .max_connections(SQLITE_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .after_connect(|conn, _| Box::pin(async move { conn.execute(SQLITE_PRAGMAS).await.map(|_| ()) }))
+            .connect_with(options)
+            .await
+            .map_err(|e| file_error(describe_sqlite(&e)))?;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&pool)
+            .await
+            .map_err(|e| file_error(e.to_string()))?;
+        Ok(Self::on(pool, Backend::Sqlite))
+    }
+
+    /// An in-memory SQLite journal (one connection, so one database, kept for the pool's life),
+    /// for tests and previews.
+    pub async fn open_in_memory() -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let pool = AnyPoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            // a new connection would be a new, empty database
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .after_connect(|conn, _| Box::pin(async move { conn.execute(SQLITE_PRAGMAS).await.map(|_| ()) }))
+            .connect_with(AnyConnectOptions::from_str("sqlite::memory:")?)
+            .await?;
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        Ok(Self::on(pool, Backend::Sqlite))
+    }
+
+    /// Connects to and migrates the PostgreSQL journal at `url`. Errors give
+    /// [`Error::JournalDatabase`] with the URL, password hidden.
+    async fn open_postgres(url: &str) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let db_error = |e: &dyn std::fmt::Display| Error::JournalDatabase {
+            target: redact(url),
+            reason: redact_in(&one_line(e), url),
+        };
+        let options = AnyConnectOptions::from_str(&with_application_name(url))
+            .map_err(|e| db_error(&describe_postgres(&e)))?;
+        // As for SQLite: a first connection alone, so a refused connection, an unknown database or
+        // a wrong password is reported as such at once instead of after the pool's timeout.
+        let first = AnyConnection::connect_with(&options)
+            .await
+            .map_err(|e| db_error(&describe_postgres(&e)))?;
+        let _ = first.close().await;
+        let pool = AnyPoolOptions::new()
+            .max_connections(POSTGRES_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await
+            .map_err(|e| db_error(&describe_postgres(&e)))?;
+        // The migrator holds a PostgreSQL advisory lock while it runs: operators starting at once
+        // migrate one after the other, and the later ones find nothing left to do.
+        sqlx::migrate!("./migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|e| db_error(&e))?;
+        Ok(Self::on(pool, Backend::Postgres))
+    }
+
+    fn on(pool: AnyPool, backend: Backend) -> Self {
+        let writer = writer::Writer::spawn(pool.clone());
+        Self {
+            pool,
+            writer,
+            backend,
+        }
+    }
+
+    /// Which database this journal is kept in.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+}
+
+/// The `sqlite:` URL of the file at `path`. The URL parser would fold `..` segments (wrong
+/// across a symlink) and read `%`, `?` and `#` as syntax: the directory is resolved when it
+/// exists, and every byte but the plainest is percent-encoded (sqlx decodes it again).
+fn sqlite_url(path: &Path) -> String {
+    let resolved = match (path.parent(), path.file_name()) {
+        (Some(dir), Some(file)) => {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            std::fs::canonicalize(dir).map_or_else(|_| path.to_path_buf(), |dir| dir.join(file))
+        }
+        _ => path.to_path_buf(),
+    };
+    let mut url = String::from("sqlite:");
+    for &b in resolved.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            url.push(char::from(b));
+        } else {
+            url.push_str(&format!("%{b:02X}"));
+        }
+    }
+    // read-write, created if missing
+    url.push_str("?mode=rwc");
+    url
+}
+
+/// Names the operator in `pg_stat_activity`, unless the URL names something else.
+fn with_application_name(url: &str) -> String {
+    if url.contains("application_name=") {
+        url.to_string()
+    } else {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{separator}application_name=eru-operator")
+    }
+}
+
+/// A one-line reason for a SQLite file that cannot be opened.
+fn describe_sqlite(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => {
+            let msg = db.message();
+            if msg.contains("not a database") {
+                "the file is not a SQLite database or is corrupt".into()
+            } else if msg.contains("locked") || msg.contains("busy") {
+                "the database is locked by another process".into()
+            } else if msg.contains("unable to open") || msg.contains("readonly") || msg.contains("read-only")
+            {
+                format!("cannot open or write it ({msg}); check the directory exists and is writable")
+            } else {
+                msg.to_string()
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A reason for a PostgreSQL database that cannot be used (not yet redacted: see [`redact_in`]).
+fn describe_postgres(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => match db.code() {
+            Some(code) => format!("{} (SQLSTATE {code})", db.message()),
+            None => db.message().to_string(),
+        },
+        sqlx::Error::Io(io) => format!("cannot reach the server: {io}"),
+        sqlx::Error::Tls(tls) => format!("TLS: {tls}"),
+        sqlx::Error::Configuration(c) => format!("invalid URL: {c}"),
+        sqlx::Error::PoolTimedOut => {
+            format!("no connection within {} s", ACQUIRE_TIMEOUT.as_secs())
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `e` on one line.
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The secrets of a PostgreSQL URL: the password of its user info and of a `password=` query
+/// parameter, each as written and percent-decoded.
+fn secrets(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some((_, rest)) = url.split_once("://") {
+        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+        if let Some((user_info, _)) = authority.rsplit_once('@')
+            && let Some((_, password)) = user_info.split_once(':')
+        {
+            found.push(password.to_string());
+        }
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        for pair in query.split(['&', '#']) {
+            if let Some(("password", value)) = pair.split_once('=') {
+                found.push(value.to_string());
+            }
+        }
+    }
+    let decoded: Vec<String> = found.iter().map(|s| percent_decode(s)).collect();
+    found.extend(decoded);
+    found.retain(|s| !s.is_empty());
+    // longest first, so a password containing another is hidden whole
+    found.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    found.dedup();
+    found
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((hi * 16 + lo) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `text` with every secret of `url` replaced by `***`.
+fn redact_in(text: &str, url: &str) -> String {
+    secrets(url).iter().fold(text.to_string(), |text, secret| {
+        text.replace(secret.as_str(), "***")
+    })
+}
+
+/// What to show of a journal target in messages and logs: a PostgreSQL URL with its password
+/// replaced by `***`; a SQLite path as it is.
+pub fn redact(target: &str) -> String {
+    if is_postgres_url(target) {
+        redact_in(target, target)
+    } else {
+        target.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_urls_are_told_from_paths() {
+        assert!(is_postgres_url("postgres://u@h/db"));
+        assert!(is_postgres_url("postgresql://u@h/db"));
+        assert!(is_postgres_url("POSTGRES://h"));
+        assert!(!is_postgres_url("./eru.db"));
+        assert!(!is_postgres_url("/var/lib/eru/postgres://x"));
+        assert!(!is_postgres_url("sqlite://eru.db"));
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        let url = "postgres://eru:s%40cr3t:x@db.example:5432/eru?sslmode=require&password=other";
+        let shown = redact(url);
+        assert_eq!(
+            shown,
+            "postgres://eru:***@db.example:5432/eru?sslmode=require&password=***"
+        );
+        let text = format!("failed for {url}: s@cr3t:x and other");
+        let hidden = redact_in(&text, url);
+        assert!(!hidden.contains("cr3t") && !hidden.contains("other"), "{hidden}");
+        assert_eq!(redact("postgres://eru@db/eru"), "postgres://eru@db/eru");
+        assert_eq!(redact("postgres://eru:@db/eru"), "postgres://eru:@db/eru");
+        assert_eq!(redact("./eru.db"), "./eru.db");
+    }
+
+    #[test]
+    fn sqlite_urls_keep_odd_file_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = sqlite_url(&dir.path().join("a b?c#d%e.db"));
+        assert!(url.ends_with("/a%20b%3Fc%23d%25e.db?mode=rwc"), "{url}");
+        assert!(!url.contains(".."));
+    }
+}

@@ -1,0 +1,265 @@
+//! The PostgreSQL side of the journal's tests: the server (`ERU_TEST_POSTGRES_URL`, which
+//! hack/test.sh exports, else one server for this test binary, `hack/postgres.sh start --name
+//! unit`, left running for the next run), a fresh database per test, and the tests only
+//! PostgreSQL has: URLs, errors, collations, operators starting at once.
+
+use std::{
+    path::Path,
+    process::Command,
+    sync::{
+        OnceLock,
+        atomic::{AtomicU32, Ordering},
+    },
+};
+
+use sqlx::{AnyConnection, Connection, Executor};
+
+use super::*;
+
+/// The test server's URL. Never skips: without a server the PostgreSQL tests fail and say how to
+/// get one.
+fn server() -> String {
+    static SERVER: OnceLock<Result<String, String>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            if let Ok(url) = std::env::var("ERU_TEST_POSTGRES_URL")
+                && !url.is_empty()
+            {
+                return Ok(url);
+            }
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/postgres.sh");
+            let run = |args: &[&str]| {
+                let out = Command::new(&script)
+                    .args(args)
+                    .output()
+                    .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+                if out.status.success() {
+                    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+                } else {
+                    Err(format!(
+                        "`{} {}` failed: {}",
+                        script.display(),
+                        args.join(" "),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ))
+                }
+            };
+            run(&["start", "--name", "unit"])?;
+            run(&["url", "--name", "unit"])
+        })
+        .clone()
+        .unwrap_or_else(|e| {
+            panic!(
+                "no PostgreSQL server for the journal's PostgreSQL tests: {e}\n\
+                 set ERU_TEST_POSTGRES_URL to a server's URL, or run hack/test.sh (it starts one)"
+            )
+        })
+}
+
+/// `url` with its database (path) replaced by `database`, query kept.
+fn with_database(url: &str, database: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a postgres:// URL");
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let query = rest.find('?').map_or("", |q| &rest[q..]);
+    format!("{scheme}://{}/{database}{query}", &rest[..authority_end])
+}
+
+/// `host:port` of the test server.
+fn host_port() -> String {
+    let url = server();
+    let rest = url.split_once("://").expect("a postgres:// URL").1;
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, h)| h)
+        .to_string()
+}
+
+/// Runs `sql` on the server's own database.
+async fn admin(sql: String) {
+    sqlx::any::install_default_drivers();
+    let mut conn = AnyConnection::connect(&server()).await.unwrap();
+    conn.execute(sqlx::AssertSqlSafe(sql)).await.unwrap();
+    let _ = conn.close().await;
+}
+
+/// A database of its own for one test, dropped when the test ends (also when it fails).
+pub(super) struct Database {
+    pub journal: Journal,
+    pub url: String,
+    name: String,
+}
+
+impl Database {
+    /// An empty database (no journal tables yet) and its URL.
+    async fn empty() -> (String, String) {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "eru_test_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        // a leftover of an earlier run whose process had the same id
+        admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+        admin(format!("CREATE DATABASE {name}")).await;
+        let url = with_database(&server(), &name);
+        (name, url)
+    }
+
+    /// A fresh, migrated journal database.
+    pub async fn fresh() -> Self {
+        let (name, url) = Self::empty().await;
+        let journal = Journal::connect(&url).await.unwrap_or_else(|e| panic!("{e}"));
+        Self { journal, url, name }
+    }
+
+    /// Closes the journal's connections, then drops the database.
+    pub async fn close(self) {
+        self.journal.close().await;
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        // Drop cannot await: a runtime of its own on a thread of its own, best effort
+        let (server, name) = (server(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let mut conn = AnyConnection::connect(&server).await.ok()?;
+                let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                conn.execute(sqlx::AssertSqlSafe(sql)).await.ok()?;
+                conn.close().await.ok()
+            })
+        })
+        .join();
+    }
+}
+
+#[tokio::test]
+async fn connect_picks_the_backend_from_the_target() {
+    let db = Database::fresh().await;
+    assert_eq!(db.journal.backend(), Backend::Postgres);
+    assert_eq!(Backend::Postgres.as_str(), "postgres");
+    let postgresql = db.url.replacen("postgres://", "postgresql://", 1);
+    let again = Journal::connect(&postgresql).await.unwrap();
+    assert_eq!(again.backend(), Backend::Postgres);
+    again.close().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("eru.db");
+    let file = Journal::connect(path.to_str().unwrap()).await.unwrap();
+    assert_eq!(file.backend(), Backend::Sqlite);
+    assert_eq!(Backend::Sqlite.as_str(), "sqlite");
+    assert!(path.exists());
+    db.close().await;
+}
+
+#[tokio::test]
+async fn a_journal_survives_reconnecting() {
+    let db = Database::fresh().await;
+    db.journal.append(&entry()).await.unwrap();
+    db.journal.close().await;
+    let again = Journal::connect(&db.url).await.unwrap();
+    let all = Filter {
+        limit: 5,
+        ..Filter::default()
+    };
+    assert_eq!(again.restarts(&all).await.unwrap().len(), 1);
+    assert_eq!(again.append(&entry()).await.unwrap(), Appended::default());
+    again.close().await;
+}
+
+#[tokio::test]
+async fn operators_starting_at_once_migrate_once() {
+    let (name, url) = Database::empty().await;
+    // four processes' worth of journals on one new database, at the same instant: the migrator's
+    // advisory lock lets one create the tables, the others then find them
+    let journals = futures::future::join_all((0..4).map(|_| Journal::connect(&url))).await;
+    let journals: Vec<Journal> = journals
+        .into_iter()
+        .map(|j| j.unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+        .fetch_one(&journals[0].pool)
+        .await
+        .unwrap();
+    assert_eq!(applied, 1);
+    for j in &journals {
+        j.close().await;
+    }
+    drop(Database {
+        journal: journals[0].clone(),
+        url,
+        name,
+    });
+}
+
+#[tokio::test]
+async fn errors_are_one_line_and_never_show_the_password() {
+    let cases = [
+        // no such database (or, on a server that checks passwords, a failed authentication)
+        format!("postgres://postgres:hunter2%21@{}/eru_no_such_db", host_port()),
+        // nothing listens there
+        "postgresql://eru:hunter2%21@127.0.0.1:1/eru?password=hunter3".to_string(),
+        // not a URL sqlx can use
+        "postgres://eru:hunter2%21@127.0.0.1:5432/eru?sslmode=sometimes".to_string(),
+    ];
+    for url in cases {
+        let err = Journal::connect(&url).await.unwrap_err();
+        assert_eq!(err.category(), "journal");
+        let text = err.to_string();
+        assert!(!text.contains("hunter") && !text.contains('\n'), "{url}: {text}");
+        assert!(
+            text.starts_with("journal database postgres") && text.contains(":***@"),
+            "{url}: {text}"
+        );
+        eprintln!("{text}");
+    }
+    let refused = Journal::connect("postgres://eru:pw@127.0.0.1:1/eru")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("cannot reach the server"), "{refused}");
+    let missing = Journal::connect(&format!("postgres://postgres@{}/eru_no_such_db", host_port()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains("eru_no_such_db") && missing.contains("does not exist")
+            || missing.contains("authentication"),
+        "{missing}"
+    );
+}
+
+#[tokio::test]
+async fn compared_text_is_byte_ordered_whatever_the_server_locale() {
+    let db = Database::fresh().await;
+    // free text and JSON, never compared or ordered, keep the database's collation
+    let free = [
+        "operator_runs.instance",
+        "operator_runs.version",
+        "restarts.last_error",
+        "spec_epochs.spec",
+        "transitions.detail",
+    ];
+    let columns: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT table_name::text || '.' || column_name::text, collation_name::text
+         FROM information_schema.columns
+         WHERE table_schema = current_schema() AND data_type = 'text'
+           AND table_name::text != '_sqlx_migrations'
+         ORDER BY 1",
+    )
+    .fetch_all(&db.journal.pool)
+    .await
+    .unwrap();
+    assert!(columns.len() > 40, "{columns:?}");
+    for (column, collation) in columns {
+        if !free.contains(&column.as_str()) {
+            assert_eq!(collation.as_deref(), Some("C"), "{column}");
+        }
+    }
+    db.close().await;
+}
