@@ -28,7 +28,7 @@ use tracing::{error, info, warn};
 use crate::{
     config::{Retention, RunArgs},
     crds, eru,
-    journal::{Journal, WriterLock},
+    journal::{Journal, WriterLock, is_postgres_url, redact},
     machine::StatusMemo,
     memcached,
     metrics::Metrics,
@@ -47,9 +47,17 @@ use crate::{
 
 /// `eru-operator run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    // one operator process per journal file, held until this process ends
-    let _writer = WriterLock::acquire(&args.database)?;
-    let journal = Journal::open(&args.database).await?;
+    // one operator process per SQLite file, held until this process ends (replicas sharing a
+    // PostgreSQL journal are kept apart by the leader Lease instead)
+    let _writer = if is_postgres_url(&args.database) {
+        if !args.leader_elect {
+            warn!("a PostgreSQL journal without --leader-elect: run one replica only, or two would both act");
+        }
+        None
+    } else {
+        Some(WriterLock::acquire(std::path::Path::new(&args.database))?)
+    };
+    let journal = Journal::connect(&args.database).await?;
     let metrics = Metrics::new();
     let batches = metrics.journal_batch.clone();
     journal.observe_batches(Box::new(move |size, _| batches.observe(size as f64)));
@@ -60,7 +68,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "eru-operator".to_string());
-    info!(database = %args.database.display(), "journal open");
+    info!(database = %redact(&args.database), backend = journal.backend().as_str(), "journal open");
 
     let shutdown = shutdown_channel();
     let listener = tokio::net::TcpListener::bind(args.http_address)

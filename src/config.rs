@@ -23,9 +23,11 @@ pub struct RunArgs {
     #[arg(long, env = "ERU_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
 
-    /// SQLite journal file (created if missing).
-    #[arg(long, env = "ERU_DATABASE", default_value = "./eru.db", value_name = "PATH")]
-    pub database: PathBuf,
+    /// The journal: a SQLite file (created if missing; one operator process per file), or a
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE` URL shared by replicas (use with
+    /// `--leader-elect`). The password never appears in logs or errors.
+    #[arg(long, env = "ERU_DATABASE", default_value = "./eru.db", value_name = "PATH|URL")]
+    pub database: String,
 
     /// Address of the HTTP API (/history, /metrics, /healthz, /readyz).
     #[arg(long, env = "ERU_HTTP_ADDRESS", default_value = "0.0.0.0:8080")]

@@ -66,9 +66,9 @@ enum Output {
 
 #[derive(Args)]
 struct HistoryArgs {
-    /// The journal file.
-    #[arg(long, env = "ERU_DATABASE", default_value = "./eru.db")]
-    database: PathBuf,
+    /// The journal: a SQLite file, or a `postgres://` URL.
+    #[arg(long, env = "ERU_DATABASE", default_value = "./eru.db", value_name = "PATH|URL")]
+    database: String,
     #[arg(value_enum, default_value_t = Listing::Restarts)]
     listing: Listing,
     #[arg(long)]
@@ -145,8 +145,8 @@ fn main() -> ExitCode {
 }
 
 fn history(args: HistoryArgs) -> ExitCode {
-    if !args.database.exists() {
-        eprintln!("error: journal {} does not exist", args.database.display());
+    if !eru::journal::is_postgres_url(&args.database) && !std::path::Path::new(&args.database).exists() {
+        eprintln!("error: journal {} does not exist", args.database);
         return ExitCode::from(2);
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -154,7 +154,7 @@ fn history(args: HistoryArgs) -> ExitCode {
         .build()
         .expect("a runtime");
     let result = runtime.block_on(async {
-        let journal = eru::journal::Journal::open(&args.database).await?;
+        let journal = eru::journal::Journal::connect(&args.database).await?;
         // The flags go through the HTTP API's own query parser: the same rules, the same errors.
         let query = eru::history::params::query_string([
             ("namespace", args.namespace.as_deref()),

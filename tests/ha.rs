@@ -243,6 +243,142 @@ async fn two_replicas_with_separate_journals_never_both_act() {
     );
 }
 
+/// A fresh database on the test PostgreSQL server (`ERU_TEST_POSTGRES_URL`, which
+/// `hack/test.sh` starts with `hack/postgres.sh`); returns its URL.
+fn fresh_database(prefix: &str) -> String {
+    let server = std::env::var("ERU_TEST_POSTGRES_URL")
+        .expect("ERU_TEST_POSTGRES_URL is not set: run hack/test.sh (it starts PostgreSQL with hack/postgres.sh)");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let name = format!("{prefix}_{nanos:x}");
+    let created = std::process::Command::new("psql")
+        .args([server.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", &format!("CREATE DATABASE {name}")])
+        .output()
+        .expect("psql (Debian package postgresql-client, installed by hack/deps.sh)");
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let (base, _) = server.rsplit_once('/').expect("a URL ending in /DATABASE");
+    format!("{base}/{name}")
+}
+
+/// A moment to strike at, from 1 to 9 s away, different each round (no seed to remember: the
+/// clock's nanoseconds).
+fn random_pause() -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    Duration::from_millis(1000 + u64::from(nanos % 8000))
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster and PostgreSQL: hack/test.sh"]
+async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "ha-postgres").await;
+    allow_lease(&client, &ns.name).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 2, json!({})).await;
+    wait_ready(&deployments, "web", 2).await;
+    let url = fresh_database("failover");
+    let mut replicas = Vec::new();
+    for i in 0..2 {
+        let flags = elected(&ns.name, &format!("replica-{i}"));
+        replicas.push(Operator::start_on(&client, &ns.name, &strs(&flags), &[], Some(&url)).await);
+    }
+    let spec = json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"}});
+    let created = Utc::now();
+    create_eru(&client, &ns.name, "web", spec).await.unwrap();
+    let leader = leader_of(&[&replicas[0], &replicas[1]]).await;
+    let first = wait_for("a first restart", Duration::from_secs(60), || async {
+        items(&replicas[leader], "/history?name=web&outcome=succeeded")
+            .iter()
+            .map(|r| time(&r["slot"]))
+            .find(|slot| *slot > created)
+    })
+    .await;
+
+    // five times: SIGKILL the leader at a random moment (every other time while a restart it
+    // patched is rolling out); the standby takes over; the dead one comes back as a standby
+    let mut kills: Vec<DateTime<Utc>> = Vec::new();
+    let mut takeovers = Vec::new();
+    for round in 0..5 {
+        let leader = leader_of(&[&replicas[0], &replicas[1]]).await;
+        if round % 2 == 1 {
+            let seen = kills.last().copied().unwrap_or(first);
+            wait_for("a restart rolling out", Duration::from_secs(60), || async {
+                let d = deployments.get("web").await.ok()?;
+                let slot = common::eru::template_slot(&d).filter(|s| *s > seen)?;
+                let st = d.status.as_ref()?;
+                let done = st.observed_generation == d.metadata.generation && st.updated_replicas == Some(2);
+                (!done).then_some(slot)
+            })
+            .await;
+        } else {
+            tokio::time::sleep(random_pause()).await;
+        }
+        replicas[leader].kill();
+        let killed = Instant::now();
+        let killed_at = Utc::now();
+        kills.push(killed_at);
+        takeovers.push(takeover(&replicas[1 - leader], killed).await);
+        replicas[leader].restart().await;
+        wait_for("a restart by the new leader", Duration::from_secs(60), || async {
+            items(&replicas[1 - leader], "/history?name=web&outcome=succeeded")
+                .iter()
+                .any(|r| time(&r["slot"]) > killed_at)
+                .then_some(())
+        })
+        .await;
+    }
+    let leader = leader_of(&[&replicas[0], &replicas[1]]).await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let suspended = Utc::now();
+    erus.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"suspend": true}})))
+        .await
+        .unwrap();
+    wait_for("no restart in progress", Duration::from_secs(90), || async {
+        items(&replicas[leader], "/history?name=web&outcome=in_progress")
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+
+    let seconds: Vec<String> = takeovers.iter().map(|t| format!("{:.1}", t.as_secs_f64())).collect();
+    println!("takeover after SIGKILL of the leader (s): {}", seconds.join(", "));
+    for took in &takeovers {
+        assert!(*took <= LEASE_DURATION + RETRY_PERIOD + Duration::from_secs(1), "{seconds:?}");
+    }
+    // every slot from the first restart to the suspension: one record (a slot restarted twice
+    // or recorded twice panics here), and a downtime says which kill it was
+    let slots = common::eru::accounted(
+        &replicas[leader],
+        "web",
+        5,
+        first,
+        suspended - chrono::Duration::seconds(1),
+    );
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for (slot, record) in &slots {
+        let common::eru::Accounted::Missed { reason, window } = record else {
+            *reasons.entry("restarted".into()).or_default() += 1;
+            continue;
+        };
+        *reasons.entry(reason.clone()).or_default() += 1;
+        if reason == "operator_down" {
+            let (start, end) = window.expect("operator_down has its window");
+            assert!(start <= *slot && *slot <= end, "slot {slot} outside its window {start}..{end}");
+            assert!(
+                kills.iter().any(|k| start <= *k && *k <= end),
+                "slot {slot}: downtime {start}..{end} contains no kill ({kills:?})"
+            );
+        }
+    }
+    println!("{} slots: {reasons:?}", slots.len());
+    assert!(reasons.get("restarted").copied().unwrap_or(0) >= 5, "{reasons:?}");
+}
+
 /// The high-availability install is valid for the API server (dry run): two replicas, the
 /// journal URL from a Secret, anti-affinity, a PodDisruptionBudget.
 #[tokio::test]
