@@ -10,9 +10,9 @@
 #   hack/postgres.sh url [--name N]      print postgres://postgres@127.0.0.1:PORT/postgres
 #   hack/postgres.sh env [--name N]      print `export ERU_TEST_POSTGRES_URL=...`
 #   hack/postgres.sh status [--name N]   running and accepting connections, or exit 1
-#   hack/postgres.sh restart [--name N] [--immediate]
+#   hack/postgres.sh restart [--name N] [--immediate] [--down-seconds S]
 #                                        stop the server (fast shutdown, or --immediate: like a
-#                                        crash) and start it again on the same port and data
+#                                        crash), wait S s (0), start it again on the same port and data
 #   hack/postgres.sh stop [--name N]     stop what `start` started, remove its state
 #
 # Options and environment:
@@ -27,6 +27,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 name=${ERU_POSTGRES_NAME:-eru}
 immediate=""
+down_seconds=0
 
 say() { printf '[postgres %s] %s\n' "$name" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -38,6 +39,7 @@ while [ $# -gt 0 ]; do
     --name) name=${2:?--name needs a value}; shift 2 ;;
     --name=*) name=${1#*=}; shift ;;
     --immediate) immediate=1; shift ;;
+    --down-seconds) down_seconds=${2:?--down-seconds needs a number}; shift 2 ;;
     *) die "unknown argument: $1 (see the header of $0)" ;;
   esac
 done
@@ -156,6 +158,7 @@ restart() {
   lock
   running || die "not running; run: $0 start --name $name"
   server_stop "$([ -n "$immediate" ] && echo immediate || echo fast)"
+  [ "$down_seconds" = 0 ] || { say "stopped; starting again in ${down_seconds}s"; sleep "$down_seconds"; }
   server_start
   say "restarted on 127.0.0.1:$(port)"
 }

@@ -61,10 +61,15 @@ fi
 [ -n "${KUBECONFIG:-}" ] || { echo "KUBECONFIG is not set" >&2; exit 1; }
 echo "== end-to-end tests against $KUBECONFIG"
 cargo test --locked --no-fail-fast --tests -- --ignored --test-threads 2 --skip fault_ "${extra[@]}"
+echo "== the Eru end-to-end tests again, on a PostgreSQL journal"
+ERU_E2E_JOURNAL=postgres cargo test --locked --no-fail-fast --test eru -- --ignored --test-threads 2 "${extra[@]}"
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   # they restart the control plane and the database server: alone, one at a time
   echo "== fault tests (tests/faults.rs), one at a time"
-  ERU_TEST_CLUSTER=$cluster cargo test --locked --no-fail-fast --test faults -- --ignored --test-threads 1 "${extra[@]}"
+  skip=()
+  [ -n "$started_postgres" ] || { echo "(fault_postgres_restarted skipped: the PostgreSQL server is not ours to restart)"; skip=(--skip fault_postgres); }
+  ERU_TEST_CLUSTER=$cluster ERU_TEST_POSTGRES_NAME=$postgres_name \
+    cargo test --locked --no-fail-fast --test faults -- --ignored --test-threads 1 "${skip[@]}" "${extra[@]}"
 else
   echo "== fault tests skipped: they restart the control plane, which an existing cluster is not ours to do"
 fi

@@ -150,3 +150,87 @@ async fn fault_control_plane_restarted_mid_rollout() {
     );
     assert!(fired >= 3, "{slots:?}");
 }
+
+/// What `/readyz` and `/metrics` say of the journal: (readyz journal part, eru_journal_up).
+fn journal_health(operator: &Operator) -> (Option<bool>, Option<i64>) {
+    let (_, readyz) = common::get(&operator.url("/readyz"));
+    let ready = serde_json::from_str::<serde_json::Value>(&readyz)
+        .ok()
+        .and_then(|v| v["journal"].as_bool());
+    let (_, metrics) = common::get(&operator.url("/metrics"));
+    let up = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("eru_journal_up "))
+        .and_then(|v| v.trim().parse().ok());
+    (ready, up)
+}
+
+/// Runs `outage` (a command that takes the journal away and gives it back) while watching the
+/// operator: its journal turns unready, and every slot the Deployment carries meanwhile is one
+/// the journal recorded (checked once it is back). Then restarts resume unaided and every slot
+/// has one record.
+async fn survive_journal_outage(operator: &Operator, deployments: &Api<Deployment>, erus: &Api<Eru>, mut outage: std::process::Child) {
+    let before = succeeded_after(operator, "web", Utc::now() - chrono::Duration::seconds(30)).await;
+    let mut seen_unready = false;
+    let mut carried = std::collections::BTreeSet::new();
+    let started = Utc::now();
+    while outage.try_wait().unwrap().is_none() {
+        if journal_health(operator) == (Some(false), Some(0)) {
+            seen_unready = true;
+        }
+        if let Some(slot) = deployments.get("web").await.ok().as_ref().and_then(template_slot) {
+            carried.insert(slot);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(outage.wait().unwrap().success(), "the outage command failed");
+    let back = Utc::now();
+    println!(
+        "journal away from {started} to {back} ({:.1} s)",
+        (back - started).num_milliseconds() as f64 / 1000.0
+    );
+    assert!(seen_unready, "/readyz and eru_journal_up never said the journal was unwritable");
+    wait_for("the journal ready again", Duration::from_secs(30), || async {
+        (journal_health(operator) == (Some(true), Some(1))).then_some(())
+    })
+    .await;
+    succeeded_after(operator, "web", back).await;
+    let suspended = settle(erus, operator, "web").await;
+
+    // no cluster write without its record: every slot the template carried has its restart
+    let restarts = items(operator, "/history?name=web&limit=1000");
+    for slot in &carried {
+        assert!(
+            restarts.iter().any(|r| time(&r["slot"]) == *slot && !r["patched_at"].is_null()),
+            "the Deployment carried slot {slot}, which the journal does not record as patched"
+        );
+    }
+    let slots = accounted(operator, "web", 5, before, suspended - chrono::Duration::seconds(1));
+    let fired = slots.iter().filter(|(_, a)| matches!(a, Accounted::Fired(_))).count();
+    println!("{} slots, {fired} restarted: {slots:?}", slots.len());
+    assert!(fired >= 2, "{slots:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster and PostgreSQL: hack/test.sh (runs the fault_ tests alone)"]
+async fn fault_postgres_restarted() {
+    let name = std::env::var("ERU_TEST_POSTGRES_NAME")
+        .expect("ERU_TEST_POSTGRES_NAME: the hack/postgres.sh server to restart (hack/test.sh sets it)");
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "fault-postgres").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let url = common::fresh_database("fault");
+    let operator = Operator::start_on(&client, &ns.name, &[], &[], Some(&url)).await;
+    let spec = json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"}});
+    create_eru(&client, &ns.name, "web", spec).await.unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    succeeded_after(&operator, "web", Utc::now() - chrono::Duration::seconds(10)).await;
+    // the server crashes (immediate shutdown) and is back 10 s later on the same port and data
+    let outage = Command::new(repo().join("hack/postgres.sh"))
+        .args(["restart", "--name", &name, "--immediate", "--down-seconds", "10"])
+        .spawn()
+        .unwrap();
+    survive_journal_outage(&operator, &deployments, &erus, outage).await;
+}

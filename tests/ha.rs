@@ -243,25 +243,6 @@ async fn two_replicas_with_separate_journals_never_both_act() {
     );
 }
 
-/// A fresh database on the test PostgreSQL server (`ERU_TEST_POSTGRES_URL`, which
-/// `hack/test.sh` starts with `hack/postgres.sh`); returns its URL.
-fn fresh_database(prefix: &str) -> String {
-    let server = std::env::var("ERU_TEST_POSTGRES_URL")
-        .expect("ERU_TEST_POSTGRES_URL is not set: run hack/test.sh (it starts PostgreSQL with hack/postgres.sh)");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let name = format!("{prefix}_{nanos:x}");
-    let created = std::process::Command::new("psql")
-        .args([server.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", &format!("CREATE DATABASE {name}")])
-        .output()
-        .expect("psql (Debian package postgresql-client, installed by hack/deps.sh)");
-    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
-    let (base, _) = server.rsplit_once('/').expect("a URL ending in /DATABASE");
-    format!("{base}/{name}")
-}
-
 /// A moment to strike at, from 1 to 9 s away, different each round (no seed to remember: the
 /// clock's nanoseconds).
 fn random_pause() -> Duration {
@@ -281,7 +262,7 @@ async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     deployment(&client, &ns.name, "web", 2, json!({})).await;
     wait_ready(&deployments, "web", 2).await;
-    let url = fresh_database("failover");
+    let url = common::fresh_database("failover");
     let mut replicas = Vec::new();
     for i in 0..2 {
         let flags = elected(&ns.name, &format!("replica-{i}"));

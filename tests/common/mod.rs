@@ -191,6 +191,31 @@ async fn service_account_kubeconfig(client: &Client, path: &Path) {
     std::fs::write(path, config).unwrap();
 }
 
+/// A fresh database on the test PostgreSQL server (`ERU_TEST_POSTGRES_URL`, which
+/// `hack/test.sh` starts with `hack/postgres.sh`); returns its URL.
+pub fn fresh_database(prefix: &str) -> String {
+    let server = std::env::var("ERU_TEST_POSTGRES_URL")
+        .expect("ERU_TEST_POSTGRES_URL is not set: run hack/test.sh (it starts PostgreSQL with hack/postgres.sh)");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let name = format!("{prefix}_{nanos:x}");
+    let created = Command::new("psql")
+        .args([server.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", &format!("CREATE DATABASE {name}")])
+        .output()
+        .expect("psql (Debian package postgresql-client, installed by hack/deps.sh)");
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let (base, _) = server.rsplit_once('/').expect("a URL ending in /DATABASE");
+    format!("{base}/{name}")
+}
+
+/// The journal the e2e operators use unless a test picks one: `ERU_E2E_JOURNAL=postgres` gives
+/// each a fresh PostgreSQL database (hack/test.sh runs tests/eru.rs so, too), else a SQLite file.
+fn default_database_url() -> Option<String> {
+    (std::env::var("ERU_E2E_JOURNAL").as_deref() == Ok("postgres")).then(|| fresh_database("e2e"))
+}
+
 /// The operator binary running as a child process, scoped to one namespace.
 pub struct Operator {
     child: Option<Child>,
@@ -252,7 +277,7 @@ impl Operator {
             child: None,
             port: free_port(),
             database: dir.path().join("eru.db"),
-            database_url: database_url.map(str::to_string),
+            database_url: database_url.map(str::to_string).or_else(default_database_url),
             log: dir.path().join("operator.log"),
             kubeconfig,
             namespace: namespace.to_string(),
