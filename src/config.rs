@@ -26,7 +26,12 @@ pub struct RunArgs {
     /// The journal: a SQLite file (created if missing; one operator process per file), or a
     /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE` URL shared by replicas (use with
     /// `--leader-elect`). The password never appears in logs or errors.
-    #[arg(long, env = "ERU_DATABASE", default_value = "./eru.db", value_name = "PATH|URL")]
+    #[arg(
+        long,
+        env = "ERU_DATABASE",
+        default_value = "./eru.db",
+        value_name = "PATH|URL"
+    )]
     pub database: String,
 
     /// Address of the HTTP API (/history, /metrics, /healthz, /readyz).

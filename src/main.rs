@@ -67,7 +67,12 @@ enum Output {
 #[derive(Args)]
 struct HistoryArgs {
     /// The journal: a SQLite file, or a `postgres://` URL.
-    #[arg(long, env = "ERU_DATABASE", default_value = "./eru.db", value_name = "PATH|URL")]
+    #[arg(
+        long,
+        env = "ERU_DATABASE",
+        default_value = "./eru.db",
+        value_name = "PATH|URL"
+    )]
     database: String,
     #[arg(value_enum, default_value_t = Listing::Restarts)]
     listing: Listing,

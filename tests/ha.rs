@@ -316,9 +316,13 @@ async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
     let leader = leader_of(&[&replicas[0], &replicas[1]]).await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let suspended = Utc::now();
-    erus.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"suspend": true}})))
-        .await
-        .unwrap();
+    erus.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
     wait_for("no restart in progress", Duration::from_secs(90), || async {
         items(&replicas[leader], "/history?name=web&outcome=in_progress")
             .is_empty()
@@ -326,10 +330,16 @@ async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
     })
     .await;
 
-    let seconds: Vec<String> = takeovers.iter().map(|t| format!("{:.1}", t.as_secs_f64())).collect();
+    let seconds: Vec<String> = takeovers
+        .iter()
+        .map(|t| format!("{:.1}", t.as_secs_f64()))
+        .collect();
     println!("takeover after SIGKILL of the leader (s): {}", seconds.join(", "));
     for took in &takeovers {
-        assert!(*took <= LEASE_DURATION + RETRY_PERIOD + Duration::from_secs(1), "{seconds:?}");
+        assert!(
+            *took <= LEASE_DURATION + RETRY_PERIOD + Duration::from_secs(1),
+            "{seconds:?}"
+        );
     }
     // every slot from the first restart to the suspension: one record (a slot restarted twice
     // or recorded twice panics here), and a downtime says which kill it was
@@ -349,7 +359,10 @@ async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
         *reasons.entry(reason.clone()).or_default() += 1;
         if reason == "operator_down" {
             let (start, end) = window.expect("operator_down has its window");
-            assert!(start <= *slot && *slot <= end, "slot {slot} outside its window {start}..{end}");
+            assert!(
+                start <= *slot && *slot <= end,
+                "slot {slot} outside its window {start}..{end}"
+            );
             assert!(
                 kills.iter().any(|k| start <= *k && *k <= end),
                 "slot {slot}: downtime {start}..{end} contains no kill ({kills:?})"
@@ -376,6 +389,9 @@ async fn the_high_availability_install_is_accepted() {
     }
     let manifest = std::fs::read_to_string(common::repo().join("deploy/ha/operator.yaml")).unwrap();
     for needed in ["replicas: 2", "--leader-elect", "secretKeyRef", "podAntiAffinity"] {
-        assert!(manifest.contains(needed), "deploy/ha/operator.yaml lacks {needed}");
+        assert!(
+            manifest.contains(needed),
+            "deploy/ha/operator.yaml lacks {needed}"
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use sqlx::{AnyPool, Connection};
+use sqlx::{AnyConnection, AnyPool, Connection};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Appended, Entry, write};
@@ -88,14 +88,22 @@ async fn run(pool: AnyPool, mut rx: mpsc::UnboundedReceiver<Job>, observer: Arc<
 /// under a savepoint of its own, so it fails alone (three statements more per entry, paid only
 /// then).
 async fn commit(pool: &AnyPool, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
-    match commit_all(pool, jobs).await {
+    let mut conn = pool.acquire().await?;
+    let results = match commit_all(&mut conn, jobs).await {
         Ok(appended) => Ok(appended.into_iter().map(Ok).collect()),
-        Err(_) => commit_each(pool, jobs).await,
+        Err(_) => commit_each(&mut conn, jobs).await,
+    };
+    if results.is_err() {
+        // SQLite keeps a transaction whose COMMIT failed (disk full) open, holding the write
+        // lock, and sqlx's rollback on drop does not end it: every later write would find the
+        // database locked. Closing the connection ends it; the pool opens a fresh one.
+        conn.close_on_drop();
     }
+    results
 }
 
-async fn commit_all(pool: &AnyPool, jobs: &[Job]) -> Result<Vec<Appended>> {
-    let mut tx = pool.begin().await?;
+async fn commit_all(conn: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Appended>> {
+    let mut tx = conn.begin().await?;
     let mut appended = Vec::with_capacity(jobs.len());
     for job in jobs {
         appended.push(write::append_on(&mut tx, &job.entry).await?);
@@ -104,8 +112,8 @@ async fn commit_all(pool: &AnyPool, jobs: &[Job]) -> Result<Vec<Appended>> {
     Ok(appended)
 }
 
-async fn commit_each(pool: &AnyPool, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
-    let mut tx = pool.begin().await?;
+async fn commit_each(conn: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
+    let mut tx = conn.begin().await?;
     let mut results = Vec::with_capacity(jobs.len());
     for job in jobs {
         let mut savepoint = tx.begin().await?;

@@ -194,18 +194,29 @@ async fn service_account_kubeconfig(client: &Client, path: &Path) {
 /// A fresh database on the test PostgreSQL server (`ERU_TEST_POSTGRES_URL`, which
 /// `hack/test.sh` starts with `hack/postgres.sh`); returns its URL.
 pub fn fresh_database(prefix: &str) -> String {
-    let server = std::env::var("ERU_TEST_POSTGRES_URL")
-        .expect("ERU_TEST_POSTGRES_URL is not set: run hack/test.sh (it starts PostgreSQL with hack/postgres.sh)");
+    let server = std::env::var("ERU_TEST_POSTGRES_URL").expect(
+        "ERU_TEST_POSTGRES_URL is not set: run hack/test.sh (it starts PostgreSQL with hack/postgres.sh)",
+    );
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
     let name = format!("{prefix}_{nanos:x}");
     let created = Command::new("psql")
-        .args([server.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", &format!("CREATE DATABASE {name}")])
+        .args([
+            server.as_str(),
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-qc",
+            &format!("CREATE DATABASE {name}"),
+        ])
         .output()
         .expect("psql (Debian package postgresql-client, installed by hack/deps.sh)");
-    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
     let (base, _) = server.rsplit_once('/').expect("a URL ending in /DATABASE");
     format!("{base}/{name}")
 }
