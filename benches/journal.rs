@@ -9,6 +9,10 @@
 //!   journal of 1 k rows and one of 1 M rows, side by side: the ratio shows it is indexed;
 //! - `/history` pages over HTTP (the operator's own router on loopback) on the 1 M-row journal:
 //!   p50 and p99 of the first page, a deep page, and a page filtered by Eru.
+//!
+//! Every journal figure is taken on SQLite (the lines above, as before) and then on PostgreSQL
+//! (`ERU_TEST_POSTGRES_URL`, which hack/bench.sh sets, else `hack/postgres.sh start --name unit`),
+//! printed side by side with p50, p99 and the PostgreSQL/SQLite ratio.
 
 use std::time::{Duration, Instant};
 
@@ -68,48 +72,71 @@ fn entry_of(uid: &str, i: i64) -> Entry {
     }
 }
 
+/// Where a benchmark's journals live: SQLite files in a temporary folder, or databases of a
+/// PostgreSQL server (created fresh, dropped at the end).
+enum Backend {
+    Sqlite(std::path::PathBuf),
+    Postgres { server: String, databases: Vec<String> },
+}
+
+impl Backend {
+    /// A new, empty journal called `name`.
+    async fn journal(&mut self, name: &str) -> Journal {
+        match self {
+            Backend::Sqlite(dir) => Journal::open(&dir.join(format!("{name}.db"))).await.unwrap(),
+            Backend::Postgres { server, databases } => {
+                let database = format!("eru_bench_{name}");
+                admin(
+                    server,
+                    &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
+                )
+                .await;
+                admin(server, &format!("CREATE DATABASE {database}")).await;
+                databases.push(database.clone());
+                Journal::connect(&with_database(server, &database))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
+    }
+
+    async fn drop_databases(&self) {
+        if let Backend::Postgres { server, databases } = self {
+            for database in databases {
+                admin(
+                    server,
+                    &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
+                )
+                .await;
+            }
+        }
+    }
+}
+
+/// What [`measure`] found on one backend: samples, so medians and p99 can be told.
+struct Figures {
+    appends: Vec<Duration>,
+    grouped: f64,
+    first: Vec<Duration>,
+    deep: Vec<Duration>,
+    rows: i64,
+    at_small: Vec<Duration>,
+    at_large: Vec<Duration>,
+    rows_small: i64,
+    rows_large: i64,
+    http: Vec<(&'static str, Duration, Duration)>,
+    fill: Duration,
+}
+
 #[tokio::main]
 async fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let scale = if full { 1 } else { 100 };
     let dir = tempfile::tempdir().unwrap();
-    let journal = Journal::open(&dir.path().join("bench.db")).await.unwrap();
+    let mut sqlite = Backend::Sqlite(dir.path().to_path_buf());
+    let sqlite_figures = measure(&mut sqlite, full, scale).await;
 
-    // 1. append
-    let appends = 2_000 / scale;
-    let mut samples = Vec::with_capacity(appends as usize);
-    for i in 0..appends {
-        let e = entry(i);
-        let start = Instant::now();
-        journal.append(&e).await.unwrap();
-        samples.push(start.elapsed());
-    }
-    let append = median(samples);
-
-    // 1b. group commit: 256 concurrent appenders, one transition each per append
-    let total = 40_000 / scale;
-    let tasks = 256;
-    let start = Instant::now();
-    let mut handles = Vec::new();
-    for t in 0..tasks {
-        let journal = journal.clone();
-        handles.push(tokio::spawn(async move {
-            let mut i = t;
-            while i < total {
-                let mut e = entry_of("gc", 10_000_000 + i);
-                e.slots.clear();
-                e.restarts_decided.clear();
-                journal.append(&e).await.unwrap();
-                i += tasks;
-            }
-        }));
-    }
-    for h in handles {
-        h.await.unwrap();
-    }
-    let grouped = total as f64 / start.elapsed().as_secs_f64();
-
-    // 2. accounting: one bounded pass of a 30-day per-second backlog
+    // 2. accounting: one bounded pass of a 30-day per-second backlog (no journal involved)
     let from = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
     let epochs = [Epoch {
         generation: 1,
@@ -140,6 +167,183 @@ async fn main() {
         .collect();
     let pass = median(samples);
 
+    let server = postgres_server();
+    let mut postgres = Backend::Postgres {
+        server: server.clone(),
+        databases: Vec::new(),
+    };
+    let version = server_version(&server).await;
+    let postgres_figures = measure(&mut postgres, full, scale).await;
+    postgres.drop_databases().await;
+
+    if !full {
+        println!("bench smoke run ok on SQLite and PostgreSQL {version} (use hack/bench.sh for figures)");
+        return;
+    }
+    let Figures {
+        appends,
+        grouped,
+        first,
+        deep,
+        rows,
+        at_small,
+        at_large,
+        rows_small,
+        rows_large,
+        http,
+        ..
+    } = &sqlite_figures;
+    let (append, first, deep) = (
+        median(appends.clone()),
+        median(first.clone()),
+        median(deep.clone()),
+    );
+    let (at_small, at_large) = (median(at_small.clone()), median(at_large.clone()));
+    let (appends, tasks, total) = (appends.len(), TASKS, GROUPED / scale);
+    let reconciles = sqlite_figures.at_small.len();
+    let requests = REQUESTS;
+    println!(
+        "journal append alone (1 transition + 1 slot + 1 restart, WAL, synchronous=FULL): median {append:?} over {appends}"
+    );
+    println!(
+        "group commit: {grouped:.0} durable transitions/s ({total} appends of 1 transition from {tasks} concurrent tasks, synchronous=FULL)"
+    );
+    println!(
+        "slot accounting, one pass of a 30-day per-second backlog ({} slots, {} records): median {pass:?} over {passes} ({:.0} slots/ms)",
+        ledger::SLOT_BUDGET,
+        ledger::RECORD_CAP + 1,
+        ledger::SLOT_BUDGET as f64 / pass.as_secs_f64() / 1000.0
+    );
+    println!(
+        "/history page of 100 over {rows} restarts: first {first:?}, {}k rows deep {deep:?} (ratio deep/first {:.2})",
+        rows * 9 / 10 / 1000,
+        deep.as_secs_f64() / first.as_secs_f64()
+    );
+    println!(
+        "one reconcile's journal work (ledger, epochs, open restart, runs, append, summary): \
+         median {at_small:?} at {rows_small} rows, {at_large:?} at {rows_large} rows \
+         (ratio {:.2}, over {reconciles})",
+        at_large.as_secs_f64() / at_small.as_secs_f64()
+    );
+    for (what, p50, p99) in http {
+        println!(
+            "/history over HTTP at {rows_large} rows, {what}: p50 {p50:?} p99 {p99:?} over {requests} requests"
+        );
+    }
+    side_by_side(&sqlite_figures, &postgres_figures, &version);
+}
+
+/// The same figures on SQLite and PostgreSQL, one line each, with the PostgreSQL/SQLite ratio
+/// (of medians; of throughput for group commit, where above 1 means PostgreSQL is faster).
+fn side_by_side(sqlite: &Figures, postgres: &Figures, version: &str) {
+    println!();
+    println!(
+        "SQLite (WAL, synchronous=FULL) vs PostgreSQL {version} (loopback, fsync and synchronous_commit on), same runs:"
+    );
+    println!(
+        "{:<58} {:>22} {:>22} {:>9}",
+        "", "sqlite p50 / p99", "postgres p50 / p99", "pg/sqlite"
+    );
+    let line = |what: String, s: &[Duration], p: &[Duration]| {
+        let (s50, s99, p50, p99) = (median(s.to_vec()), p99_of(s), median(p.to_vec()), p99_of(p));
+        println!(
+            "{what:<58} {:>22} {:>22} {:>8.2}x",
+            format!("{} / {}", short(s50), short(s99)),
+            format!("{} / {}", short(p50), short(p99)),
+            p50.as_secs_f64() / s50.as_secs_f64()
+        );
+    };
+    line(
+        format!("journal append alone ({} appends)", sqlite.appends.len()),
+        &sqlite.appends,
+        &postgres.appends,
+    );
+    println!(
+        "{:<58} {:>22} {:>22} {:>8.2}x",
+        format!("group commit, durable transitions/s ({TASKS} tasks)"),
+        format!("{:.0}", sqlite.grouped),
+        format!("{:.0}", postgres.grouped),
+        postgres.grouped / sqlite.grouped
+    );
+    line(
+        format!("/history page of 100 over {} restarts, first", sqlite.rows),
+        &sqlite.first,
+        &postgres.first,
+    );
+    line(
+        format!("/history page of 100 over {} restarts, 90 % deep", sqlite.rows),
+        &sqlite.deep,
+        &postgres.deep,
+    );
+    line(
+        format!("one reconcile's journal work at {} rows", sqlite.rows_small),
+        &sqlite.at_small,
+        &postgres.at_small,
+    );
+    line(
+        format!("one reconcile's journal work at {} rows", sqlite.rows_large),
+        &sqlite.at_large,
+        &postgres.at_large,
+    );
+    for ((what, s50, s99), (_, p50, p99)) in sqlite.http.iter().zip(&postgres.http) {
+        println!(
+            "{:<58} {:>22} {:>22} {:>8.2}x",
+            format!("/history over HTTP at {} rows, {what}", sqlite.rows_large),
+            format!("{} / {}", short(*s50), short(*s99)),
+            format!("{} / {}", short(*p50), short(*p99)),
+            p50.as_secs_f64() / s50.as_secs_f64()
+        );
+    }
+    println!(
+        "(filling the {}-row journal took {:.1} s on SQLite, {:.1} s on PostgreSQL)",
+        sqlite.rows_large,
+        sqlite.fill.as_secs_f64(),
+        postgres.fill.as_secs_f64()
+    );
+}
+
+/// Concurrent appenders of the group-commit figure, and their appends at full scale.
+const TASKS: i64 = 256;
+const GROUPED: i64 = 40_000;
+/// HTTP requests per URL at full scale.
+const REQUESTS: usize = 500;
+
+/// Every journal figure of this bench on `backend`.
+async fn measure(backend: &mut Backend, full: bool, scale: i64) -> Figures {
+    let journal = backend.journal("bench").await;
+
+    // 1. append
+    let appends = 2_000 / scale;
+    let mut samples = Vec::with_capacity(appends as usize);
+    for i in 0..appends {
+        let e = entry(i);
+        let start = Instant::now();
+        journal.append(&e).await.unwrap();
+        samples.push(start.elapsed());
+    }
+
+    // 1b. group commit: 256 concurrent appenders, one transition each per append
+    let total = GROUPED / scale;
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..TASKS {
+        let journal = journal.clone();
+        handles.push(tokio::spawn(async move {
+            let mut i = t;
+            while i < total {
+                let mut e = entry_of("gc", 10_000_000 + i);
+                e.slots.clear();
+                e.restarts_decided.clear();
+                journal.append(&e).await.unwrap();
+                i += TASKS;
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let grouped = total as f64 / start.elapsed().as_secs_f64();
+
     // 3. paging: first page vs deep page over many restarts
     let rows = 100_000 / scale;
     for chunk in (appends..appends + rows).collect::<Vec<_>>().chunks(1_000) {
@@ -166,13 +370,15 @@ async fn main() {
         history(&journal, &page(Some(deep_cursor))).await.unwrap();
         deep.push(start.elapsed());
     }
-    let (first, deep) = (median(first), median(deep));
+    journal.close().await;
 
     // 4. one reconcile's journal work at 1 k rows and at 1 M rows
     let rows_small = 1_000 / scale;
     let rows_large = 1_000_000 / scale;
-    let small = filled(&dir.path().join("small.db"), rows_small).await;
-    let large = filled(&dir.path().join("large.db"), rows_large).await;
+    let small = filled(backend.journal("small").await, rows_small).await;
+    let started = Instant::now();
+    let large = filled(backend.journal("large").await, rows_large).await;
+    let fill = started.elapsed();
     let reconciles = if full { 301 } else { 3 };
     let mut at_small = Vec::new();
     let mut at_large = Vec::new();
@@ -181,44 +387,97 @@ async fn main() {
         at_small.push(reconcile_cost(&small, i).await);
         at_large.push(reconcile_cost(&large, i).await);
     }
-    let (at_small, at_large) = (median(at_small), median(at_large));
+    small.close().await;
 
     // 5. /history over HTTP on the large journal
-    let requests = if full { 500 } else { 3 };
+    let requests = if full { REQUESTS } else { 3 };
     let http = over_http(large.clone(), requests, rows_large).await;
-
-    if full {
-        println!(
-            "journal append alone (1 transition + 1 slot + 1 restart, WAL, synchronous=FULL): median {append:?} over {appends}"
-        );
-        println!(
-            "group commit: {grouped:.0} durable transitions/s ({total} appends of 1 transition from {tasks} concurrent tasks, synchronous=FULL)"
-        );
-        println!(
-            "slot accounting, one pass of a 30-day per-second backlog ({} slots, {} records): median {pass:?} over {passes} ({:.0} slots/ms)",
-            ledger::SLOT_BUDGET,
-            ledger::RECORD_CAP + 1,
-            ledger::SLOT_BUDGET as f64 / pass.as_secs_f64() / 1000.0
-        );
-        println!(
-            "/history page of 100 over {rows} restarts: first {first:?}, {}k rows deep {deep:?} (ratio deep/first {:.2})",
-            rows * 9 / 10 / 1000,
-            deep.as_secs_f64() / first.as_secs_f64()
-        );
-        println!(
-            "one reconcile's journal work (ledger, epochs, open restart, runs, append, summary): \
-             median {at_small:?} at {rows_small} rows, {at_large:?} at {rows_large} rows \
-             (ratio {:.2}, over {reconciles})",
-            at_large.as_secs_f64() / at_small.as_secs_f64()
-        );
-        for (what, p50, p99) in &http {
-            println!(
-                "/history over HTTP at {rows_large} rows, {what}: p50 {p50:?} p99 {p99:?} over {requests} requests"
-            );
-        }
-    } else {
-        println!("bench smoke run ok (use hack/bench.sh for figures)");
+    large.close().await;
+    Figures {
+        appends: samples,
+        grouped,
+        first,
+        deep,
+        rows,
+        at_small,
+        at_large,
+        rows_small,
+        rows_large,
+        http,
+        fill,
     }
+}
+
+fn p99_of(samples: &[Duration]) -> Duration {
+    let mut samples = samples.to_vec();
+    samples.sort();
+    samples[(samples.len() * 99).div_ceil(100) - 1]
+}
+
+/// A duration in µs or ms, 3 significant figures.
+fn short(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us < 1_000.0 {
+        format!("{us:.0}µs")
+    } else {
+        format!("{:.2}ms", us / 1_000.0)
+    }
+}
+
+/// The PostgreSQL server to measure: `ERU_TEST_POSTGRES_URL` (hack/bench.sh sets it), else the
+/// one `hack/postgres.sh start --name unit` keeps (as the unit tests do).
+fn postgres_server() -> String {
+    if let Ok(url) = std::env::var("ERU_TEST_POSTGRES_URL")
+        && !url.is_empty()
+    {
+        return url;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/postgres.sh");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&script)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "no PostgreSQL for the bench: set ERU_TEST_POSTGRES_URL or run hack/bench.sh; `{} {}` failed: {}",
+            script.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    run(&["start", "--name", "unit"]);
+    run(&["url", "--name", "unit"])
+}
+
+/// `url` with its database (path) replaced by `database`, query kept.
+fn with_database(url: &str, database: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a postgres:// URL");
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let query = rest.find('?').map_or("", |q| &rest[q..]);
+    format!("{scheme}://{}/{database}{query}", &rest[..authority_end])
+}
+
+/// Runs `sql` on the server's own database.
+async fn admin(server: &str, sql: &str) {
+    use sqlx::{Connection, Executor};
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(server).await.unwrap();
+    conn.execute(sqlx::AssertSqlSafe(sql.to_string())).await.unwrap();
+    let _ = conn.close().await;
+}
+
+async fn server_version(server: &str) -> String {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(server).await.unwrap();
+    let version: String = sqlx::query_scalar("SELECT current_setting('server_version')")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let _ = conn.close().await;
+    version
 }
 
 /// Serves the operator's HTTP API over `journal` on loopback and pages `/history` through it:
@@ -272,8 +531,7 @@ async fn over_http(journal: Journal, requests: usize, rows: i64) -> Vec<(&'stati
 
 /// A journal of about `rows` rows (transitions, slots and restarts of 1,000 other Erus) plus
 /// the Eru the reconciles are about.
-async fn filled(path: &std::path::Path, rows: i64) -> Journal {
-    let journal = Journal::open(path).await.unwrap();
+async fn filled(journal: Journal, rows: i64) -> Journal {
     let per_entry = 3;
     let entries = rows / per_entry;
     let mut i = 0;

@@ -1,7 +1,21 @@
 #!/usr/bin/env bash
-# Benchmarks (release build): prints medians and ratios. Machines here are noisy: compare
-# ratios and medians across runs, never single figures.
+# Benchmarks (release build): prints medians and ratios, the journal's figures on SQLite and on
+# PostgreSQL side by side. Machines here are noisy: compare ratios and medians across runs, never
+# single figures.
+#
+#   hack/bench.sh                                   PostgreSQL: a local server this script starts
+#                                                   (hack/postgres.sh --name bench) and stops
+#   ERU_TEST_POSTGRES_URL=postgres://... hack/bench.sh
+#                                                   that server instead (databases eru_bench_*
+#                                                   are created and dropped there)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eru/target}
+# build first: the server does not need to sit idle through a release build
+cargo bench --locked --bench journal --no-run
+if [ -z "${ERU_TEST_POSTGRES_URL:-}" ]; then
+  trap 'hack/postgres.sh stop --name bench' EXIT
+  hack/postgres.sh start --name bench
+  eval "$(hack/postgres.sh env --name bench)"
+fi
 cargo bench --locked --bench journal

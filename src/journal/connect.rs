@@ -33,8 +33,8 @@ impl Backend {
     }
 }
 
-/// SQLite keeps each connection to at most this many pooled connections (one writer task and the
-/// readers); PostgreSQL gets a few more, its readers do not share a file lock.
+/// Pooled connections at most: the writer task's and the readers'. PostgreSQL gets more, its
+/// readers and writer do not share one file's locks.
 const SQLITE_CONNECTIONS: u32 = 4;
 const POSTGRES_CONNECTIONS: u32 = 8;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -55,9 +55,12 @@ pub fn is_postgres_url(target: &str) -> bool {
 
 impl Journal {
     /// Opens the journal `target` names: a `postgres://` or `postgresql://` URL is a PostgreSQL
-    /// database (migrated on open; any number of operator processes may start at once), anything
+    /// database (migrated on open, safely also when several processes start at once), anything
     /// else the path of a SQLite file (as [`Journal::open`]). Errors are one line and never show
-    /// the URL's password.
+    /// the URL's password. (One writer per journal is [`WriterLock`]'s job, for a file; a
+    /// PostgreSQL journal has no such guard yet.)
+    ///
+    /// [`WriterLock`]: super::WriterLock
     pub async fn connect(target: &str) -> Result<Self> {
         if is_postgres_url(target) {
             Self::open_postgres(target).await

@@ -463,6 +463,34 @@ async fn corrupt_file_is_a_clear_error() {
 }
 
 #[tokio::test]
+async fn a_file_another_process_locks_is_a_clear_error_after_the_busy_timeout() {
+    use sqlx::{Connection, Executor};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("eru.db");
+    Journal::open(&path).await.unwrap().close().await;
+    // what another process holding the file exclusively looks like
+    let mut holder =
+        sqlx::SqliteConnection::connect_with(&sqlx::sqlite::SqliteConnectOptions::new().filename(&path))
+            .await
+            .unwrap();
+    holder
+        .execute("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let text = Journal::open(&path).await.unwrap_err().to_string();
+    assert!(
+        text.contains("eru.db") && text.contains("locked by another process"),
+        "unclear error: {text}"
+    );
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(4),
+        "the 5 s busy timeout"
+    );
+    holder.close().await.unwrap();
+}
+
+#[tokio::test]
 async fn missing_directory_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("no/such/dir/eru.db");
