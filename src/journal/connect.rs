@@ -41,7 +41,9 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Per-connection settings of every SQLite connection (`journal_mode=WAL` is a property of the
 /// file, set once when it is opened). `SqliteConnectOptions` cannot reach an `AnyPool`, whose
-/// options are a URL, so they are PRAGMAs run after each connect.
+/// options are a URL, so they are PRAGMAs run after each connect: a locked file is waited for up
+/// to 5 s; every commit reaches the disk before anything it records is acted on (group commit
+/// makes that cheap); temp tables stay in memory (the container's root filesystem is read-only).
 const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 5000;
     PRAGMA foreign_keys = ON;
     PRAGMA synchronous = FULL;
