@@ -18,7 +18,7 @@ async fn ready_under_rbac_and_journal_survives_a_kill() {
     let ready = get_json(&operator.url("/readyz"));
     assert_eq!(
         ready,
-        serde_json::json!({"journal": true, "crds": true, "caches": true})
+        serde_json::json!({"journal": true, "crds": true, "caches": true, "role": "leader"})
     );
     let (status, metrics) = get(&operator.url("/metrics"));
     assert_eq!(status, 200);
