@@ -7,57 +7,23 @@ mod common;
 
 use std::{process::Command, time::Duration};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use common::{
     Operator, TestNamespace, client,
-    eru::{Accounted, accounted, create_eru, deployment, items, template_slot, time, wait_ready},
+    eru::{
+        Accounted, accounted, create_eru, deployment, items, settle, succeeded_after, template_slot, time,
+        wait_ready,
+    },
     repo, wait_for,
 };
 use eru::eru::Eru;
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::{
-    Api,
-    api::{Patch, PatchParams},
-};
+use kube::Api;
 use serde_json::json;
 
 /// The cluster the tests run on (`hack/test.sh` names it).
 fn cluster_name() -> String {
     std::env::var("ERU_TEST_CLUSTER").unwrap_or_else(|_| "test".into())
-}
-
-/// Waits for a succeeded restart of a slot after `after`.
-async fn succeeded_after(operator: &Operator, name: &str, after: DateTime<Utc>) -> DateTime<Utc> {
-    wait_for(
-        &format!("a succeeded restart of {name} after {after}"),
-        Duration::from_secs(90),
-        || async {
-            items(operator, &format!("/history?name={name}&outcome=succeeded"))
-                .iter()
-                .map(|r| time(&r["slot"]))
-                .find(|slot| *slot > after)
-        },
-    )
-    .await
-}
-
-/// Suspends the Eru and waits until nothing is in progress; returns when it was suspended.
-async fn settle(erus: &Api<Eru>, operator: &Operator, name: &str) -> DateTime<Utc> {
-    let at = Utc::now();
-    erus.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"suspend": true}})),
-    )
-    .await
-    .unwrap();
-    wait_for("no restart in progress", Duration::from_secs(90), || async {
-        items(operator, &format!("/history?name={name}&outcome=in_progress"))
-            .is_empty()
-            .then_some(())
-    })
-    .await;
-    at
 }
 
 #[tokio::test]

@@ -315,20 +315,7 @@ async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
     }
     let leader = leader_of(&[&replicas[0], &replicas[1]]).await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
-    let suspended = Utc::now();
-    erus.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"suspend": true}})),
-    )
-    .await
-    .unwrap();
-    wait_for("no restart in progress", Duration::from_secs(90), || async {
-        items(&replicas[leader], "/history?name=web&outcome=in_progress")
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    let suspended = common::eru::settle(&erus, &replicas[leader], "web").await;
 
     let seconds: Vec<String> = takeovers
         .iter()

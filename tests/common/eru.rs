@@ -8,7 +8,7 @@ use eru::eru::{Eru, EruStatus, RESTARTED_AT_ANNOTATION};
 use k8s_openapi::api::{apps::v1::Deployment, events::v1::Event};
 use kube::{
     Api, Client,
-    api::{ApiResource, DynamicObject, PostParams},
+    api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 
@@ -191,4 +191,38 @@ pub fn accounted(
         slots.push((slot, record));
     }
     slots
+}
+
+/// Waits for a succeeded restart of a slot after `after`.
+pub async fn succeeded_after(operator: &Operator, name: &str, after: DateTime<Utc>) -> DateTime<Utc> {
+    wait_for(
+        &format!("a succeeded restart of {name} after {after}"),
+        Duration::from_secs(90),
+        || async {
+            items(operator, &format!("/history?name={name}&outcome=succeeded"))
+                .iter()
+                .map(|r| time(&r["slot"]))
+                .find(|slot| *slot > after)
+        },
+    )
+    .await
+}
+
+/// Suspends the Eru and waits until nothing is in progress; returns when it was suspended.
+pub async fn settle(erus: &Api<Eru>, operator: &Operator, name: &str) -> DateTime<Utc> {
+    let at = Utc::now();
+    erus.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    wait_for("no restart in progress", Duration::from_secs(90), || async {
+        items(operator, &format!("/history?name={name}&outcome=in_progress"))
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    at
 }
