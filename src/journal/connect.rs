@@ -38,6 +38,11 @@ impl Backend {
 const SQLITE_CONNECTIONS: u32 = 4;
 const POSTGRES_CONNECTIONS: u32 = 8;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A PostgreSQL server that is down makes every acquire wait for this long, reconnecting, before
+/// the write fails: short enough that `/readyz` and `eru_journal_up` report the outage within a
+/// few seconds (at 10 s a 10 s restart went unreported: the waits outlasted it), long enough
+/// for a burst of passes sharing eight connections.
+const POSTGRES_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Per-connection settings of every SQLite connection (`journal_mode=WAL` is a property of the
 /// file, set once when it is opened). `SqliteConnectOptions` cannot reach an `AnyPool`, whose
@@ -151,7 +156,7 @@ impl Journal {
         let _ = first.close().await;
         let pool = AnyPoolOptions::new()
             .max_connections(POSTGRES_CONNECTIONS)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await
             .map_err(|e| db_error(&describe_postgres(&e)))?;
