@@ -28,8 +28,8 @@ pub const AUTO_TIMEZONE_ANNOTATION: &str = "mtsre.meitu.com/eru-timezone";
 pub const AUTO_SUSPEND_ANNOTATION: &str = "mtsre.meitu.com/eru-suspend";
 
 /// What the API server checks of a schedule: a macro, or 5 or 6 whitespace-separated fields of
-/// crontab characters. The full grammar is checked by the operator (phase Invalid).
-pub const SCHEDULE_PATTERN: &str = r"^\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9A-Za-z*/,?#-]+(\s+[0-9A-Za-z*/,?#-]+){4,5})\s*$";
+/// crontab characters (and `H(a-b)` of hashed fields). The full grammar is checked by the operator (phase Invalid).
+pub const SCHEDULE_PATTERN: &str = r"^\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9A-Za-z*/,?#()-]+(\s+[0-9A-Za-z*/,?#()-]+){4,5})\s*$";
 /// What the API server checks of a time zone: an IANA-shaped name.
 pub const TIME_ZONE_PATTERN: &str = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$";
 /// A DNS-1123 subdomain (object names).
