@@ -46,6 +46,24 @@ use crate::{
 };
 
 /// `eru-operator run`.
+/// The Eru controller's operator-wide options; a bad blackouts file stops the start with why.
+fn eru_options(args: &RunArgs) -> anyhow::Result<eru::context::Options> {
+    let blackouts = eru::blackout::ClusterBlackouts::load(args.blackouts_file.clone())
+        .map_err(|e| anyhow::anyhow!("--blackouts-file: {e}"))?;
+    let limits = eru::fleet::Limits {
+        total: args.max_concurrent_restarts.map(|n| n as usize),
+        per_namespace: args.max_concurrent_restarts_per_namespace.map(|n| n as usize),
+    };
+    if args.dry_run {
+        info!("dry run: no Eru patches anything; slots are journaled as dry_run");
+    }
+    Ok(eru::context::Options {
+        limits,
+        dry_run: args.dry_run,
+        blackouts: Arc::new(blackouts),
+    })
+}
+
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // one operator process per SQLite file, held until this process ends (replicas sharing a
     // PostgreSQL journal are kept apart by the leader Lease instead)
@@ -57,6 +75,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         Some(WriterLock::acquire(std::path::Path::new(&args.database))?)
     };
+    let eru_options = eru_options(&args)?;
     let journal = Journal::connect(&args.database).await?;
     let metrics = Metrics::new();
     let batches = metrics.journal_batch.clone();
@@ -157,7 +176,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         memcached::reconcile::controller(ctx.clone(), shutdown.clone(), &deployments);
     let (auto, auto_synced) = eru::auto::controller(ctx.clone(), shutdown.clone(), &deployments, &mut erus);
     let (eru_controller, erus_synced) =
-        eru::reconcile::controller(ctx.clone(), shutdown.clone(), &mut erus, &deployments);
+        eru::reconcile::controller(ctx.clone(), shutdown.clone(), &mut erus, &deployments, eru_options);
     let caches = async {
         futures::join!(deployments.run(shutdown.clone()), erus.run(shutdown.clone()));
     };

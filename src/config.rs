@@ -96,6 +96,27 @@ pub struct RunArgs {
     /// Time between tries to take or renew the Lease.
     #[arg(long, env = "ERU_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
     pub leader_elect_retry_period: Duration,
+
+    /// Most restarts in flight at once across all Erus (decided, or rolling out); a due slot
+    /// without a place waits in slot order, and is recorded skipped/fleet_capacity if its
+    /// starting deadline passes first. Default: unlimited.
+    #[arg(long, env = "ERU_MAX_CONCURRENT_RESTARTS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_concurrent_restarts: Option<u32>,
+
+    /// The same cap for each namespace. Default: unlimited.
+    #[arg(long, env = "ERU_MAX_CONCURRENT_RESTARTS_PER_NAMESPACE", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_concurrent_restarts_per_namespace: Option<u32>,
+
+    /// Patch nothing: every Eru's slots are journaled as dry_run with the patch that would have
+    /// been sent (`--dry-run`, `--dry-run=false`). Erus are still created and their status written.
+    #[arg(long, env = "ERU_DRY_RUN", default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    pub dry_run: bool,
+
+    /// Cluster-wide blackouts: a YAML list of windows shaped like an Eru's spec.blackouts (a
+    /// ConfigMap mounted as a file works: it is re-read every 10 s). A slot of any Eru inside one
+    /// is recorded skipped/blackout.
+    #[arg(long, env = "ERU_BLACKOUTS_FILE", value_name = "PATH")]
+    pub blackouts_file: Option<PathBuf>,
 }
 
 impl RunArgs {

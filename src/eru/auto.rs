@@ -79,6 +79,9 @@ pub fn desired(deployment: &Deployment, default_schedule: &str) -> Eru {
         suspend: annotations.get(AUTO_SUSPEND_ANNOTATION).map(String::as_str) == Some("true"),
         starting_deadline_seconds: DEFAULT_STARTING_DEADLINE_SECONDS,
         rollout_timeout_seconds: None,
+        jitter_seconds: None,
+        blackouts: Vec::new(),
+        dry_run: false,
     };
     let mut eru = Eru::new(&deployment.name_any(), spec);
     eru.metadata = ObjectMeta {
@@ -357,6 +360,9 @@ mod tests {
             suspend: false,
             starting_deadline_seconds: 300,
             rollout_timeout_seconds: None,
+            jitter_seconds: None,
+            blackouts: Vec::new(),
+            dry_run: false,
         };
         let user_made = Eru::new("web", spec);
         let d = deployment(json!({AUTO_ANNOTATION: "true"}));

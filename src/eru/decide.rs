@@ -38,6 +38,23 @@ pub struct Pass {
     pub patched_at: Option<DateTime<Utc>>,
     /// How long a rollout may take.
     pub rollout_timeout: Duration,
+    /// When the next restart is due (the next slot plus its jitter, or a passed slot whose
+    /// jittered instant is still ahead).
+    pub next_fire: Option<DateTime<Utc>>,
+}
+
+impl Pass {
+    /// The restart this pass decided and has yet to patch, with its deadline: it needs a place
+    /// in the fleet (see [`super::fleet`]).
+    pub fn starts(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let State::Restarting { restart } = &self.state else {
+            return None;
+        };
+        self.decision.records.iter().find_map(|r| match r {
+            EruRecord::Decided { slot, deadline, .. } if *slot == restart.slot => Some((*slot, *deadline)),
+            _ => None,
+        })
+    }
 }
 
 /// Decides one pass for `eru` from what was observed.
@@ -163,9 +180,7 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
 
     // The spec's state, then the slots since the cursor.
     let spec_event = match (&observed.schedule, observed.target()) {
-        (Err(e), _) => EruEvent::SpecInvalid {
-            reason: e.to_string(),
-        },
+        (Err(e), _) => EruEvent::SpecInvalid { reason: e.clone() },
         (Ok(_), None) => EruEvent::TargetMissing,
         (Ok(_), Some(_)) => EruEvent::SpecReady {
             suspend: eru.spec.suspend,
@@ -177,8 +192,19 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
         now,
         downtime: &downtime,
         unrecorded,
+        uid: &observed.uid,
+        seed: &observed.seed,
+        cluster_blackouts: &observed.cluster_blackouts,
+        queued: observed.queued,
     };
-    let accounting = ledger::account(&epochs, &span);
+    let mut accounting = ledger::account(&epochs, &span);
+    if let Some(due) = accounting.due.as_mut() {
+        due.dry_run |= observed.dry_run_all;
+    }
+    let next_fire = accounting.held_until.or_else(|| {
+        let current = epochs.last()?;
+        ledger::next_fire(&current.spec, &observed.uid, &observed.seed, now)
+    });
     if !accounting.records.is_empty() || accounting.due.is_some() {
         let target = accounting
             .due
@@ -196,6 +222,7 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
             template,
             records: accounting.records,
             due: accounting.due,
+            capacity: observed.capacity,
         };
         state = feed(state, &EruEvent::SlotsDue(slots), &mut decision);
     }
@@ -249,6 +276,7 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
         gap,
         patched_at: tracked.map(|t| t.1),
         rollout_timeout,
+        next_fire,
     }
 }
 

@@ -115,6 +115,7 @@ async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
                 result: record.reason.result(),
                 reason: record.reason.as_str(),
                 window: None,
+                note: None,
                 evaluated_at: now,
             });
         }

@@ -15,7 +15,12 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{EruSpec, schedule::Schedule};
+use super::{
+    Blackout, EruSpec,
+    blackout::Blackouts,
+    hash::stable_hash,
+    schedule::Schedule,
+};
 use crate::journal::SlotResult;
 
 /// Slots enumerated per pass at most.
@@ -54,11 +59,21 @@ pub enum Reason {
     TargetMissing,
     /// The Eru was deleted after deciding the restart and before its patch landed.
     EruDeleted,
+    /// The restart instant fell in a blackout window (the record names the window).
+    Blackout,
+    /// The slot waited for a free restart under `--max-concurrent-restarts` (or the namespace
+    /// cap) until its starting deadline passed.
+    FleetCapacity,
+    /// The Eru (or the operator) runs dry: the restart was journaled, not patched.
+    DryRun,
+    /// The target cannot be rolled by a pod-template change (an `OnDelete` strategy, a
+    /// partition): the record says which.
+    TargetNotRollable,
 }
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 16] = [
         Reason::OperatorDown,
         Reason::JournalLost,
         Reason::PastDeadline,
@@ -71,6 +86,10 @@ impl Reason {
         Reason::ConcurrentRollout,
         Reason::TargetMissing,
         Reason::EruDeleted,
+        Reason::Blackout,
+        Reason::FleetCapacity,
+        Reason::DryRun,
+        Reason::TargetNotRollable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -87,6 +106,10 @@ impl Reason {
             Reason::ConcurrentRollout => "concurrent_rollout",
             Reason::TargetMissing => "target_missing",
             Reason::EruDeleted => "eru_deleted",
+            Reason::Blackout => "blackout",
+            Reason::FleetCapacity => "fleet_capacity",
+            Reason::DryRun => "dry_run",
+            Reason::TargetNotRollable => "target_not_rollable",
         }
     }
 
@@ -124,6 +147,8 @@ pub struct SlotRecord {
     pub window: Option<Window>,
     /// The workload the slot's epoch named.
     pub target: String,
+    /// What the reason alone does not say (the blackout, why the target is not rollable).
+    pub note: Option<String>,
 }
 
 impl SlotRecord {
@@ -136,6 +161,15 @@ impl SlotRecord {
             reason,
             window,
             target: target.to_string(),
+            note: None,
+        }
+    }
+
+    /// The same record with `note`.
+    pub fn noted(self, note: impl Into<String>) -> Self {
+        Self {
+            note: Some(note.into()),
+            ..self
         }
     }
 }
@@ -151,6 +185,16 @@ pub struct EpochSpec {
     pub suspend: bool,
     pub starting_deadline_seconds: i64,
     pub target: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub jitter_seconds: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blackouts: Vec<Blackout>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 impl EpochSpec {
@@ -162,13 +206,33 @@ impl EpochSpec {
             suspend: spec.suspend,
             starting_deadline_seconds: spec.starting_deadline_seconds,
             target: spec.target.name.clone(),
+            jitter_seconds: spec.jitter_seconds.unwrap_or(0),
+            blackouts: spec.blackouts.clone(),
+            dry_run: spec.dry_run,
         }
     }
 
-    /// The schedule, if it parses (an invalid spec has no slots).
-    pub fn schedule(&self) -> Option<Schedule> {
-        Schedule::parse(&self.schedule, self.time_zone.as_deref()).ok()
+    /// The schedule, if it parses (an invalid spec has no slots); `seed` (the Eru's
+    /// `namespace/name`) resolves `H`.
+    pub fn schedule(&self, seed: &str) -> Option<Schedule> {
+        Schedule::parse_for(&self.schedule, self.time_zone.as_deref(), seed).ok()
     }
+
+    /// When the restart of `slot` is due: the slot plus its jitter offset for the Eru `uid`.
+    pub fn fire_at(&self, uid: &str, slot: DateTime<Utc>) -> DateTime<Utc> {
+        slot + jitter_offset(uid, slot, self.jitter_seconds)
+    }
+}
+
+/// The jitter offset of the restart of `slot` for the Eru `uid`: in `[0, jitter_seconds)` with
+/// millisecond resolution, the same for the same uid and slot in every process (a stable hash,
+/// never a random number), so an operator restarted mid-slot waits for the same instant.
+pub fn jitter_offset(uid: &str, slot: DateTime<Utc>, jitter_seconds: i64) -> Duration {
+    if jitter_seconds <= 0 {
+        return Duration::zero();
+    }
+    let hash = stable_hash(uid, slot.timestamp_millis() as u64);
+    Duration::milliseconds((hash % (jitter_seconds as u64 * 1000)) as i64)
 }
 
 /// One generation's spec and the instant it took effect.
@@ -195,9 +259,12 @@ pub fn effective_from(
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Due {
     pub slot: DateTime<Utc>,
-    /// The restart is never patched after this instant (slot + `startingDeadlineSeconds`).
+    /// The restart is never patched after this instant (its restart instant — the slot plus
+    /// its jitter — plus `startingDeadlineSeconds`).
     pub deadline: DateTime<Utc>,
     pub target: String,
+    /// Journal it as `dry_run`; patch nothing.
+    pub dry_run: bool,
 }
 
 /// The outcome of accounting `(after, now]`.
@@ -209,6 +276,9 @@ pub struct Accounting {
     pub records: Vec<SlotRecord>,
     /// The backlog was larger than the budget: account again right away.
     pub more: bool,
+    /// A slot that has passed but whose restart instant (jitter) has not: accounting stopped
+    /// before it, to come back then.
+    pub held_until: Option<DateTime<Utc>>,
 }
 
 impl Accounting {
@@ -228,83 +298,134 @@ pub struct Span<'a> {
     pub downtime: &'a [Window],
     /// A stretch no readable journal covers although the Eru was accounted before it.
     pub unrecorded: Option<Window>,
+    /// The Eru's uid (its jitter) and `namespace/name` (`H` in its schedules).
+    pub uid: &'a str,
+    pub seed: &'a str,
+    /// The operator's cluster-wide blackouts.
+    pub cluster_blackouts: &'a [Blackout],
+    /// The slot this Eru has waited for fleet capacity, if it waits.
+    pub queued: Option<DateTime<Utc>>,
+}
+
+impl<'a> Span<'a> {
+    /// `(after, now]` with no downtime, blackouts, queue or jitter seed.
+    pub fn new(after: DateTime<Utc>, now: DateTime<Utc>) -> Self {
+        Self {
+            after,
+            now,
+            downtime: &[],
+            unrecorded: None,
+            uid: "",
+            seed: "",
+            cluster_blackouts: &[],
+            queued: None,
+        }
+    }
 }
 
 /// Accounts for the slots in `(span.after, span.now]`, each under the epoch in force at it.
 /// `epochs` are oldest first; slots before the first one's `from` are not enumerated (their spec
-/// is unknown).
+/// is unknown). A slot counts from its restart instant (the slot plus its jitter): one whose
+/// instant is still ahead stops the accounting (it is neither due nor missed yet).
 pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
     let mut accounting = Accounting::default();
-    let mut pending: Vec<(DateTime<Utc>, &Epoch)> = Vec::new();
+    // (slot, its restart instant, its epoch)
+    let mut pending: Vec<(DateTime<Utc>, DateTime<Utc>, usize)> = Vec::new();
     'epochs: for (i, epoch) in epochs.iter().enumerate() {
         let lo = span.after.max(epoch.from);
         let hi = epochs.get(i + 1).map_or(span.now, |next| next.from.min(span.now));
         if lo >= hi {
             continue;
         }
-        let Some(schedule) = epoch.spec.schedule() else {
+        let Some(schedule) = epoch.spec.schedule(span.seed) else {
             continue;
         };
         for slot in schedule.slots_between(lo, hi) {
+            let fire = epoch.spec.fire_at(span.uid, slot);
+            if fire > span.now {
+                accounting.held_until = Some(fire);
+                break 'epochs;
+            }
             if pending.len() == SLOT_BUDGET {
                 accounting.more = true;
                 break 'epochs;
             }
-            pending.push((slot, epoch));
+            pending.push((slot, fire, i));
         }
     }
-    // The newest slot may still run: if this pass reached `now`, its epoch is not suspended and
-    // it is within that epoch's starting deadline.
+    let blackouts: Vec<Blackouts> = epochs
+        .iter()
+        .map(|e| {
+            Blackouts::compile(&e.spec.blackouts, span.cluster_blackouts, e.spec.time_zone.as_deref(), span.seed)
+                .unwrap_or_default()
+        })
+        .collect();
+    let deadline = |fire: DateTime<Utc>, i: usize| fire + Duration::seconds(epochs[i].spec.starting_deadline_seconds);
+    // The newest slot may still run: if this pass reached `now`, its epoch is not suspended, it
+    // is within that epoch's starting deadline and outside every blackout.
     if !accounting.more
-        && let Some(&(slot, epoch)) = pending.last()
+        && let Some(&(slot, fire, i)) = pending.last()
     {
-        let deadline = slot + Duration::seconds(epoch.spec.starting_deadline_seconds);
-        if !epoch.spec.suspend && span.now <= deadline {
+        let spec = &epochs[i].spec;
+        if !spec.suspend && span.now <= deadline(fire, i) && blackouts[i].find(fire).is_none() {
             accounting.due = Some(Due {
                 slot,
-                deadline,
-                target: epoch.spec.target.clone(),
+                deadline: deadline(fire, i),
+                target: spec.target.clone(),
+                dry_run: spec.dry_run,
             });
             pending.pop();
         }
     }
-    for (slot, epoch) in pending {
-        let (reason, window) = if epoch.spec.suspend {
+    for (slot, fire, i) in pending {
+        let spec = &epochs[i].spec;
+        let mut note = None;
+        let (reason, window) = if spec.suspend {
             (Reason::Suspended, None)
+        } else if let Some(hit) = blackouts[i].find(fire) {
+            note = Some(hit.note);
+            (Reason::Blackout, Some(hit.window))
         } else if let Some(window) = span.downtime.iter().find(|w| within(w, slot)) {
             (Reason::OperatorDown, Some(*window))
         } else if let Some(window) = span.unrecorded.filter(|w| within(w, slot)) {
             (Reason::JournalLost, Some(window))
-        } else if span.now <= slot + Duration::seconds(epoch.spec.starting_deadline_seconds) {
+        } else if span.now <= deadline(fire, i) {
             (Reason::Superseded, None)
+        } else if span.queued == Some(slot) {
+            (Reason::FleetCapacity, None)
         } else {
             (Reason::PastDeadline, None)
         };
-        push(&mut accounting.records, slot, reason, window, &epoch.spec.target);
+        let record = SlotRecord {
+            note,
+            ..SlotRecord::one(slot, reason, window, &spec.target)
+        };
+        push(&mut accounting.records, record);
     }
     accounting
 }
 
-/// Appends a slot: a record of its own while under the cap; past the cap, merged into the last
-/// record when it has the same reason, window and target (one summary per consecutive group).
-fn push(
-    records: &mut Vec<SlotRecord>,
-    slot: DateTime<Utc>,
-    reason: Reason,
-    window: Option<Window>,
-    target: &str,
-) {
+/// When the restart of the first slot after `now` is due under `spec` (its jitter included).
+pub fn next_fire(spec: &EpochSpec, uid: &str, seed: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let slot = spec.schedule(seed)?.next_after(now)?;
+    Some(spec.fire_at(uid, slot))
+}
+
+/// Appends a record: its own while under the cap; past the cap, merged into the last record
+/// when that has the same reason, window, target and note (one summary per consecutive group).
+fn push(records: &mut Vec<SlotRecord>, record: SlotRecord) {
     if records.len() > RECORD_CAP
         && let Some(last) = records.last_mut()
-        && last.reason == reason
-        && last.window == window
-        && last.target == target
+        && last.reason == record.reason
+        && last.window == record.window
+        && last.target == record.target
+        && last.note == record.note
     {
-        last.last = slot;
+        last.last = record.last;
         last.count += 1;
         return;
     }
-    records.push(SlotRecord::one(slot, reason, window, target));
+    records.push(record);
 }
 
 /// When no operator ran, from journaled runs `(started_at, last heartbeat)` oldest first (those

@@ -59,6 +59,9 @@ pub struct SlotsDue {
     pub gate: Gate,
     /// What the due slot's target template carries (a restart that landed earlier).
     pub template: Option<Template>,
+    /// The fleet has room for one more restart (`--max-concurrent-restarts`): without it the due
+    /// slot waits, unaccounted, until a restart ends or its deadline passes.
+    pub capacity: bool,
 }
 
 /// A decided restart whose patch has not landed yet, as the journal holds it.
@@ -173,13 +176,16 @@ pub enum RestartOutcome {
     Succeeded,
     Failed,
     Abandoned,
+    /// Journaled by a dry run: nothing was patched.
+    DryRun,
 }
 
 impl RestartOutcome {
-    pub const ALL: [RestartOutcome; 3] = [
+    pub const ALL: [RestartOutcome; 4] = [
         RestartOutcome::Succeeded,
         RestartOutcome::Failed,
         RestartOutcome::Abandoned,
+        RestartOutcome::DryRun,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -187,6 +193,7 @@ impl RestartOutcome {
             RestartOutcome::Succeeded => "succeeded",
             RestartOutcome::Failed => "failed",
             RestartOutcome::Abandoned => "abandoned",
+            RestartOutcome::DryRun => "dry_run",
         }
     }
 }
@@ -239,6 +246,14 @@ pub enum EruRecord {
         /// When it ended, if the machine knows (else: when it was journaled).
         finished_at: Option<DateTime<Utc>>,
         reason: Option<String>,
+    },
+    /// A dry run's slot: the restart journaled as decided and ended `dry_run` (what would have
+    /// been patched in `patch`), its slot recorded `skipped/dry_run`.
+    DryRun {
+        slot: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+        target: String,
+        patch: String,
     },
     /// A restart whose patch never landed was given up: abandoned, its slot recorded.
     GaveUp {
@@ -517,6 +532,17 @@ fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue) -> Outcome<Stat
         return Transition(State::rolling_out(due.slot));
     }
     match slots.gate.reason() {
+        None if due.dry_run => {
+            context.record(EruRecord::DryRun {
+                slot: due.slot,
+                deadline: due.deadline,
+                target: due.target.clone(),
+                patch: dry_run_patch(due),
+            });
+            Handled
+        }
+        // queued for fleet capacity: the slot stays unaccounted until it runs or its deadline
+        None if !slots.capacity => Handled,
         None => {
             context.record(decided);
             Transition(State::restarting(Restart::decided(due)))
@@ -531,6 +557,16 @@ fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue) -> Outcome<Stat
             Handled
         }
     }
+}
+
+/// What a dry run would have patched.
+fn dry_run_patch(due: &Due) -> String {
+    format!(
+        "dry run: would have set {}={} on the pod template of {}",
+        super::RESTARTED_AT_ANNOTATION,
+        text(due.slot),
+        due.target
+    )
 }
 
 /// Records every slot, the due one skipped for `reason`.

@@ -8,7 +8,7 @@ use std::{
 };
 
 use prometheus::{
-    Histogram,
+    Histogram, IntGauge,
     core::{Collector, Desc},
     proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType},
 };
@@ -21,6 +21,8 @@ use crate::metrics::{Metrics, histogram, register};
 pub struct EruMetrics {
     pub restart_duration: Histogram,
     pub fire_lateness: Histogram,
+    queued: IntGauge,
+    in_flight: IntGauge,
     per_eru: PerEru,
 }
 
@@ -48,8 +50,30 @@ impl EruMetrics {
                 "Time from a slot to its restart patch.",
                 vec![0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
             ),
+            queued: register(
+                registry,
+                IntGauge::new(
+                    "eru_restarts_queued",
+                    "Due slots waiting for a place under --max-concurrent-restarts.",
+                )
+                .expect("a valid gauge"),
+            ),
+            in_flight: register(
+                registry,
+                IntGauge::new(
+                    "eru_restarts_in_flight",
+                    "Restarts holding a place under --max-concurrent-restarts (decided or rolling out).",
+                )
+                .expect("a valid gauge"),
+            ),
             per_eru: register(registry, PerEru::new()),
         }
+    }
+
+    /// Sets the fleet's queue length and restarts in flight.
+    pub fn set_fleet(&self, queued: usize, in_flight: usize) {
+        self.queued.set(queued as i64);
+        self.in_flight.set(in_flight as i64);
     }
 
     /// Creates an Eru's counter series at 0 (every outcome, result and reason).
@@ -238,7 +262,7 @@ mod tests {
         ));
         assert!(text.contains(r#"eru_restarts_total{name="web",namespace="ns",outcome="failed"} 1"#));
         assert!(text.contains(r#"eru_next_fire_timestamp_seconds{name="web",namespace="ns"} 1800000000"#));
-        assert_eq!(text.matches(r#"name="web""#).count(), 3 + 13 + 1);
+        assert_eq!(text.matches(r#"name="web""#).count(), 4 + 17 + 1);
         eru.forget("ns", "web");
         assert!(!metrics.render().contains(r#"name="web""#));
     }

@@ -32,6 +32,8 @@ pub const AUTO_SUSPEND_ANNOTATION: &str = "mtsre.meitu.com/eru-suspend";
 pub const SCHEDULE_PATTERN: &str = r"^\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9A-Za-z*/,?#()-]+(\s+[0-9A-Za-z*/,?#()-]+){4,5})\s*$";
 /// What the API server checks of a time zone: an IANA-shaped name.
 pub const TIME_ZONE_PATTERN: &str = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$";
+/// A blackout's name: letters, digits, `-`, `_`, `.`.
+pub const BLACKOUT_NAME_PATTERN: &str = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$";
 /// A DNS-1123 subdomain (object names).
 pub const NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
@@ -99,6 +101,61 @@ pub struct EruSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 86_400))]
     pub rollout_timeout_seconds: Option<i64>,
+
+    /// Spread restarts: each slot's restart happens at the slot plus a fixed offset in
+    /// `[0, jitterSeconds)` derived from the Eru's uid and the slot (stable across operator
+    /// restarts). The slot stays the restart's key; `startingDeadlineSeconds` counts from the
+    /// offset instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86_400))]
+    pub jitter_seconds: Option<i64>,
+
+    /// Windows in which no restart starts: a slot whose restart instant falls inside one is
+    /// recorded `skipped/blackout` with the window. Recurring (`schedule` + `durationSeconds`, in
+    /// the Eru's time zone) or absolute (`start` + `end`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub blackouts: Vec<Blackout>,
+
+    /// Account and journal every slot (outcome `dry_run`, with the patch that would have been
+    /// sent) without changing the target.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+/// A window in which no restart starts: recurring (`schedule` + `durationSeconds`) or absolute
+/// (`start` + `end`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, kube::KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.schedule) == has(self.durationSeconds)")
+        .message("a recurring blackout needs both schedule and durationSeconds"),
+    validation = Rule::new("has(self.start) == has(self.end)")
+        .message("an absolute blackout needs both start and end"),
+    validation = Rule::new("has(self.schedule) != has(self.start)")
+        .message("a blackout is either recurring (schedule, durationSeconds) or absolute (start, end)"),
+    validation = Rule::new("!has(self.start) || timestamp(self.end) > timestamp(self.start)")
+        .message("a blackout's end must be after its start")
+)]
+pub struct Blackout {
+    /// Shown in the records of the slots it skips.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = BLACKOUT_NAME_PATTERN))]
+    pub name: Option<String>,
+    /// Recurring: when each window opens (crontab, as `spec.schedule`; `H` allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = SCHEDULE_PATTERN))]
+    pub schedule: Option<String>,
+    /// Recurring: how long each window lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 31_536_000))]
+    pub duration_seconds: Option<i64>,
+    /// Absolute: when the window opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<DateTime<Utc>>,
+    /// Absolute: when it closes (exclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<DateTime<Utc>>,
 }
 
 /// A workload in the Eru's namespace.
@@ -191,8 +248,11 @@ pub struct LastRestart {
 pub mod act;
 pub mod auto;
 pub mod context;
+pub mod blackout;
 pub mod decide;
 pub mod deleted;
+pub mod fleet;
+pub mod hash;
 pub mod index;
 pub mod ledger;
 pub mod machine;

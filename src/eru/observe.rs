@@ -2,7 +2,7 @@
 //! Reads only, each bounded by what happened since the Eru's cursor; everything after this step
 //! decides from the returned [`Observed`].
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use kube::{Resource, ResourceExt, runtime::reflector::ObjectRef};
@@ -12,7 +12,9 @@ use super::{
     context::EruContext,
     ledger::{Epoch, EpochSpec},
     machine::Restart,
-    schedule::{Schedule, ScheduleError},
+    Blackout,
+    blackout::Blackouts,
+    schedule::Schedule,
     target::{TargetView, view_deployment},
 };
 use crate::{
@@ -62,8 +64,20 @@ pub struct Observed {
     pub now: DateTime<Utc>,
     /// The freshest status this operator knows (its own last write, if the cache lags).
     pub known: Option<EruStatus>,
-    /// The current spec's schedule.
-    pub schedule: Result<Schedule, ScheduleError>,
+    /// The current spec's schedule, or why the spec (its schedule, time zone or blackouts)
+    /// cannot be used.
+    pub schedule: Result<Schedule, String>,
+    /// The Eru's uid (its jitter) and `namespace/name` (`H` in its schedules).
+    pub uid: String,
+    pub seed: String,
+    /// The operator's cluster-wide blackouts.
+    pub cluster_blackouts: Arc<Vec<Blackout>>,
+    /// The operator runs dry (`--dry-run`).
+    pub dry_run_all: bool,
+    /// The fleet has a place for a restart this pass (see [`super::fleet`]).
+    pub capacity: bool,
+    /// The slot this Eru waits with for a place, if it waits.
+    pub queued: Option<DateTime<Utc>>,
     /// The current generation as an epoch (its `from` not yet decided: see `decide`).
     pub spec: EpochSpec,
     pub generation: i64,
@@ -147,10 +161,24 @@ pub async fn observe(context: &EruContext, eru: &Eru, now: DateTime<Utc>) -> Res
             Some((name.to_string(), view_deployment(&deployment)))
         })
         .collect();
+    let seed = format!("{namespace}/{}", eru.name_any());
+    let tz = eru.spec.time_zone.as_deref();
+    let schedule = Schedule::parse_for(&eru.spec.schedule, tz, &seed)
+        .map_err(|e| e.to_string())
+        .and_then(|s| {
+            Blackouts::compile(&eru.spec.blackouts, &[], tz, &seed).map_err(|e| e.to_string())?;
+            Ok(s)
+        });
     Ok(Observed {
         now,
         known,
-        schedule: Schedule::parse(&eru.spec.schedule, eru.spec.time_zone.as_deref()),
+        schedule,
+        queued: context.fleet.waiting(&uid),
+        uid,
+        seed,
+        cluster_blackouts: context.options.blackouts.current(),
+        dry_run_all: context.options.dry_run,
+        capacity: true,
         generation: meta.generation.unwrap_or(1),
         created,
         spec_written_at: managed_at(meta, writes_spec),

@@ -24,7 +24,9 @@ use tracing::{debug, warn};
 use super::{
     Eru, KIND,
     act::act,
-    context::EruContext,
+    context::{EruContext, Options},
+    fleet::{Fleet, Grant},
+    status::Queued,
     decide::{Pass, decide},
     deleted,
     index::Targets,
@@ -55,7 +57,10 @@ pub fn controller(
     shutdown: watch::Receiver<bool>,
     erus: &mut Shared<Eru>,
     deployments: &Shared<Deployment>,
+    options: Options,
 ) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
+    let (fleet, freed) = Fleet::new(options.limits);
+    let freed = futures::stream::unfold(freed, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     let targets = Targets::default();
     let index = targets.clone();
     erus.on_event(move |event| index.observe(event));
@@ -73,8 +78,9 @@ pub fn controller(
                 &deployment.name_any(),
             )
         })
+        .reconcile_on(freed)
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
-        .graceful_shutdown_on(shutdown_requested(shutdown));
+        .graceful_shutdown_on(shutdown_requested(shutdown.clone()));
     let synced = {
         let (erus_synced, deployments_synced) = (erus.synced.clone(), deployments.synced.clone());
         async move {
@@ -87,12 +93,19 @@ pub fn controller(
         erus: erus.store.clone(),
         deployments: deployments.store.clone(),
         deployments_synced: deployments.synced.clone(),
+        fleet,
+        fleet_loaded: Default::default(),
+        options: options.clone(),
     });
+    let reload = options
+        .blackouts
+        .clone()
+        .follow(shutdown_requested(shutdown.clone()));
     let deletions = deleted::follow(context.clone(), erus.store.clone(), erus.synced.clone(), gone);
     let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
     (
         async move {
-            futures::join!(run, deletions);
+            futures::join!(run, deletions, reload);
         },
         synced,
     )
@@ -122,8 +135,27 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     context.metrics.init(&namespace, &name);
 
     let began = std::time::Instant::now();
-    let observed = observe(&context, &eru, Utc::now()).await?;
+    count_in_flight(&context).await?;
+    let mut observed = observe(&context, &eru, Utc::now()).await?;
     let observed_in = began.elapsed();
+    let (mut pass, mut queued) = (decide(&eru, &observed), None);
+    if let Some((slot, deadline)) = pass.starts() {
+        let uid = eru.uid().unwrap_or_default();
+        let grant = context
+            .fleet
+            .request(&uid, &namespace, &name, slot, deadline, observed.now);
+        if let Grant::Queued { ahead, in_flight } = grant {
+            // no place: decided again without one (the slot waits, unaccounted)
+            observed.capacity = false;
+            pass = decide(&eru, &observed);
+            queued = Some(Queued {
+                slot,
+                deadline,
+                ahead,
+                in_flight,
+            });
+        }
+    }
     let Pass {
         state,
         decision,
@@ -132,7 +164,8 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
         gap,
         patched_at,
         rollout_timeout,
-    } = decide(&eru, &observed);
+        next_fire,
+    } = pass;
     record::journal(&context, &eru, &decision, observed.now, patched_at).await?;
     let journaled_in = began.elapsed();
     if let Some((from, to)) = gap {
@@ -141,12 +174,9 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     let acted = act(&context, &eru, state, &decision.actions).await?;
     let acted_in = began.elapsed();
 
+    settle_place(&context, &eru, &acted.state, queued.is_some());
     // the next slot: woken for it even while suspended, so skipped slots are journaled live
-    let next_slot = observed
-        .schedule
-        .as_ref()
-        .ok()
-        .and_then(|s| s.next_after(observed.now));
+    let next_slot = next_fire;
     let next = next_slot.filter(|_| !eru.spec.suspend);
     context.metrics.set_next(&namespace, &name, next);
     ctx.metrics
@@ -158,7 +188,15 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
         return Ok(Action::await_change());
     }
     let summary = ctx.journal.eru_summary(&eru.uid().unwrap_or_default()).await?;
-    let status = status(&eru, &observed, &acted.state, next, &summary, acted.patch_error);
+    let status = status(
+        &eru,
+        &observed,
+        &acted.state,
+        next,
+        &summary,
+        acted.patch_error,
+        queued.as_ref(),
+    );
     ctx.apply_status(eru.as_ref(), observed.known.as_ref(), &status)?;
     debug!(eru = %name, ?observed_in, ?journaled_in, ?acted_in, done_in = ?began.elapsed(), "pass timings");
 
@@ -169,9 +207,42 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
         (State::Restarting { restart }, _, Some(retry)) => {
             Some(retry.min(restart.deadline + Duration::milliseconds(1)))
         }
+        // waiting for a place: woken when one frees up, else at the deadline to record it
+        _ if queued.is_some() => queued.as_ref().map(|q| q.deadline + Duration::milliseconds(1)),
         _ => wake,
     };
     Ok(requeue(backlog, next_slot, wake))
+}
+
+/// Counts the restarts in flight from the journal, once, before the first pass gives a place.
+async fn count_in_flight(context: &EruContext) -> Result<()> {
+    if context.fleet.limits().unlimited() {
+        return Ok(());
+    }
+    context
+        .fleet_loaded
+        .get_or_try_init(|| async {
+            let namespace = context.ctx.settings.namespace.as_deref();
+            for open in context.ctx.journal.open_restarts(namespace).await? {
+                context.fleet.hold(&open.uid, &open.namespace);
+            }
+            Ok::<_, crate::Error>(())
+        })
+        .await?;
+    Ok(())
+}
+
+/// Keeps the Eru's place while a restart is in flight; otherwise, unless it just queued, frees
+/// its place (or its turn) for the next in line.
+fn settle_place(context: &EruContext, eru: &Eru, state: &State, queued: bool) {
+    let uid = eru.uid().unwrap_or_default();
+    if state.slot().is_some() {
+        context.fleet.hold(&uid, &eru.namespace().unwrap_or_default());
+    } else if !queued {
+        context.fleet.leave(&uid, Utc::now());
+    }
+    let (waiting, in_flight) = context.fleet.sizes();
+    context.metrics.set_fleet(waiting, in_flight);
 }
 
 /// Tells the user that slots between `from` and `to` cannot be accounted.
@@ -214,8 +285,9 @@ fn deleted_meanwhile(context: &EruContext, eru: &Eru) -> bool {
         .is_none_or(|cached| cached.uid() != eru.uid())
 }
 
-/// Forgets a deleted Eru: its status memo, phase and per-Eru series.
+/// Forgets a deleted Eru: its status memo, phase, per-Eru series and place in the fleet.
 fn forget(context: &EruContext, eru: &Eru) {
+    context.fleet.leave(&eru.uid().unwrap_or_default(), Utc::now());
     context.ctx.forget(KIND, eru);
     context
         .metrics

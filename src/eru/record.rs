@@ -8,7 +8,7 @@ use kube::runtime::events::EventType;
 use super::{
     Eru, KIND,
     context::EruContext,
-    ledger::SlotRecord,
+    ledger::{Reason, SlotRecord},
     machine::{EruDecision, EruRecord, RestartOutcome},
 };
 use crate::{
@@ -66,6 +66,7 @@ fn slot_row(object: &ObjectKey, r: &SlotRecord, now: DateTime<Utc>) -> NewSlot {
         result: r.reason.result(),
         reason: r.reason.as_str(),
         window: r.window,
+        note: r.note.clone(),
         evaluated_at: now,
     }
 }
@@ -124,6 +125,7 @@ pub fn entry(eru: &Eru, records: &[EruRecord], now: DateTime<Utc>) -> Entry {
                     result: SlotResult::Fired,
                     reason: "scheduled",
                     window: None,
+                    note: None,
                     evaluated_at: now,
                 });
             }
@@ -151,6 +153,29 @@ pub fn entry(eru: &Eru, records: &[EruRecord], now: DateTime<Utc>) -> Entry {
                 outcome: outcome.as_str(),
                 reason: reason.clone(),
             }),
+            EruRecord::DryRun {
+                slot,
+                deadline,
+                target,
+                patch,
+            } => {
+                entry.restarts_decided.push(NewRestart {
+                    object: object.clone(),
+                    target: target.clone(),
+                    slot: *slot,
+                    decided_at: now,
+                    deadline_at: *deadline,
+                });
+                entry.restarts_finished.push(FinishedRestart {
+                    uid: uid.clone(),
+                    slot: *slot,
+                    finished_at: now,
+                    outcome: RestartOutcome::DryRun.as_str(),
+                    reason: Some(patch.clone()),
+                });
+                let record = SlotRecord::one(*slot, Reason::DryRun, None, target).noted(patch.clone());
+                entry.slots.push(slot_row(&object, &record, now));
+            }
             EruRecord::GaveUp { slot, reason, record } => {
                 entry.restarts_finished.push(FinishedRestart {
                     uid: uid.clone(),
@@ -206,6 +231,10 @@ fn count(
                 restarts(RestartOutcome::Abandoned);
                 slots(record);
             }
+            EruRecord::DryRun { .. } => {
+                restarts(RestartOutcome::DryRun);
+                metrics.add_slots(namespace, name, "skipped", Reason::DryRun.as_str(), 1);
+            }
             _ => {}
         }
     }
@@ -225,6 +254,7 @@ fn announce(context: &EruContext, eru: &Eru, records: &[EruRecord]) {
                     RestartOutcome::Succeeded => (EventType::Normal, "RestartSucceeded"),
                     RestartOutcome::Failed => (EventType::Warning, "RestartFailed"),
                     RestartOutcome::Abandoned => (EventType::Warning, "RestartAbandoned"),
+                    RestartOutcome::DryRun => (EventType::Normal, "DryRun"),
                 };
                 let mut note = format!("restart of slot {} {}", slot_text(*slot), outcome.as_str());
                 if let Some(reason) = reason {
@@ -232,6 +262,12 @@ fn announce(context: &EruContext, eru: &Eru, records: &[EruRecord]) {
                 }
                 (type_, why, "Restart", note)
             }
+            EruRecord::DryRun { slot, patch, .. } => (
+                EventType::Normal,
+                "DryRun",
+                "Restart",
+                format!("slot {}: {patch}", slot_text(*slot)),
+            ),
             EruRecord::GaveUp { slot, reason, .. } => (
                 EventType::Warning,
                 "RestartAbandoned",

@@ -190,6 +190,11 @@ impl Schedule {
         })
     }
 
+    /// TEMPORARY until hashed schedules land (branch `hash`).
+    pub fn parse_for(expr: &str, tz: Option<&str>, _seed: &str) -> Result<Self, ScheduleError> {
+        Self::parse(expr, tz)
+    }
+
     /// The first local wall-clock time after `naive` that the pattern matches.
     fn next_match(&self, naive: NaiveDateTime) -> Option<NaiveDateTime> {
         self.cron

@@ -11,6 +11,18 @@ use crate::{
     machine::Phase,
 };
 
+/// A due slot waiting for a place in the fleet (`--max-concurrent-restarts`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Queued {
+    pub slot: DateTime<Utc>,
+    /// It is recorded `skipped/fleet_capacity` if it has not started by then.
+    pub deadline: DateTime<Utc>,
+    /// Slots waiting before it.
+    pub ahead: usize,
+    /// Restarts holding the places.
+    pub in_flight: usize,
+}
+
 /// The status to write: phase and slot from the machine, conditions from what was observed and
 /// the restart patch's result, history fields from the journal's summary.
 pub fn status(
@@ -20,13 +32,14 @@ pub fn status(
     next: Option<DateTime<Utc>>,
     summary: &EruSummary,
     patch_error: Option<String>,
+    queued: Option<&Queued>,
 ) -> EruStatus {
     let known = observed.known.as_ref();
     let previous = known.map(|s| s.conditions.as_slice()).unwrap_or_default();
     let target_found = observed.target().is_some();
     let (valid, schedule_message) = match &observed.schedule {
         Ok(_) => (true, format!("schedule '{}' is valid", eru.spec.schedule)),
-        Err(e) => (false, e.to_string()),
+        Err(e) => (false, e.clone()),
     };
     let target_message = format!("{} {}", eru.spec.target.kind.as_str(), eru.spec.target.name);
     let pending_error = match state {
@@ -44,6 +57,27 @@ pub fn status(
             true,
             "Suspended",
             "suspended: slots are recorded as skipped".to_string(),
+        )
+    } else if let Some(q) = queued {
+        (
+            true,
+            "Queued",
+            format!(
+                "slot {} waits for a restart place: {} restarts in flight, {} slots ahead; skipped \
+                 (fleet_capacity) if not started by {}",
+                slot_text(q.slot),
+                q.in_flight,
+                q.ahead,
+                slot_text(q.deadline)
+            ),
+        )
+    } else if eru.spec.dry_run || observed.dry_run_all {
+        (
+            true,
+            "DryRun",
+            next.map_or("dry run: no further slots".into(), |n| {
+                format!("dry run: next slot at {}, journaled, not patched", slot_text(n))
+            }),
         )
     } else {
         (

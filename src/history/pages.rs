@@ -157,8 +157,14 @@ pub struct MissedItem {
     /// For `operator_down`: when no operator ran (the last heartbeat before, the next start).
     /// For `journal_lost`: what no readable journal covers (the last slot the cluster remembers,
     /// this journal's first run). Null otherwise.
+    /// For `blackout`: the window the restart instant fell in. Null otherwise.
     #[schema(required = true)]
     pub window: Option<Window>,
+    /// What the reason alone does not say: the blackout by name (`blackout`), why the target
+    /// cannot be rolled (`target_not_rollable`), the patch a dry run would have sent (`dry_run`).
+    /// Null otherwise.
+    #[schema(required = true)]
+    pub note: Option<String>,
     /// When the operator accounted for the slot.
     #[schema(format = DateTime)]
     pub evaluated_at: String,
@@ -180,6 +186,7 @@ impl From<SlotRow> for MissedItem {
             result: s.result,
             reason: s.reason,
             window,
+            note: s.note,
             evaluated_at: s.evaluated_at,
         }
     }
@@ -275,10 +282,11 @@ impl MissedPage {
                     m.result.clone(),
                     or_dash(m.reason.as_ref()),
                     or_dash(m.window.as_ref().map(|w| format!("{} .. {}", w.start, w.end))),
+                    or_dash(m.note.as_ref()),
                 ]
             })
             .collect();
-        table(&["SLOT", "COUNT", "ERU", "RESULT", "REASON", "DOWNTIME"], &rows)
+        table(&["SLOT", "COUNT", "ERU", "RESULT", "REASON", "WINDOW", "NOTE"], &rows)
     }
 }
 

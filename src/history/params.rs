@@ -315,6 +315,7 @@ pub enum Outcome {
     Succeeded,
     Failed,
     Abandoned,
+    DryRun,
 }
 
 /// Why a slot was not restarted.
@@ -333,6 +334,10 @@ pub enum Reason {
     ConcurrentRollout,
     TargetMissing,
     EruDeleted,
+    Blackout,
+    FleetCapacity,
+    DryRun,
+    TargetNotRollable,
 }
 
 /// A custom resource kind whose transitions are journaled.

@@ -58,8 +58,10 @@ pub struct NewSlot {
     pub slot_count: i64,
     pub result: SlotResult,
     pub reason: &'static str,
-    /// The operator downtime window, for `operator_down`.
+    /// The window the reason names (`operator_down`, `journal_lost`, `blackout`).
     pub window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// What the reason alone does not say.
+    pub note: Option<String>,
     pub evaluated_at: DateTime<Utc>,
 }
 
@@ -228,6 +230,7 @@ pub struct SlotRow {
     pub window_start: Option<String>,
     pub window_end: Option<String>,
     pub evaluated_at: String,
+    pub note: Option<String>,
 }
 
 /// An Eru's ledger row: its cursor and counters.

@@ -79,6 +79,7 @@ fn slot_row(slot: DateTime<Utc>, result: SlotResult, reason: &'static str) -> Ne
         result,
         reason,
         window: None,
+        note: None,
         evaluated_at: slot,
     }
 }

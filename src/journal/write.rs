@@ -223,8 +223,8 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
     for s in &entry.slots {
         let added = sqlx::query(
             "INSERT INTO slots (uid, namespace, name, target, slot, last_slot, slot_count, result, reason,
-               window_start, window_end, evaluated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (uid, slot) DO NOTHING",
+               window_start, window_end, evaluated_at, note)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (uid, slot) DO NOTHING",
         )
         .bind(&s.object.uid)
         .bind(&s.object.namespace)
@@ -238,6 +238,7 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
         .bind(s.window.map(|w| ts(w.0)))
         .bind(s.window.map(|w| ts(w.1)))
         .bind(ts(s.evaluated_at))
+        .bind(s.note.as_deref().map(free_text))
         .execute(&mut *conn)
         .await?
         .rows_affected();
@@ -278,7 +279,9 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
                     delta.failed += 1;
                     delta.last_failure = later(delta.last_failure, f.finished_at);
                 }
-                _ => delta.abandoned += 1,
+                "abandoned" => delta.abandoned += 1,
+                // a dry run's restart: its slot is counted (skipped), nothing else
+                _ => {}
             }
         }
     }

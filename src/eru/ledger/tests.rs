@@ -15,6 +15,9 @@ fn spec(schedule: &str) -> EpochSpec {
         suspend: false,
         starting_deadline_seconds: 300,
         target: "web".into(),
+        jitter_seconds: 0,
+        blackouts: Vec::new(),
+        dry_run: false,
     }
 }
 
@@ -32,10 +35,8 @@ fn every_minute() -> Vec<Epoch> {
 
 fn span(after: DateTime<Utc>, now: DateTime<Utc>, downtime: &[Window]) -> Span<'_> {
     Span {
-        after,
-        now,
         downtime,
-        unrecorded: None,
+        ..Span::new(after, now)
     }
 }
 
@@ -222,10 +223,8 @@ fn a_lost_journal_records_its_stretch_as_journal_lost() {
     let a = account(
         &every_minute(),
         &Span {
-            after: t(3, 0, 0),
-            now: t(3, 4, 0),
-            downtime: &[],
             unrecorded: Some(unrecorded),
+            ..Span::new(t(3, 0, 0), t(3, 4, 0))
         },
     );
     assert_eq!(
@@ -245,7 +244,7 @@ fn slots_before_the_first_known_epoch_are_not_enumerated() {
     let epochs = [epoch(2, t(3, 2, 30), spec("* * * * *"))];
     let a = account(&epochs, &span(t(3, 0, 0), t(3, 3, 0), &[]));
     assert!(a.records.is_empty());
-    assert_eq!(a.due.unwrap().slot, t(3, 3, 0));
+    assert_eq!(a.due.as_ref().unwrap().slot, t(3, 3, 0));
 }
 
 #[test]
@@ -354,4 +353,140 @@ fn an_epoch_takes_effect_when_the_api_recorded_the_write_within_bounds() {
         now,
         "never after now"
     );
+}
+
+fn jittered(schedule: &str, jitter: i64) -> EpochSpec {
+    EpochSpec {
+        jitter_seconds: jitter,
+        ..spec(schedule)
+    }
+}
+
+#[test]
+fn jitter_is_deterministic_within_its_bound_and_spread() {
+    let mut buckets = [0usize; 10];
+    for i in 0..10_000 {
+        let uid = format!("4f1c2a9e-0000-4000-8000-{i:012}");
+        let slot = t(3, 0, 0) + Duration::minutes(i % 7);
+        let offset = jitter_offset(&uid, slot, 600);
+        assert_eq!(offset, jitter_offset(&uid, slot, 600), "the same uid and slot, the same offset");
+        assert!(offset >= Duration::zero() && offset < Duration::seconds(600), "{offset}");
+        buckets[(offset.num_milliseconds() / 60_000) as usize] += 1;
+    }
+    // 10,000 offsets over ten one-minute buckets: each within ±15 % of 1,000
+    assert!(buckets.iter().all(|b| (850..=1150).contains(b)), "{buckets:?}");
+    // another slot of the same Eru gets its own offset; no jitter is no offset
+    let uid = "4f1c2a9e-0000-4000-8000-000000000001";
+    assert_ne!(jitter_offset(uid, t(3, 0, 0), 600), jitter_offset(uid, t(4, 0, 0), 600));
+    assert_eq!(jitter_offset(uid, t(3, 0, 0), 0), Duration::zero());
+}
+
+#[test]
+fn a_jittered_slot_is_due_at_its_offset_and_its_deadline_counts_from_there() {
+    let spec = jittered("0 3 * * *", 600);
+    let uid = "u-jitter";
+    let fire = spec.fire_at(uid, t(3, 0, 0));
+    assert!(fire > t(3, 0, 0) && fire < t(3, 10, 0));
+    let epochs = vec![epoch(1, t(0, 0, 0), spec)];
+    let span_at = |now| Span {
+        uid,
+        ..Span::new(t(2, 0, 0), now)
+    };
+    // after the slot, before its offset: nothing due, nothing recorded, held until the instant
+    let early = account(&epochs, &span_at(fire - Duration::milliseconds(1)));
+    assert_eq!((early.due, early.records.len(), early.held_until), (None, 0, Some(fire)));
+    let on_time = account(&epochs, &span_at(fire));
+    let due = on_time.due.unwrap();
+    assert_eq!((due.slot, due.deadline), (t(3, 0, 0), fire + Duration::seconds(300)));
+    let late = account(&epochs, &span_at(fire + Duration::seconds(301)));
+    assert_eq!(reasons(&late), vec![(t(3, 0, 0), Reason::PastDeadline)]);
+}
+
+#[test]
+fn blackout_skips_exactly_its_slots_and_names_the_window() {
+    // every minute; blackout every day 03:02 for 3 minutes: 03:02, 03:03, 03:04 are skipped
+    let spec = EpochSpec {
+        blackouts: vec![crate::eru::Blackout {
+            name: Some("deploy-freeze".into()),
+            schedule: Some("2 3 * * *".into()),
+            duration_seconds: Some(180),
+            start: None,
+            end: None,
+        }],
+        ..spec("* * * * *")
+    };
+    let epochs = vec![epoch(1, t(0, 0, 0), spec)];
+    let a = account(&epochs, &span(t(3, 0, 0), t(3, 6, 0), &[]));
+    assert_eq!(a.due.unwrap().slot, t(3, 6, 0));
+    let blackout: Vec<_> = a.records.iter().filter(|r| r.reason == Reason::Blackout).collect();
+    assert_eq!(
+        blackout.iter().map(|r| r.first).collect::<Vec<_>>(),
+        vec![t(3, 2, 0), t(3, 3, 0), t(3, 4, 0)]
+    );
+    assert!(blackout.iter().all(|r| r.window == Some((t(3, 2, 0), t(3, 5, 0)))));
+    assert_eq!(
+        blackout[0].note.as_deref(),
+        Some("blackout \"deploy-freeze\" (spec.blackouts[0]) from 2026-11-22T03:02:00Z to 2026-11-22T03:05:00Z")
+    );
+    // the others were superseded by the next minute (within the deadline)
+    assert!(a.records.iter().filter(|r| r.reason != Reason::Blackout).all(|r| r.reason == Reason::Superseded));
+    // a due slot inside the window is recorded, not due
+    let inside = account(&epochs, &span(t(3, 2, 30), t(3, 3, 0), &[]));
+    assert_eq!((&inside.due, reasons(&inside)), (&None, vec![(t(3, 3, 0), Reason::Blackout)]));
+}
+
+#[test]
+fn cluster_blackouts_apply_and_suspension_wins() {
+    let freeze = crate::eru::Blackout {
+        name: Some("black-friday".into()),
+        schedule: None,
+        duration_seconds: None,
+        start: Some(t(3, 0, 30)),
+        end: Some(t(3, 2, 30)),
+    };
+    let cluster = [freeze];
+    let a = account(
+        &every_minute(),
+        &Span {
+            cluster_blackouts: &cluster,
+            ..Span::new(t(3, 0, 0), t(3, 3, 0))
+        },
+    );
+    assert_eq!(a.due.as_ref().unwrap().slot, t(3, 3, 0));
+    assert_eq!(reasons(&a), vec![(t(3, 1, 0), Reason::Blackout), (t(3, 2, 0), Reason::Blackout)]);
+    assert!(a.records[0].note.as_deref().unwrap().starts_with("cluster blackout \"black-friday\""));
+    let suspended = vec![epoch(1, t(0, 0, 0), EpochSpec { suspend: true, ..spec("* * * * *") })];
+    let s = account(
+        &suspended,
+        &Span {
+            cluster_blackouts: &cluster,
+            ..Span::new(t(3, 0, 0), t(3, 2, 0))
+        },
+    );
+    assert!(s.records.iter().all(|r| r.reason == Reason::Suspended));
+}
+
+#[test]
+fn a_slot_that_waited_for_a_place_past_its_deadline_is_fleet_capacity() {
+    let waited = account(
+        &every_minute(),
+        &Span {
+            queued: Some(t(3, 1, 0)),
+            ..Span::new(t(3, 0, 0), t(3, 6, 30))
+        },
+    );
+    // 03:01 waited and passed its deadline; 03:02..03:05 were superseded; 03:06 is due
+    assert_eq!(waited.records[0].reason, Reason::FleetCapacity);
+    assert!(waited.records[1..].iter().all(|r| r.reason == Reason::Superseded));
+    assert_eq!(waited.due.unwrap().slot, t(3, 6, 0));
+    // a slot that did not wait stays past_deadline
+    let not = account(&every_minute(), &Span::new(t(3, 0, 0), t(3, 6, 30)));
+    assert_eq!(not.records[0].reason, Reason::PastDeadline);
+}
+
+#[test]
+fn dry_run_epochs_mark_the_due_slot() {
+    let epochs = vec![epoch(1, t(0, 0, 0), EpochSpec { dry_run: true, ..spec("* * * * *") })];
+    assert!(account(&epochs, &span(t(3, 0, 0), t(3, 1, 0), &[])).due.unwrap().dry_run);
+    assert!(!account(&every_minute(), &span(t(3, 0, 0), t(3, 1, 0), &[])).due.unwrap().dry_run);
 }

@@ -14,6 +14,7 @@ fn due_at(slot: DateTime<Utc>) -> Due {
         slot,
         deadline: slot + Duration::minutes(5),
         target: "web".into(),
+        dry_run: false,
     }
 }
 
@@ -23,6 +24,7 @@ fn slots(slot: DateTime<Utc>, gate: Gate) -> SlotsDue {
         due: Some(due_at(slot)),
         gate,
         template: None,
+        capacity: true,
     }
 }
 
@@ -446,4 +448,35 @@ fn restore_takes_a_restart_in_flight_from_the_journal_only() {
     assert_eq!(restore(Some("Suspended"), None), State::Suspended {});
     assert_eq!(restore(None, None), State::Waiting {});
     assert_eq!(restore(Some("TargetMissing"), None), State::TargetMissing {});
+}
+
+#[test]
+fn a_dry_run_slot_is_journaled_not_decided_for_a_patch() {
+    let mut slots = slots(t(1), Gate::Open);
+    slots.due.as_mut().unwrap().dry_run = true;
+    let (state, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(slots));
+    assert_eq!(state, State::Waiting {}, "nothing in flight");
+    assert!(decision.actions.is_empty(), "nothing to patch");
+    assert!(matches!(
+        decision.records.as_slice(),
+        [EruRecord::DryRun { slot, patch, .. }]
+            if *slot == t(1) && patch.contains("mtsre.meitu.com/restartedAt=2026-11-22T03:01:00Z")
+    ));
+    // a closed gate says what would have stopped the restart, dry or not
+    let mut closed = self::slots(t(1), Gate::Paused);
+    closed.due.as_mut().unwrap().dry_run = true;
+    let (_, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(closed));
+    assert_eq!(
+        decision.records,
+        vec![EruRecord::Slots(vec![skipped(t(1), Reason::TargetPaused)])]
+    );
+}
+
+#[test]
+fn without_a_place_the_due_slot_waits_unaccounted() {
+    let mut slots = slots(t(1), Gate::Open);
+    slots.capacity = false;
+    let (state, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(slots));
+    assert_eq!(state, State::Waiting {});
+    assert!(decision.records.is_empty() && decision.actions.is_empty());
 }

@@ -77,7 +77,7 @@ fn the_patterns_are_the_checks() {
 fn vocabularies_are_listed() {
     assert_eq!(
         vocabulary::<Outcome>(),
-        ["in_progress", "succeeded", "failed", "abandoned"]
+        ["in_progress", "succeeded", "failed", "abandoned", "dry_run"]
     );
     assert_eq!(vocabulary::<Kind>(), ["Eru", "PodSet", "Memcached"]);
     assert_eq!(wire_name(&Reason::OperatorDown), "operator_down");
