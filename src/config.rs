@@ -12,6 +12,10 @@ pub enum LogFormat {
     Json,
 }
 
+/// Schedule of automatic Erus without a schedule annotation: a stable minute of 03:xx per Eru
+/// (`H` is hashed from its namespace/name), so a fleet does not restart in the same second.
+pub const DEFAULT_SCHEDULE: &str = "H 3 * * *";
+
 /// Options of `eru-operator run`.
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
@@ -47,7 +51,8 @@ pub struct RunArgs {
     pub log_format: LogFormat,
 
     /// Schedule of Erus created from the `mtsre.meitu.com/eru` annotation without a schedule.
-    #[arg(long, env = "ERU_DEFAULT_SCHEDULE", default_value = "0 3 * * *", value_parser = parse_schedule)]
+    /// `H` is hashed from each Eru's namespace/name: `H 3 * * *` spreads them over 03:00-03:59.
+    #[arg(long, env = "ERU_DEFAULT_SCHEDULE", default_value = DEFAULT_SCHEDULE, value_parser = parse_schedule)]
     pub default_schedule: String,
 
     /// Image of the memcached Deployments.
@@ -223,8 +228,9 @@ fn parse_namespace(value: &str) -> Result<String, String> {
     }
 }
 
+/// A schedule valid for any Eru (`H` allowed: it is resolved per Eru).
 fn parse_schedule(value: &str) -> Result<String, String> {
-    crate::eru::schedule::Schedule::parse(value, None)
-        .map(|_| value.to_string())
+    crate::eru::schedule::validate(value, None)
+        .map(|()| value.to_string())
         .map_err(|e| e.to_string())
 }

@@ -4,7 +4,10 @@ use std::{path::PathBuf, process::ExitCode};
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use eru::{config::RunArgs, eru::schedule::Schedule};
+use eru::{
+    config::RunArgs,
+    eru::schedule::{self, Schedule},
+};
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +47,9 @@ enum Command {
         /// How many slots.
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         count: u32,
+        /// The Eru's namespace/name (NAME alone: namespace default), from which `H` is hashed.
+        #[arg(long = "name", value_name = "NS/NAME", value_parser = parse_eru_name)]
+        seed: Option<String>,
     },
 }
 
@@ -134,18 +140,52 @@ fn main() -> ExitCode {
             time_zone,
             after,
             count,
-        } => match Schedule::parse(&expr, Some(&time_zone)) {
-            Ok(schedule) => {
-                for slot in schedule.upcoming(after.unwrap_or_else(Utc::now), count as usize) {
-                    println!("{}", slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-                }
-                ExitCode::SUCCESS
+            seed,
+        } => preview(&expr, &time_zone, after, count, seed.as_deref()),
+    }
+}
+
+/// `--name NS/NAME` (or `NAME`, in namespace `default`) as the seed of `H` fields.
+fn parse_eru_name(value: &str) -> Result<String, String> {
+    let (namespace, name) = value.split_once('/').unwrap_or(("default", value));
+    if namespace.is_empty() || name.is_empty() || name.contains('/') {
+        return Err(format!("'{value}' is not NAMESPACE/NAME or NAME"));
+    }
+    Ok(schedule::eru_seed(namespace, name))
+}
+
+/// `schedule`: the next slots on stdout, one a line; with `H`, the resolved pattern on stderr
+/// (`# H 3 * * * for default/web = 35 3 * * *`), so scripts reading stdout see no change.
+fn preview(
+    expr: &str,
+    time_zone: &str,
+    after: Option<DateTime<Utc>>,
+    count: u32,
+    seed: Option<&str>,
+) -> ExitCode {
+    let parsed = match seed {
+        Some(seed) => Schedule::parse_for(expr, Some(time_zone), seed),
+        None => Schedule::parse(expr, Some(time_zone)),
+    };
+    match parsed {
+        Ok(schedule) => {
+            // `resolve` only changes an expression with H (besides joining fields with one space)
+            let written = expr.split_whitespace().collect::<Vec<_>>().join(" ");
+            if let Some(seed) = seed
+                && let Ok(resolved) = schedule::resolve(expr, seed)
+                && resolved != written
+            {
+                eprintln!("# {written} for {seed} = {resolved}");
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
+            for slot in schedule.upcoming(after.unwrap_or_else(Utc::now), count as usize) {
+                println!("{}", slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
             }
-        },
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -276,6 +276,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::config::DEFAULT_SCHEDULE;
 
     fn deployment(annotations: serde_json::Value) -> Deployment {
         serde_json::from_value(json!({
@@ -290,7 +291,7 @@ mod tests {
         let d = deployment(
             json!({AUTO_ANNOTATION: "true", AUTO_SCHEDULE_ANNOTATION: "0 4 * * *", AUTO_TIMEZONE_ANNOTATION: "Asia/Shanghai"}),
         );
-        let AutoAction::Apply(eru) = decide(&d, None, "0 3 * * *") else {
+        let AutoAction::Apply(eru) = decide(&d, None, DEFAULT_SCHEDULE) else {
             panic!("expected Apply")
         };
         assert_eq!(eru.spec.schedule, "0 4 * * *");
@@ -310,40 +311,45 @@ mod tests {
     #[test]
     fn default_schedule_and_updates() {
         let d = deployment(json!({AUTO_ANNOTATION: "true"}));
-        let eru = desired(&d, "0 3 * * *");
-        assert_eq!(eru.spec.schedule, "0 3 * * *");
-        assert_eq!(decide(&d, Some(&eru), "0 3 * * *"), AutoAction::Nothing);
+        let eru = desired(&d, DEFAULT_SCHEDULE);
+        // the Eru keeps the H: the controller resolves it from the Eru's namespace/name
+        assert_eq!(eru.spec.schedule, "H 3 * * *");
+        assert_eq!(crate::eru::schedule::validate(DEFAULT_SCHEDULE, None), Ok(()));
+        assert_eq!(decide(&d, Some(&eru), DEFAULT_SCHEDULE), AutoAction::Nothing);
         let edited = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SCHEDULE_ANNOTATION: "*/5 * * * *"}));
         assert!(
-            matches!(decide(&edited, Some(&eru), "0 3 * * *"), AutoAction::Apply(e) if e.spec.schedule == "*/5 * * * *")
+            matches!(decide(&edited, Some(&eru), DEFAULT_SCHEDULE), AutoAction::Apply(e) if e.spec.schedule == "*/5 * * * *")
         );
     }
 
     #[test]
     fn the_suspend_annotation_suspends_the_automatic_eru() {
         let d = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SUSPEND_ANNOTATION: "true"}));
-        assert!(desired(&d, "0 3 * * *").spec.suspend);
+        assert!(desired(&d, DEFAULT_SCHEDULE).spec.suspend);
         let d = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SUSPEND_ANNOTATION: "yes"}));
-        assert!(!desired(&d, "0 3 * * *").spec.suspend, "only \"true\" suspends");
+        assert!(
+            !desired(&d, DEFAULT_SCHEDULE).spec.suspend,
+            "only \"true\" suspends"
+        );
     }
 
     #[test]
     fn removing_or_changing_the_annotation_deletes_ours() {
-        let eru = desired(&deployment(json!({AUTO_ANNOTATION: "true"})), "0 3 * * *");
+        let eru = desired(&deployment(json!({AUTO_ANNOTATION: "true"})), DEFAULT_SCHEDULE);
         assert_eq!(
-            decide(&deployment(json!({})), Some(&eru), "0 3 * * *"),
+            decide(&deployment(json!({})), Some(&eru), DEFAULT_SCHEDULE),
             AutoAction::Delete
         );
         assert_eq!(
             decide(
                 &deployment(json!({AUTO_ANNOTATION: "false"})),
                 Some(&eru),
-                "0 3 * * *"
+                DEFAULT_SCHEDULE
             ),
             AutoAction::Delete
         );
         assert_eq!(
-            decide(&deployment(json!({})), None, "0 3 * * *"),
+            decide(&deployment(json!({})), None, DEFAULT_SCHEDULE),
             AutoAction::Nothing
         );
     }
@@ -367,11 +373,11 @@ mod tests {
         let user_made = Eru::new("web", spec);
         let d = deployment(json!({AUTO_ANNOTATION: "true"}));
         assert!(matches!(
-            decide(&d, Some(&user_made), "0 3 * * *"),
+            decide(&d, Some(&user_made), DEFAULT_SCHEDULE),
             AutoAction::Conflict(_)
         ));
         assert_eq!(
-            decide(&deployment(json!({})), Some(&user_made), "0 3 * * *"),
+            decide(&deployment(json!({})), Some(&user_made), DEFAULT_SCHEDULE),
             AutoAction::Nothing
         );
     }

@@ -6,6 +6,14 @@
 //! `@yearly @annually @monthly @weekly @daily @midnight @hourly`. When both day fields are
 //! restricted a day matches if either does (as in cron and Kubernetes CronJobs).
 //!
+//! Hashed fields (`H`, as in Jenkins): `H`, `H/N`, `H(A-B)` and `H(A-B)/N`, alone or in a comma
+//! list, in any field, stand for a value derived from a seed (an Eru's `namespace/name`, see
+//! [`eru_seed`]), so that many Erus with the same schedule spread over the range instead of
+//! restarting in the same second. [`resolve`] replaces them by concrete values before anything
+//! else is parsed, so macros, day fields and daylight saving time work on the result as on any
+//! schedule. The values come from `field_hash`; they are part of the product contract (a changed
+//! hash would move every user's restarts) and pinned by a test.
+//!
 //! Daylight saving time, for every pattern (single- or multi-valued): the pattern is matched
 //! against local wall-clock times (croner on naive times) and each match is placed on the
 //! timeline here, one constant-offset stretch at a time:
@@ -147,33 +155,211 @@ fn normalize_day_fields(fields: &[&str]) -> String {
         .join(" ")
 }
 
+/// The fields `H` may stand in, in the 6-field order (second first): name, lowest and highest
+/// value. As in Jenkins, day-of-month stops at 28 (every month has the day) and day-of-week at 6
+/// (7 is Sunday again, which would give Sunday twice the share).
+const HASHED_FIELDS: [(&str, u32, u32); 6] = [
+    ("second", 0, 59),
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day-of-month", 1, 28),
+    ("month", 1, 12),
+    ("day-of-week", 0, 6),
+];
+
+/// What `parse` says of a schedule with `H`: the value needs a seed it does not have.
+const H_NEEDS_A_NAME: &str = "H is resolved from the Eru's namespace/name; preview it with --name NS/NAME";
+
+/// The seed [`validate`] resolves `H` with. Any seed gives the same verdict: every `H` value lies
+/// within its field, so only the non-hashed parts can make a resolved schedule invalid.
+const VALIDATION_SEED: &str = "eru-operator/validate";
+
+/// The seed of an Eru's hashed fields: its `namespace/name`.
+pub fn eru_seed(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// FNV-1a, 64 bits (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// SplitMix64's increment ("golden gamma").
+const SPLITMIX64_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// SplitMix64's output function (Steele, Lea and Flood; Vigna's `splitmix64.c`).
+fn splitmix64_mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The hash of field `field` (0 = second, 1 = minute, ... 5 = day-of-week, whether or not the
+/// schedule has a seconds field) under `seed`: output number `field + 1` of a SplitMix64 generator
+/// seeded with FNV-1a 64 of the seed's UTF-8 bytes. FNV-1a is a fixed, portable function of the
+/// bytes (std's `DefaultHasher` may change between releases and `RandomState` between processes);
+/// SplitMix64 mixes its weak low bits (names differing in a last digit) and makes the fields of
+/// one seed independent, so an Eru's minute says nothing about its hour.
+fn field_hash(seed: &str, field: usize) -> u64 {
+    let outputs = field as u64 + 1;
+    splitmix64_mix(fnv1a64(seed.as_bytes()).wrapping_add(SPLITMIX64_GAMMA.wrapping_mul(outputs)))
+}
+
+/// A plain decimal number (no sign, no names).
+fn number(text: &str) -> Option<u32> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// One comma-separated part of field `field` (6-field order) with its `H` form, if any, replaced
+/// by the value under `hash`: `H` is one value of the field's range, `H(A-B)` one of A..=B,
+/// `H/N` and `H(A-B)/N` every N-th value from a hashed offset below N (as `START-END/N`).
+fn resolve_part(part: &str, field: usize, hash: u64) -> Result<String, String> {
+    let (name, min, max) = HASHED_FIELDS[field];
+    if part.starts_with('h') {
+        return Err(format!(
+            "'{part}' in the {name} field: a hashed value is an upper-case H"
+        ));
+    }
+    let Some(rest) = part.strip_prefix('H') else {
+        return Ok(part.to_string());
+    };
+    let form = || format!("'{part}' in the {name} field: H forms are H, H/N, H(A-B) and H(A-B)/N");
+    let (range, step) = match rest.split_once('/') {
+        Some((range, step)) => (range, Some(number(step).ok_or_else(form)?)),
+        None => (rest, None),
+    };
+    let (low, high) = if range.is_empty() {
+        (min, max)
+    } else {
+        let inner = range
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or_else(form)?;
+        let (low, high) = inner.split_once('-').ok_or_else(form)?;
+        (number(low).ok_or_else(form)?, number(high).ok_or_else(form)?)
+    };
+    if low < min || high > max {
+        return Err(format!(
+            "'{part}' in the {name} field: H ranges lie within {min}-{max}"
+        ));
+    }
+    if low > high {
+        return Err(format!(
+            "'{part}' in the {name} field: the range {low}-{high} ends before it starts"
+        ));
+    }
+    let span = u64::from(high - low + 1);
+    // `hash % span` < span <= 60: the casts cannot truncate, and the bias of taking a 64-bit hash
+    // modulo at most 60 is below 2^-58
+    match step {
+        None => Ok((low + (hash % span) as u32).to_string()),
+        Some(0) => Err(format!(
+            "'{part}' in the {name} field: the step must be at least 1"
+        )),
+        Some(n) if u64::from(n) > span => Err(format!(
+            "'{part}' in the {name} field: the step {n} is larger than the range {low}-{high}"
+        )),
+        Some(n) => Ok(format!("{}-{high}/{n}", low + (hash % u64::from(n)) as u32)),
+    }
+}
+
+/// The fields of a (non-macro) expression with each `H` form resolved under `seed`. Without a
+/// seed the forms are still checked, with a hash of 0, and a schedule with `H` is then refused.
+fn resolve_fields(expr: &str, seed: Option<&str>) -> Result<Vec<String>, ScheduleError> {
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    if !(5..=6).contains(&fields.len()) {
+        let found = fields.len();
+        return Err(invalid(
+            expr,
+            format!("expected 5 fields (or 6 with seconds), found {found}"),
+        ));
+    }
+    let first = 6 - fields.len(); // 5 fields: no seconds, the first is the minute
+    let mut hashed = false;
+    let mut resolved = Vec::with_capacity(fields.len());
+    for (i, text) in fields.iter().enumerate() {
+        let field = first + i;
+        let hash = seed.map_or(0, |seed| field_hash(seed, field));
+        let parts = text
+            .split(',')
+            .map(|part| {
+                hashed |= part.starts_with('H');
+                resolve_part(part, field, hash)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|reason| invalid(expr, reason))?;
+        resolved.push(parts.join(","));
+    }
+    if hashed && seed.is_none() {
+        return Err(invalid(expr, H_NEEDS_A_NAME));
+    }
+    Ok(resolved)
+}
+
+/// The concrete expression `expr` stands for under `seed` (see [`eru_seed`]): each `H` form
+/// replaced by its value, fields separated by one space; a macro as it is.
+/// `resolve("H 3 * * *", "default/web")` is `35 3 * * *`, today and in every release.
+pub fn resolve(expr: &str, seed: &str) -> Result<String, ScheduleError> {
+    let trimmed = expr.trim();
+    if trimmed.starts_with('@') {
+        return Ok(trimmed.to_string());
+    }
+    Ok(resolve_fields(expr, Some(seed))?.join(" "))
+}
+
+/// Checks `expr` in `tz` as [`Schedule::parse_for`] would for any Eru (used for flags such as
+/// `--default-schedule`, which have no Eru yet). `H` is allowed.
+pub fn validate(expr: &str, tz: Option<&str>) -> Result<(), ScheduleError> {
+    Schedule::parse_for(expr, tz, VALIDATION_SEED).map(|_| ())
+}
+
+/// A refused expression.
+fn invalid(expr: &str, reason: impl Into<String>) -> ScheduleError {
+    ScheduleError::Expression {
+        expr: expr.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The IANA time zone `tz` (UTC when `None`).
+fn zone(tz: Option<&str>) -> Result<Tz, ScheduleError> {
+    match tz {
+        None => Ok(Tz::UTC),
+        Some(name) => name
+            .parse::<Tz>()
+            .map_err(|_| ScheduleError::TimeZone(name.to_string())),
+    }
+}
+
 impl Schedule {
-    /// Parses `expr` in the IANA time zone `tz` (UTC when `None`).
+    /// Parses `expr` in the IANA time zone `tz` (UTC when `None`). A schedule with `H` is refused:
+    /// it needs the Eru's name ([`Schedule::parse_for`]).
     pub fn parse(expr: &str, tz: Option<&str>) -> Result<Self, ScheduleError> {
-        let tz = match tz {
-            None => Tz::UTC,
-            Some(name) => name
-                .parse::<Tz>()
-                .map_err(|_| ScheduleError::TimeZone(name.to_string()))?,
-        };
+        Self::build(expr, tz, None)
+    }
+
+    /// Parses `expr` in `tz` with its `H` forms resolved under `seed` (an Eru's
+    /// [`eru_seed`]). Without `H`, the same as [`Schedule::parse`].
+    pub fn parse_for(expr: &str, tz: Option<&str>, seed: &str) -> Result<Self, ScheduleError> {
+        Self::build(expr, tz, Some(seed))
+    }
+
+    /// `parse` (no seed: `H` refused) and `parse_for`.
+    fn build(expr: &str, tz: Option<&str>, seed: Option<&str>) -> Result<Self, ScheduleError> {
+        let tz = zone(tz)?;
         let trimmed = expr.trim();
-        let invalid = |reason: String| ScheduleError::Expression {
-            expr: expr.to_string(),
-            reason,
-        };
         let pattern = if trimmed.starts_with('@') {
             expand_macro(trimmed)
-                .ok_or_else(|| invalid("unknown macro".into()))?
+                .ok_or_else(|| invalid(expr, "unknown macro"))?
                 .to_string()
         } else {
-            let fields: Vec<&str> = trimmed.split_whitespace().collect();
-            if !(5..=6).contains(&fields.len()) {
-                let found = fields.len();
-                return Err(invalid(format!(
-                    "expected 5 fields (or 6 with seconds), found {found}"
-                )));
-            }
-            normalize_day_fields(&fields)
+            let fields = resolve_fields(expr, seed)?;
+            normalize_day_fields(&fields.iter().map(String::as_str).collect::<Vec<_>>())
         };
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
@@ -182,7 +368,7 @@ impl Schedule {
             .sloppy_ranges(true)
             .build()
             .parse(&pattern)
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(|e| invalid(expr, e.to_string()))?;
         Ok(Self {
             wall_clock: !every_hour(&pattern),
             cron,

@@ -407,3 +407,363 @@ fn bad_input_is_a_clear_error() {
         "unknown time zone 'Mars/Olympus' (use an IANA name such as Europe/Berlin)"
     );
 }
+
+/// Hashed fields (`H`): the hash's reference values, the contract's pinned values, ranges,
+/// stability and spread over many names, and errors.
+mod hashed {
+    use super::*;
+
+    /// Names as clusters have them: a few namespaces, numbered Deployments (sequential names are
+    /// the hard case for a weak hash: they differ in their last bytes only).
+    fn names(n: usize) -> impl Iterator<Item = String> {
+        (0..n).map(|i| eru_seed(&format!("team-{}", i % 40), &format!("web-{i}")))
+    }
+
+    /// The value of field `at` (0-based in `expr`) of `expr` resolved under `seed`.
+    fn field(expr: &str, seed: &str, at: usize) -> String {
+        resolve(expr, seed)
+            .unwrap()
+            .split(' ')
+            .nth(at)
+            .unwrap()
+            .to_string()
+    }
+
+    /// The values a resolved part stands for: `V` or `START-END/N`.
+    fn values(part: &str) -> Vec<u32> {
+        match part.split_once('/') {
+            None => vec![part.parse().unwrap()],
+            Some((range, step)) => {
+                let (start, end) = range.split_once('-').unwrap();
+                let (start, end): (u32, u32) = (start.parse().unwrap(), end.parse().unwrap());
+                (start..=end).step_by(step.parse().unwrap()).collect()
+            }
+        }
+    }
+
+    /// Pearson's chi-square statistic of `counts` against a uniform spread.
+    fn chi_square(counts: &[u32]) -> f64 {
+        let total: u32 = counts.iter().sum();
+        let expected = f64::from(total) / counts.len() as f64;
+        counts
+            .iter()
+            .map(|&c| (f64::from(c) - expected).powi(2) / expected)
+            .sum()
+    }
+
+    #[test]
+    fn the_hash_is_fnv1a64_then_splitmix64() {
+        // FNV reference values
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+        // the first three outputs of SplitMix64 seeded with 1234567 (Vigna's splitmix64.c)
+        let output = |n: u64| splitmix64_mix(1_234_567u64.wrapping_add(SPLITMIX64_GAMMA.wrapping_mul(n)));
+        assert_eq!(
+            [output(1), output(2), output(3)],
+            [6457827717110365317, 3203168211198807973, 9817491932198370423]
+        );
+        // field n of a seed is output n + 1 of the generator seeded with the seed's FNV-1a
+        for n in 0..6u64 {
+            assert_eq!(
+                field_hash("default/web", n as usize),
+                splitmix64_mix(fnv1a64(b"default/web").wrapping_add(SPLITMIX64_GAMMA.wrapping_mul(n + 1)))
+            );
+        }
+    }
+
+    /// The product contract: these values are where users' restarts happen. A change here moves
+    /// every hashed schedule of every user; it is never a test to update casually.
+    #[test]
+    fn hashed_values_are_pinned() {
+        // the same values from an independent Python implementation of the definition
+        let pinned = [
+            ("H 3 * * *", "default/web", "35 3 * * *"),
+            ("H 3 * * *", "shop/web", "17 3 * * *"),
+            ("H 3 * * *", "default/api", "51 3 * * *"),
+            ("H 3 * * *", "kube-system/coredns", "21 3 * * *"),
+            ("H H * * *", "default/web", "35 9 * * *"),
+            ("H H H * * *", "default/web", "59 35 9 * * *"),
+            ("H/15 * * * *", "default/web", "5-59/15 * * * *"),
+            ("H(0-29) 2 * * *", "default/web", "5 2 * * *"),
+            ("H(0-29)/10 * * * *", "default/web", "5-29/10 * * * *"),
+            ("0 0 H H H", "default/web", "0 0 14 10 3"),
+            ("H(0-29),H(30-59) H(1-5) * * *", "default/web", "5,35 3 * * *"),
+        ];
+        for (expr, seed, want) in pinned {
+            assert_eq!(resolve(expr, seed).unwrap(), want, "{expr} for {seed}");
+        }
+    }
+
+    #[test]
+    fn every_form_stays_in_its_range_and_is_stable() {
+        // (field in 6-field order, H form, lowest and highest value it may give, step)
+        let forms: &[(usize, &str, u32, u32, u32)] = &[
+            (0, "H", 0, 59, 1),
+            (0, "H/10", 0, 59, 10),
+            (0, "H(30-44)", 30, 44, 1),
+            (0, "H(5-55)/7", 5, 55, 7),
+            (1, "H", 0, 59, 1),
+            (1, "H/1", 0, 59, 1),
+            (1, "H/15", 0, 59, 15),
+            (1, "H/60", 0, 59, 60),
+            (1, "H(0-29)", 0, 29, 1),
+            (1, "H(0-29)/10", 0, 29, 10),
+            (1, "H(59-59)", 59, 59, 1),
+            (2, "H", 0, 23, 1),
+            (2, "H/4", 0, 23, 4),
+            (2, "H(1-5)", 1, 5, 1),
+            (2, "H(8-20)/3", 8, 20, 3),
+            (3, "H", 1, 28, 1),
+            (3, "H/7", 1, 28, 7),
+            (3, "H(10-20)", 10, 20, 1),
+            (3, "H(1-28)/28", 1, 28, 28),
+            (4, "H", 1, 12, 1),
+            (4, "H/3", 1, 12, 3),
+            (4, "H/12", 1, 12, 12),
+            (4, "H(6-8)", 6, 8, 1),
+            (5, "H", 0, 6, 1),
+            (5, "H/2", 0, 6, 2),
+            (5, "H/7", 0, 6, 7),
+            (5, "H(1-5)", 1, 5, 1),
+            (5, "H(1-5)/2", 1, 5, 2),
+        ];
+        // croner sees each distinct resolved expression once (there are at most 60 per form)
+        let mut resolved = std::collections::BTreeSet::new();
+        for seed in names(10_000) {
+            for &(at, form, low, high, step) in forms {
+                let mut fields = ["0", "0", "0", "1", "1", "*"];
+                fields[at] = form;
+                let expr = fields.join(" ");
+                let full = resolve(&expr, &seed).unwrap();
+                let part = full.split(' ').nth(at).unwrap();
+                let got = values(part);
+                let context = format!("{expr} for {seed} = {part}");
+                assert!(got.iter().all(|v| (low..=high).contains(v)), "{context}");
+                if step == 1 && !form.contains('/') {
+                    assert_eq!(got.len(), 1, "{context}");
+                } else {
+                    // every step-th value from an offset below the step, up to the end of the range
+                    assert!(got[0] < low + step, "{context}");
+                    assert!(got.windows(2).all(|w| w[1] - w[0] == step), "{context}");
+                    assert!(got[got.len() - 1] + step > high, "{context}");
+                }
+                assert_eq!(
+                    full,
+                    resolve(&expr, &seed).unwrap(),
+                    "same seed, same value: {context}"
+                );
+                resolved.insert(full);
+            }
+        }
+        for expr in resolved {
+            Schedule::parse(&expr, None).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    /// 10,000 names over each field's range, for `H` alone and two restricted forms: every bucket
+    /// within 30 % of its share, and Pearson's chi-square below its 99.9th percentile (the bounds
+    /// are that percentile for k - 1 degrees of freedom). The names are fixed, so this is
+    /// deterministic: a failure means the hash changed or is worse than random.
+    #[test]
+    fn values_spread_uniformly() {
+        // (expr, field to count, lowest value, buckets, chi-square bound)
+        let cases = [
+            ("H * * * * *", 0, 0, 60, 98.32),
+            ("H * * * *", 0, 0, 60, 98.32),
+            ("0 H * * *", 1, 0, 24, 49.73),
+            ("0 0 H * *", 2, 1, 28, 55.48),
+            ("0 0 1 H *", 3, 1, 12, 31.26),
+            ("0 0 * * H", 4, 0, 7, 22.46),
+            ("H(0-29) 3 * * *", 0, 0, 30, 58.30),
+            ("H/15 * * * *", 0, 0, 15, 36.12),
+        ];
+        for (expr, at, low, buckets, bound) in cases {
+            let mut counts = vec![0u32; buckets];
+            for seed in names(10_000) {
+                let first = values(&field(expr, &seed, at))[0];
+                counts[(first - low) as usize] += 1;
+            }
+            let share = 10_000.0 / buckets as f64;
+            let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+            let chi = chi_square(&counts);
+            eprintln!(
+                "{expr}: {buckets} buckets of {share:.1}: min {min}, max {max}, chi-square {chi:.1} (bound {bound})"
+            );
+            assert!(
+                counts
+                    .iter()
+                    .all(|&c| (f64::from(c) - share).abs() <= 0.3 * share),
+                "{expr}: {counts:?}"
+            );
+            assert!(chi < bound, "{expr}: chi-square {chi:.1} >= {bound}: {counts:?}");
+        }
+    }
+
+    /// The minute and the hour of one Eru are independent: the joint spread over quarter-hours
+    /// and six-hour blocks (16 buckets) is uniform too.
+    #[test]
+    fn fields_of_one_seed_are_independent() {
+        let mut counts = vec![0u32; 16];
+        for seed in names(10_000) {
+            let resolved = resolve("H H * * *", &seed).unwrap();
+            let mut fields = resolved.split(' ').map(|f| f.parse::<usize>().unwrap());
+            let (minute, hour) = (fields.next().unwrap(), fields.next().unwrap());
+            counts[minute / 15 * 4 + hour / 6] += 1;
+        }
+        let chi = chi_square(&counts);
+        eprintln!("H H * * *: minute quarter x hour block: chi-square {chi:.1} (bound 37.70)");
+        assert!(chi < 37.70, "chi-square {chi:.1}: {counts:?}");
+    }
+
+    #[test]
+    fn seconds_are_optional_and_share_the_minute_hash() {
+        for seed in names(100) {
+            let five = resolve("H H * * *", &seed).unwrap();
+            let six = resolve("0 H H * * *", &seed).unwrap();
+            assert_eq!(format!("0 {five}"), six, "{seed}");
+        }
+    }
+
+    #[test]
+    fn a_hashed_schedule_runs_at_its_resolved_time() {
+        let t = utc(2026, 11, 22, 12, 0, 0);
+        let hashed = Schedule::parse_for("H 3 * * *", None, "default/web").unwrap();
+        assert_eq!(
+            hashed.upcoming(t, 2),
+            [utc(2026, 11, 23, 3, 35, 0), utc(2026, 11, 24, 3, 35, 0)]
+        );
+        // DST handling applies to the resolved pattern: 02:H in New York's gap runs after it
+        let ny = Schedule::parse_for("H 2 * * *", Some("America/New_York"), "default/web").unwrap();
+        assert_eq!(
+            ny.upcoming(utc(2026, 3, 7, 12, 0, 0), 1),
+            [utc(2026, 3, 8, 7, 0, 0)]
+        );
+        // H/15: every 15 minutes from the hashed offset (5)
+        let quarter = Schedule::parse_for("H/15 * * * *", None, "default/web").unwrap();
+        assert_eq!(
+            quarter.upcoming(t, 3),
+            [
+                utc(2026, 11, 22, 12, 5, 0),
+                utc(2026, 11, 22, 12, 20, 0),
+                utc(2026, 11, 22, 12, 35, 0)
+            ]
+        );
+    }
+
+    #[test]
+    fn without_h_parse_for_is_parse() {
+        let t = utc(2026, 11, 22, 12, 0, 0);
+        for expr in [
+            "0 3 * * *",
+            "  */20   9-10 * * *  ",
+            "0 9 * * THU",
+            "0 0 */14 * sun",
+            "*/10 * * * * *",
+            "30 2,14 * * *",
+            "@daily",
+            "@hourly",
+        ] {
+            for tz in [None, Some("America/New_York")] {
+                let plain = Schedule::parse(expr, tz).unwrap();
+                let seeded = Schedule::parse_for(expr, tz, "default/web").unwrap();
+                assert_eq!(plain.upcoming(t, 20), seeded.upcoming(t, 20), "{expr}");
+                assert_eq!(plain.wall_clock, seeded.wall_clock, "{expr}");
+            }
+        }
+        for expr in ["* * *", "61 * * * *", "@fortnightly", "0 0 * * sat-sun"] {
+            assert_eq!(
+                Schedule::parse(expr, None).unwrap_err(),
+                Schedule::parse_for(expr, None, "default/web").unwrap_err(),
+                "{expr}"
+            );
+        }
+        assert_eq!(resolve("  0   3 * * * ", "default/web").unwrap(), "0 3 * * *");
+        assert_eq!(resolve(" @daily ", "default/web").unwrap(), "@daily");
+    }
+
+    #[test]
+    fn h_needs_a_name_except_to_validate() {
+        let err = Schedule::parse("H 3 * * *", None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid schedule 'H 3 * * *': H is resolved from the Eru's namespace/name; \
+             preview it with --name NS/NAME"
+        );
+        assert!(
+            Schedule::parse("0 9 * * THU", None).is_ok(),
+            "a day name with an H is no H"
+        );
+        assert_eq!(validate("H 3 * * *", None), Ok(()));
+        assert_eq!(validate("H(0-29)/10 H * * *", Some("Europe/Berlin")), Ok(()));
+        assert_eq!(validate("0 3 * * *", None), Ok(()));
+        assert!(validate("61 * * * *", None).is_err());
+        assert!(validate("H(0-60) * * * *", None).is_err());
+        assert!(matches!(
+            validate("H * * * *", Some("Mars/Olympus")),
+            Err(ScheduleError::TimeZone(_))
+        ));
+        // a bad form is reported as such, not as a missing name
+        assert!(
+            Schedule::parse("H(9-1) * * * *", None)
+                .unwrap_err()
+                .to_string()
+                .contains("ends before it starts")
+        );
+    }
+
+    #[test]
+    fn bad_h_forms_are_clear_errors() {
+        let reason = |expr: &str| match resolve(expr, "default/web") {
+            Err(ScheduleError::Expression { reason, .. }) => reason,
+            other => panic!("{expr}: {other:?}"),
+        };
+        assert_eq!(
+            reason("H(0-60) * * * *"),
+            "'H(0-60)' in the minute field: H ranges lie within 0-59"
+        );
+        assert_eq!(
+            reason("0 0 H(1-31) * *"),
+            "'H(1-31)' in the day-of-month field: H ranges lie within 1-28"
+        );
+        assert_eq!(
+            reason("0 0 * * H(1-7)"),
+            "'H(1-7)' in the day-of-week field: H ranges lie within 0-6"
+        );
+        assert_eq!(
+            reason("0 0 0 H(0-3) * *"),
+            "'H(0-3)' in the day-of-month field: H ranges lie within 1-28"
+        );
+        assert_eq!(
+            reason("H(30-10) * * * *"),
+            "'H(30-10)' in the minute field: the range 30-10 ends before it starts"
+        );
+        assert_eq!(
+            reason("H/0 * * * *"),
+            "'H/0' in the minute field: the step must be at least 1"
+        );
+        assert_eq!(
+            reason("0 H/25 * * *"),
+            "'H/25' in the hour field: the step 25 is larger than the range 0-23"
+        );
+        assert_eq!(
+            reason("H(0-9)/11 * * * *"),
+            "'H(0-9)/11' in the minute field: the step 11 is larger than the range 0-9"
+        );
+        assert_eq!(
+            reason("h 3 * * *"),
+            "'h' in the minute field: a hashed value is an upper-case H"
+        );
+        for form in [
+            "H5", "HL", "H-5", "H(1-2", "H(1)", "H(a-b)", "H(+1-5)", "H/x", "H/", "H(1-5)/", "H#2",
+        ] {
+            assert_eq!(
+                reason(&format!("{form} * * * *")),
+                format!("'{form}' in the minute field: H forms are H, H/N, H(A-B) and H(A-B)/N"),
+            );
+        }
+        assert!(reason("H * *").starts_with("expected 5 fields"));
+        // macros are not hashed
+        assert!(Schedule::parse_for("@H", None, "default/web").is_err());
+    }
+}
