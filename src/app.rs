@@ -175,8 +175,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (memcacheds, memcacheds_synced) =
         memcached::reconcile::controller(ctx.clone(), shutdown.clone(), &deployments);
     let (auto, auto_synced) = eru::auto::controller(ctx.clone(), shutdown.clone(), &deployments, &mut erus);
-    let (eru_controller, erus_synced) =
-        eru::reconcile::controller(ctx.clone(), shutdown.clone(), &mut erus, &deployments, eru_options);
+    let (eru_controller, erus_synced) = eru::reconcile::controller(
+        ctx.clone(),
+        shutdown.clone(),
+        &mut erus,
+        &deployments,
+        eru_options,
+    );
     let caches = async {
         futures::join!(deployments.run(shutdown.clone()), erus.run(shutdown.clone()));
     };

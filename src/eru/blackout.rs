@@ -28,7 +28,10 @@ enum When {
     /// Windows open at the schedule's slots and last `duration`.
     Recurring { opens: Schedule, duration: Duration },
     /// One window `[start, end)`.
-    Absolute { start: DateTime<Utc>, end: DateTime<Utc> },
+    Absolute {
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -67,7 +70,12 @@ impl Origin {
     }
 }
 
-fn compile(origin: Origin, blackout: &Blackout, tz: Option<&str>, seed: &str) -> Result<Compiled, BlackoutError> {
+fn compile(
+    origin: Origin,
+    blackout: &Blackout,
+    tz: Option<&str>,
+    seed: &str,
+) -> Result<Compiled, BlackoutError> {
     let error = |reason: String| BlackoutError {
         origin: origin.describe(),
         reason,
@@ -226,7 +234,9 @@ impl ClusterBlackouts {
                 info!(path = %path.display(), blackouts = list.len(), "cluster blackouts reloaded");
                 *self.current.write().expect("blackouts lock") = (text, Arc::new(list));
             }
-            Err(e) => warn!(path = %path.display(), error = %e, "cluster blackouts refused; the last list stays"),
+            Err(e) => {
+                warn!(path = %path.display(), error = %e, "cluster blackouts refused; the last list stays")
+            }
         }
     }
 
@@ -281,7 +291,13 @@ mod tests {
     #[test]
     fn recurring_window_holds_from_open_to_before_close() {
         // every day 02:00 for an hour
-        let b = Blackouts::compile(&[recurring(Some("nightly"), "0 2 * * *", 3600)], &[], None, "ns/e").unwrap();
+        let b = Blackouts::compile(
+            &[recurring(Some("nightly"), "0 2 * * *", 3600)],
+            &[],
+            None,
+            "ns/e",
+        )
+        .unwrap();
         assert_eq!(b.find(t(23, 1, 59)), None);
         let hit = b.find(t(23, 2, 0)).expect("opens at 02:00");
         assert_eq!(hit.window, (t(23, 2, 0), t(23, 3, 0)));
@@ -296,7 +312,13 @@ mod tests {
     #[test]
     fn recurring_window_in_the_eru_time_zone() {
         // 02:00 in Shanghai is 18:00 UTC the day before
-        let b = Blackouts::compile(&[recurring(None, "0 2 * * *", 600)], &[], Some("Asia/Shanghai"), "ns/e").unwrap();
+        let b = Blackouts::compile(
+            &[recurring(None, "0 2 * * *", 600)],
+            &[],
+            Some("Asia/Shanghai"),
+            "ns/e",
+        )
+        .unwrap();
         assert!(b.find(t(22, 18, 5)).is_some());
         assert!(b.find(t(23, 2, 5)).is_none());
     }
@@ -308,7 +330,10 @@ mod tests {
         assert!(b.find(t(26, 23, 59)).is_none());
         let hit = b.find(t(28, 3, 0)).unwrap();
         assert_eq!(hit.window, (t(27, 0, 0), t(30, 0, 0)));
-        assert!(hit.note.starts_with("cluster blackout \"black-friday\" from 2026-11-27T00:00:00Z"));
+        assert!(
+            hit.note
+                .starts_with("cluster blackout \"black-friday\" from 2026-11-27T00:00:00Z")
+        );
         assert!(b.find(t(30, 0, 0)).is_none());
     }
 

@@ -57,7 +57,10 @@ struct Inner {
 pub enum Grant {
     Granted,
     /// It waits; `ahead` slots wait before it, `in_flight` restarts hold the places.
-    Queued { ahead: usize, in_flight: usize },
+    Queued {
+        ahead: usize,
+        in_flight: usize,
+    },
 }
 
 /// The fleet's places and queue.
@@ -78,7 +81,11 @@ impl Inner {
     }
 
     fn hold(&mut self, uid: &str, namespace: &str) {
-        if self.active.insert(uid.to_string(), namespace.to_string()).is_none() {
+        if self
+            .active
+            .insert(uid.to_string(), namespace.to_string())
+            .is_none()
+        {
             *self.per_namespace.entry(namespace.to_string()).or_default() += 1;
         }
     }
@@ -215,7 +222,12 @@ impl Fleet {
 
     /// The slot the Eru `uid` waits with, if it waits.
     pub fn waiting(&self, uid: &str) -> Option<DateTime<Utc>> {
-        self.inner.lock().expect("fleet lock").waiting_slot.get(uid).copied()
+        self.inner
+            .lock()
+            .expect("fleet lock")
+            .waiting_slot
+            .get(uid)
+            .copied()
     }
 
     /// How many slots wait, and how many restarts are in flight.
@@ -235,7 +247,10 @@ mod tests {
         Utc.with_ymd_and_hms(2026, 11, 23, 3, 0, 0).unwrap() + Duration::seconds(s)
     }
 
-    fn fleet(total: Option<usize>, per_namespace: Option<usize>) -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Eru>>) {
+    fn fleet(
+        total: Option<usize>,
+        per_namespace: Option<usize>,
+    ) -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Eru>>) {
         Fleet::new(Limits { total, per_namespace })
     }
 
@@ -243,7 +258,10 @@ mod tests {
     fn unlimited_grants_everything() {
         let (f, _) = fleet(None, None);
         for i in 0..100 {
-            assert_eq!(f.request(&i.to_string(), "ns", "e", t(0), t(300), t(0)), Grant::Granted);
+            assert_eq!(
+                f.request(&i.to_string(), "ns", "e", t(0), t(300), t(0)),
+                Grant::Granted
+            );
         }
         assert_eq!(f.sizes(), (0, 0));
     }
@@ -256,14 +274,26 @@ mod tests {
         // the same Eru asking again keeps its place
         assert_eq!(f.request("a", "ns", "a", t(0), t(300), t(1)), Grant::Granted);
         // c (slot 10) asks before d (slot 5): d is still first in line
-        assert!(matches!(f.request("c", "ns", "c", t(10), t(310), t(10)), Grant::Queued { ahead: 0, in_flight: 2 }));
-        assert!(matches!(f.request("d", "ns", "d", t(5), t(305), t(11)), Grant::Queued { ahead: 0, .. }));
+        assert!(matches!(
+            f.request("c", "ns", "c", t(10), t(310), t(10)),
+            Grant::Queued {
+                ahead: 0,
+                in_flight: 2
+            }
+        ));
+        assert!(matches!(
+            f.request("d", "ns", "d", t(5), t(305), t(11)),
+            Grant::Queued { ahead: 0, .. }
+        ));
         assert_eq!(f.waiting("c"), Some(t(10)));
         f.leave("a", t(20));
         assert_eq!(woken.try_recv().unwrap().name, "d", "the earliest slot is woken");
         assert!(woken.try_recv().is_err(), "one place, one waiter woken");
         // c cannot jump the queue while d has not taken its place
-        assert!(matches!(f.request("c", "ns", "c", t(10), t(310), t(21)), Grant::Queued { ahead: 1, .. }));
+        assert!(matches!(
+            f.request("c", "ns", "c", t(10), t(310), t(21)),
+            Grant::Queued { ahead: 1, .. }
+        ));
         assert_eq!(f.request("d", "ns", "d", t(5), t(305), t(22)), Grant::Granted);
         assert_eq!(f.sizes(), (1, 2));
     }
@@ -272,18 +302,31 @@ mod tests {
     fn per_namespace_cap_lets_other_namespaces_pass() {
         let (f, mut woken) = fleet(Some(3), Some(1));
         assert_eq!(f.request("a", "one", "a", t(0), t(300), t(0)), Grant::Granted);
-        assert!(matches!(f.request("b", "one", "b", t(0), t(300), t(0)), Grant::Queued { .. }));
-        assert_eq!(f.request("c", "two", "c", t(1), t(300), t(1)), Grant::Granted, "another namespace has room");
+        assert!(matches!(
+            f.request("b", "one", "b", t(0), t(300), t(0)),
+            Grant::Queued { .. }
+        ));
+        assert_eq!(
+            f.request("c", "two", "c", t(1), t(300), t(1)),
+            Grant::Granted,
+            "another namespace has room"
+        );
         f.leave("a", t(5));
         let next = woken.try_recv().unwrap();
-        assert_eq!((next.name.as_str(), next.namespace.as_deref()), ("b", Some("one")));
+        assert_eq!(
+            (next.name.as_str(), next.namespace.as_deref()),
+            ("b", Some("one"))
+        );
     }
 
     #[test]
     fn expired_waiters_do_not_block_the_line_and_leaving_forgets_the_turn() {
         let (f, _) = fleet(Some(1), None);
         assert_eq!(f.request("a", "ns", "a", t(0), t(300), t(0)), Grant::Granted);
-        assert!(matches!(f.request("late", "ns", "late", t(1), t(10), t(1)), Grant::Queued { .. }));
+        assert!(matches!(
+            f.request("late", "ns", "late", t(1), t(10), t(1)),
+            Grant::Queued { .. }
+        ));
         f.leave("a", t(20));
         // "late" is past its deadline: the next one takes the place
         assert_eq!(f.request("b", "ns", "b", t(15), t(315), t(21)), Grant::Granted);

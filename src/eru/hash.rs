@@ -1,24 +1,23 @@
-//! The operator's stable hash: the values it yields are part of the product (the minute `H` picks
-//! for an Eru, the jitter of its restarts), so it must give the same number for the same input in
-//! every process, on every platform and in every release. std's `DefaultHasher` promises none of
-//! that; FNV-1a (64 bit) over the bytes, finished with SplitMix64's mixer (so nearby inputs and
-//! salts land far apart), does and is a dozen lines.
+//! The operator's stable hash. The numbers it yields are part of the product (the minute `H`
+//! picks for an Eru, the jitter of its restarts): the same input gives the same number in every
+//! process, on every platform and in every release. std's `DefaultHasher` promises none of that
+//! (and `RandomState` differs per process); FNV-1a 64 of the bytes, as the seed of a SplitMix64
+//! generator (whose mixer spreads FNV's weak low bits), does in a dozen lines.
 
-/// FNV-1a 64 of `bytes` after the 8 bytes of `salt`, mixed by SplitMix64.
-pub fn stable_hash(bytes: &str, salt: u64) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut h = OFFSET;
-    for b in salt.to_le_bytes().iter().chain(bytes.as_bytes()) {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(PRIME);
-    }
-    mix(h)
+/// FNV-1a, 64 bits (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
-/// SplitMix64's finalizer.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+/// SplitMix64's increment ("golden gamma").
+const SPLITMIX64_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Output number `n` (from 1) of a SplitMix64 generator seeded with `seed` (Steele, Lea and
+/// Flood; Vigna's `splitmix64.c`).
+pub fn splitmix64(seed: u64, n: u64) -> u64 {
+    let mut z = seed.wrapping_add(SPLITMIX64_GAMMA.wrapping_mul(n));
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -29,12 +28,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn values_are_pinned() {
-        // changing these moves every user's jittered restarts and hashed schedules
-        assert_eq!(stable_hash("", 0), 0x5ba3_14b8_cfda_3b6b);
-        assert_eq!(stable_hash("default/web", 0), 0xc47e_441d_d5dd_0635);
-        assert_eq!(stable_hash("4f1c2a9e-uid", 1_795_921_200_000), 0xa88f_5bac_ee7b_4da4);
-        assert_ne!(stable_hash("default/web", 0), stable_hash("default/web", 1));
-        assert_ne!(stable_hash("default/web", 0), stable_hash("default/wec", 0));
+    fn reference_values() {
+        // FNV-1a 64 test vectors
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+        // the first three outputs of SplitMix64 seeded with 1234567 (Vigna's splitmix64.c)
+        assert_eq!(
+            [1, 2, 3].map(|n| splitmix64(1_234_567, n)),
+            [6457827717110365317, 3203168211198807973, 9817491932198370423]
+        );
     }
 }

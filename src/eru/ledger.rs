@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     Blackout, EruSpec,
     blackout::Blackouts,
-    hash::stable_hash,
+    hash::{fnv1a64, splitmix64},
     schedule::Schedule,
 };
 use crate::journal::SlotResult;
@@ -231,7 +231,9 @@ pub fn jitter_offset(uid: &str, slot: DateTime<Utc>, jitter_seconds: i64) -> Dur
     if jitter_seconds <= 0 {
         return Duration::zero();
     }
-    let hash = stable_hash(uid, slot.timestamp_millis() as u64);
+    let mut key = uid.as_bytes().to_vec();
+    key.extend(slot.timestamp_millis().to_le_bytes());
+    let hash = splitmix64(fnv1a64(&key), 1);
     Duration::milliseconds((hash % (jitter_seconds as u64 * 1000)) as i64)
 }
 
@@ -356,11 +358,17 @@ pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
     let blackouts: Vec<Blackouts> = epochs
         .iter()
         .map(|e| {
-            Blackouts::compile(&e.spec.blackouts, span.cluster_blackouts, e.spec.time_zone.as_deref(), span.seed)
-                .unwrap_or_default()
+            Blackouts::compile(
+                &e.spec.blackouts,
+                span.cluster_blackouts,
+                e.spec.time_zone.as_deref(),
+                span.seed,
+            )
+            .unwrap_or_default()
         })
         .collect();
-    let deadline = |fire: DateTime<Utc>, i: usize| fire + Duration::seconds(epochs[i].spec.starting_deadline_seconds);
+    let deadline =
+        |fire: DateTime<Utc>, i: usize| fire + Duration::seconds(epochs[i].spec.starting_deadline_seconds);
     // The newest slot may still run: if this pass reached `now`, its epoch is not suspended, it
     // is within that epoch's starting deadline and outside every blackout.
     if !accounting.more

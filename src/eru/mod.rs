@@ -247,8 +247,8 @@ pub struct LastRestart {
 
 pub mod act;
 pub mod auto;
-pub mod context;
 pub mod blackout;
+pub mod context;
 pub mod decide;
 pub mod deleted;
 pub mod fleet;

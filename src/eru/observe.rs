@@ -8,12 +8,11 @@ use chrono::{DateTime, Utc};
 use kube::{Resource, ResourceExt, runtime::reflector::ObjectRef};
 
 use super::{
-    Eru, EruStatus,
+    Blackout, Eru, EruStatus,
+    blackout::Blackouts,
     context::EruContext,
     ledger::{Epoch, EpochSpec},
     machine::Restart,
-    Blackout,
-    blackout::Blackouts,
     schedule::Schedule,
     target::{TargetView, view_deployment},
 };
@@ -161,7 +160,7 @@ pub async fn observe(context: &EruContext, eru: &Eru, now: DateTime<Utc>) -> Res
             Some((name.to_string(), view_deployment(&deployment)))
         })
         .collect();
-    let seed = format!("{namespace}/{}", eru.name_any());
+    let seed = super::schedule::eru_seed(&namespace, &eru.name_any());
     let tz = eru.spec.time_zone.as_deref();
     let schedule = Schedule::parse_for(&eru.spec.schedule, tz, &seed)
         .map_err(|e| e.to_string())

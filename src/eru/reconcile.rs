@@ -25,15 +25,15 @@ use super::{
     Eru, KIND,
     act::act,
     context::{EruContext, Options},
-    fleet::{Fleet, Grant},
-    status::Queued,
     decide::{Pass, decide},
     deleted,
+    fleet::{Fleet, Grant},
     index::Targets,
     machine::State,
     metrics::EruMetrics,
     observe::observe,
     record::{self, slot_text},
+    status::Queued,
     status::status,
 };
 use crate::{

@@ -31,6 +31,8 @@ use croner::{
     parser::{CronParser, Seconds, Year},
 };
 
+use super::hash::{fnv1a64, splitmix64};
+
 /// Why a schedule or time zone was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {
@@ -179,23 +181,6 @@ pub fn eru_seed(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
 
-/// FNV-1a, 64 bits (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// SplitMix64's increment ("golden gamma").
-const SPLITMIX64_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// SplitMix64's output function (Steele, Lea and Flood; Vigna's `splitmix64.c`).
-fn splitmix64_mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// The hash of field `field` (0 = second, 1 = minute, ... 5 = day-of-week, whether or not the
 /// schedule has a seconds field) under `seed`: output number `field + 1` of a SplitMix64 generator
 /// seeded with FNV-1a 64 of the seed's UTF-8 bytes. FNV-1a is a fixed, portable function of the
@@ -203,8 +188,7 @@ fn splitmix64_mix(mut z: u64) -> u64 {
 /// SplitMix64 mixes its weak low bits (names differing in a last digit) and makes the fields of
 /// one seed independent, so an Eru's minute says nothing about its hour.
 fn field_hash(seed: &str, field: usize) -> u64 {
-    let outputs = field as u64 + 1;
-    splitmix64_mix(fnv1a64(seed.as_bytes()).wrapping_add(SPLITMIX64_GAMMA.wrapping_mul(outputs)))
+    splitmix64(fnv1a64(seed.as_bytes()), field as u64 + 1)
 }
 
 /// A plain decimal number (no sign, no names).
@@ -374,11 +358,6 @@ impl Schedule {
             cron,
             tz,
         })
-    }
-
-    /// TEMPORARY until hashed schedules land (branch `hash`).
-    pub fn parse_for(expr: &str, tz: Option<&str>, _seed: &str) -> Result<Self, ScheduleError> {
-        Self::parse(expr, tz)
     }
 
     /// The first local wall-clock time after `naive` that the pattern matches.

@@ -286,7 +286,10 @@ impl MissedPage {
                 ]
             })
             .collect();
-        table(&["SLOT", "COUNT", "ERU", "RESULT", "REASON", "WINDOW", "NOTE"], &rows)
+        table(
+            &["SLOT", "COUNT", "ERU", "RESULT", "REASON", "WINDOW", "NOTE"],
+            &rows,
+        )
     }
 }
 

@@ -369,15 +369,25 @@ fn jitter_is_deterministic_within_its_bound_and_spread() {
         let uid = format!("4f1c2a9e-0000-4000-8000-{i:012}");
         let slot = t(3, 0, 0) + Duration::minutes(i % 7);
         let offset = jitter_offset(&uid, slot, 600);
-        assert_eq!(offset, jitter_offset(&uid, slot, 600), "the same uid and slot, the same offset");
-        assert!(offset >= Duration::zero() && offset < Duration::seconds(600), "{offset}");
+        assert_eq!(
+            offset,
+            jitter_offset(&uid, slot, 600),
+            "the same uid and slot, the same offset"
+        );
+        assert!(
+            offset >= Duration::zero() && offset < Duration::seconds(600),
+            "{offset}"
+        );
         buckets[(offset.num_milliseconds() / 60_000) as usize] += 1;
     }
     // 10,000 offsets over ten one-minute buckets: each within ±15 % of 1,000
     assert!(buckets.iter().all(|b| (850..=1150).contains(b)), "{buckets:?}");
     // another slot of the same Eru gets its own offset; no jitter is no offset
     let uid = "4f1c2a9e-0000-4000-8000-000000000001";
-    assert_ne!(jitter_offset(uid, t(3, 0, 0), 600), jitter_offset(uid, t(4, 0, 0), 600));
+    assert_ne!(
+        jitter_offset(uid, t(3, 0, 0), 600),
+        jitter_offset(uid, t(4, 0, 0), 600)
+    );
     assert_eq!(jitter_offset(uid, t(3, 0, 0), 0), Duration::zero());
 }
 
@@ -394,10 +404,16 @@ fn a_jittered_slot_is_due_at_its_offset_and_its_deadline_counts_from_there() {
     };
     // after the slot, before its offset: nothing due, nothing recorded, held until the instant
     let early = account(&epochs, &span_at(fire - Duration::milliseconds(1)));
-    assert_eq!((early.due, early.records.len(), early.held_until), (None, 0, Some(fire)));
+    assert_eq!(
+        (early.due, early.records.len(), early.held_until),
+        (None, 0, Some(fire))
+    );
     let on_time = account(&epochs, &span_at(fire));
     let due = on_time.due.unwrap();
-    assert_eq!((due.slot, due.deadline), (t(3, 0, 0), fire + Duration::seconds(300)));
+    assert_eq!(
+        (due.slot, due.deadline),
+        (t(3, 0, 0), fire + Duration::seconds(300))
+    );
     let late = account(&epochs, &span_at(fire + Duration::seconds(301)));
     assert_eq!(reasons(&late), vec![(t(3, 0, 0), Reason::PastDeadline)]);
 }
@@ -418,21 +434,39 @@ fn blackout_skips_exactly_its_slots_and_names_the_window() {
     let epochs = vec![epoch(1, t(0, 0, 0), spec)];
     let a = account(&epochs, &span(t(3, 0, 0), t(3, 6, 0), &[]));
     assert_eq!(a.due.unwrap().slot, t(3, 6, 0));
-    let blackout: Vec<_> = a.records.iter().filter(|r| r.reason == Reason::Blackout).collect();
+    let blackout: Vec<_> = a
+        .records
+        .iter()
+        .filter(|r| r.reason == Reason::Blackout)
+        .collect();
     assert_eq!(
         blackout.iter().map(|r| r.first).collect::<Vec<_>>(),
         vec![t(3, 2, 0), t(3, 3, 0), t(3, 4, 0)]
     );
-    assert!(blackout.iter().all(|r| r.window == Some((t(3, 2, 0), t(3, 5, 0)))));
+    assert!(
+        blackout
+            .iter()
+            .all(|r| r.window == Some((t(3, 2, 0), t(3, 5, 0))))
+    );
     assert_eq!(
         blackout[0].note.as_deref(),
-        Some("blackout \"deploy-freeze\" (spec.blackouts[0]) from 2026-11-22T03:02:00Z to 2026-11-22T03:05:00Z")
+        Some(
+            "blackout \"deploy-freeze\" (spec.blackouts[0]) from 2026-11-22T03:02:00Z to 2026-11-22T03:05:00Z"
+        )
     );
     // the others were superseded by the next minute (within the deadline)
-    assert!(a.records.iter().filter(|r| r.reason != Reason::Blackout).all(|r| r.reason == Reason::Superseded));
+    assert!(
+        a.records
+            .iter()
+            .filter(|r| r.reason != Reason::Blackout)
+            .all(|r| r.reason == Reason::Superseded)
+    );
     // a due slot inside the window is recorded, not due
     let inside = account(&epochs, &span(t(3, 2, 30), t(3, 3, 0), &[]));
-    assert_eq!((&inside.due, reasons(&inside)), (&None, vec![(t(3, 3, 0), Reason::Blackout)]));
+    assert_eq!(
+        (&inside.due, reasons(&inside)),
+        (&None, vec![(t(3, 3, 0), Reason::Blackout)])
+    );
 }
 
 #[test]
@@ -453,9 +487,25 @@ fn cluster_blackouts_apply_and_suspension_wins() {
         },
     );
     assert_eq!(a.due.as_ref().unwrap().slot, t(3, 3, 0));
-    assert_eq!(reasons(&a), vec![(t(3, 1, 0), Reason::Blackout), (t(3, 2, 0), Reason::Blackout)]);
-    assert!(a.records[0].note.as_deref().unwrap().starts_with("cluster blackout \"black-friday\""));
-    let suspended = vec![epoch(1, t(0, 0, 0), EpochSpec { suspend: true, ..spec("* * * * *") })];
+    assert_eq!(
+        reasons(&a),
+        vec![(t(3, 1, 0), Reason::Blackout), (t(3, 2, 0), Reason::Blackout)]
+    );
+    assert!(
+        a.records[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .starts_with("cluster blackout \"black-friday\"")
+    );
+    let suspended = vec![epoch(
+        1,
+        t(0, 0, 0),
+        EpochSpec {
+            suspend: true,
+            ..spec("* * * * *")
+        },
+    )];
     let s = account(
         &suspended,
         &Span {
@@ -486,7 +536,24 @@ fn a_slot_that_waited_for_a_place_past_its_deadline_is_fleet_capacity() {
 
 #[test]
 fn dry_run_epochs_mark_the_due_slot() {
-    let epochs = vec![epoch(1, t(0, 0, 0), EpochSpec { dry_run: true, ..spec("* * * * *") })];
-    assert!(account(&epochs, &span(t(3, 0, 0), t(3, 1, 0), &[])).due.unwrap().dry_run);
-    assert!(!account(&every_minute(), &span(t(3, 0, 0), t(3, 1, 0), &[])).due.unwrap().dry_run);
+    let epochs = vec![epoch(
+        1,
+        t(0, 0, 0),
+        EpochSpec {
+            dry_run: true,
+            ..spec("* * * * *")
+        },
+    )];
+    assert!(
+        account(&epochs, &span(t(3, 0, 0), t(3, 1, 0), &[]))
+            .due
+            .unwrap()
+            .dry_run
+    );
+    assert!(
+        !account(&every_minute(), &span(t(3, 0, 0), t(3, 1, 0), &[]))
+            .due
+            .unwrap()
+            .dry_run
+    );
 }
