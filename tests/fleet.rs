@@ -1,0 +1,469 @@
+//! End-to-end tests of fleet-safe restarts (issue 14) on the local cluster: the fleet cap sampled
+//! from the Deployments themselves, blackout windows (an Eru's own and the operator's cluster-wide
+//! list), dry runs (an Eru's and the whole operator's), jitter and hashed schedules.
+
+mod common;
+
+use std::{collections::HashMap, time::Duration};
+
+use chrono::{DateTime, Duration as Span, SubsecRound, Timelike, Utc};
+use common::{
+    Operator, TestNamespace, client,
+    eru::{Accounted, accounted, create_eru, deployment, items, template_slot, time, wait_ready},
+    wait_for,
+};
+use eru::eru::{Eru, ledger::jitter_offset, schedule::Schedule};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{Api, ResourceExt, api::ListParams};
+use serde_json::json;
+
+/// Whether a Deployment is rolling out the restart of `slot`: its template carries the slot and
+/// the Deployment controller has not finished (not caught up, or replicas not all updated and
+/// available, or old ones left).
+fn rolling_out(d: &Deployment, slot: DateTime<Utc>) -> bool {
+    if template_slot(d) != Some(slot) {
+        return false;
+    }
+    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let Some(s) = d.status.as_ref() else { return true };
+    let caught_up = s.observed_generation >= d.metadata.generation;
+    !(caught_up
+        && s.updated_replicas == Some(want)
+        && s.available_replicas == Some(want)
+        && s.replicas == Some(want))
+}
+
+/// A slot `lead` from now, on a whole second.
+fn slot_in(lead: i64) -> DateTime<Utc> {
+    (Utc::now() + Span::seconds(lead)).trunc_subsecs(0)
+}
+
+/// A 6-field schedule matching `slot` once a day (UTC).
+fn once_at(slot: DateTime<Utc>) -> String {
+    format!("{} {} {} * * *", slot.second(), slot.minute(), slot.hour())
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn thirty_erus_on_one_slot_never_roll_more_than_the_cap() {
+    const ERUS: usize = 30;
+    const CAP: usize = 5;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "fleet-cap").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    // minReadySeconds makes each rollout last a few seconds, so waves are visible
+    let slow = json!({"spec": {"minReadySeconds": 3, "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}});
+    for i in 0..ERUS {
+        deployment(&client, &ns.name, &format!("web-{i}"), 1, slow.clone()).await;
+    }
+    for i in 0..ERUS {
+        wait_ready(&deployments, &format!("web-{i}"), 1).await;
+    }
+    let operator = Operator::start(
+        &client,
+        &ns.name,
+        &["--max-concurrent-restarts", &CAP.to_string()],
+    )
+    .await;
+    let slot = slot_in(25);
+    // a place must be found within 12 s of the slot, or the slot is skipped (fleet_capacity)
+    for i in 0..ERUS {
+        create_eru(
+            &client,
+            &ns.name,
+            &format!("e-{i}"),
+            json!({"schedule": once_at(slot), "target": {"kind": "Deployment", "name": format!("web-{i}")},
+                   "startingDeadlineSeconds": 12}),
+        )
+        .await
+        .unwrap();
+    }
+
+    // sample the Deployments (from the API server, not the operator) until every Eru accounted
+    // its slot
+    let mut most = 0;
+    let mut samples = 0;
+    let settled = |operator: &Operator| {
+        let restarts = items(operator, "/history?limit=1000");
+        let missed = items(operator, "/missed?limit=1000");
+        let finished = restarts
+            .iter()
+            .filter(|r| time(&r["slot"]) == slot && r["outcome"] != "in_progress")
+            .count();
+        let skipped = missed.iter().filter(|m| time(&m["slot"]) == slot).count();
+        finished + skipped == ERUS
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !settled(&operator) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot was not accounted by every Eru in 120 s"
+        );
+        let list = deployments.list(&ListParams::default()).await.unwrap();
+        let now = list.items.iter().filter(|d| rolling_out(d, slot)).count();
+        most = most.max(now);
+        samples += 1;
+        assert!(
+            now <= CAP,
+            "{now} Deployments rolling out at once with --max-concurrent-restarts {CAP}"
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    println!("fleet cap: at most {most} of {ERUS} rolling out at once over {samples} samples (cap {CAP})");
+    assert_eq!(
+        most, CAP,
+        "the cap was used in full (the slot started {CAP} at once)"
+    );
+
+    // every Eru's slot: succeeded, or skipped for fleet capacity
+    let mut outcomes: HashMap<String, usize> = HashMap::new();
+    for i in 0..ERUS {
+        let name = format!("e-{i}");
+        let records = accounted(&operator, &name, 1, slot, slot);
+        let outcome = match &records[0].1 {
+            Accounted::Fired(outcome) => outcome.clone(),
+            Accounted::Missed { reason, .. } => reason.clone(),
+        };
+        assert!(
+            outcome == "succeeded" || outcome == "fleet_capacity",
+            "{name}: slot {slot} ended {outcome}"
+        );
+        *outcomes.entry(outcome).or_default() += 1;
+    }
+    println!("fleet cap outcomes: {outcomes:?}");
+    assert!(outcomes.get("succeeded").copied().unwrap_or(0) >= CAP);
+    assert!(
+        outcomes.get("fleet_capacity").copied().unwrap_or(0) >= 1,
+        "waves of {CAP} rollouts of 3 s each cannot all start within 12 s"
+    );
+    // the queue empties and the skipped Erus say why in their history
+    let metrics = common::get(&operator.url("/metrics")).1;
+    assert!(metrics.contains("eru_restarts_queued 0"), "queue not empty");
+    assert!(metrics.contains("eru_restarts_in_flight 0"), "places not freed");
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn blackouts_skip_exactly_their_slots_and_name_the_window() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "fleet-blackout").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "own", 1, json!({})).await;
+    deployment(&client, &ns.name, "shared", 1, json!({})).await;
+    wait_ready(&deployments, "own", 1).await;
+    wait_ready(&deployments, "shared", 1).await;
+    // the operator's cluster-wide list: every 20 s, a window of 10 s (slots :00 and :05 of it)
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("blackouts.yaml");
+    std::fs::write(
+        &file,
+        "- name: every-twenty\n  schedule: \"*/20 * * * * *\"\n  durationSeconds: 10\n",
+    )
+    .unwrap();
+    let operator = Operator::start(&client, &ns.name, &["--blackouts-file", file.to_str().unwrap()]).await;
+    // the Eru's own window: an absolute one of 15 s, starting 12 s from now (on a slot)
+    let start = {
+        let at = Utc::now() + Span::seconds(12);
+        DateTime::from_timestamp(at.timestamp() / 5 * 5 + 5, 0).unwrap()
+    };
+    let end = start + Span::seconds(15);
+    let window = json!([{"name": "release-freeze", "start": start, "end": end}]);
+    // the cluster-wide window applies to every Eru: "own" avoids it with a time zone-free
+    // schedule on seconds the cluster window never holds (:10 and :15 of every 20 s)
+    let began = Utc::now();
+    create_eru(
+        &client,
+        &ns.name,
+        "own",
+        json!({"schedule": "10,15,30,35,50,55 * * * * *", "target": {"kind": "Deployment", "name": "own"},
+               "blackouts": window}),
+    )
+    .await
+    .unwrap();
+    create_eru(
+        &client,
+        &ns.name,
+        "shared",
+        json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "shared"}}),
+    )
+    .await
+    .unwrap();
+    let until = end.max(began + Span::seconds(45)) + Span::seconds(5);
+    tokio::time::sleep((until - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(3)).await;
+
+    // "own": its slots inside [start, end) are blackout, named; none outside is
+    let mut own_blackout = 0;
+    let own_slots = Schedule::parse("10,15,30,35,50,55 * * * * *", None).unwrap();
+    for slot in own_slots.slots_between(began + Span::seconds(2), until) {
+        let record = accounted(&operator, "own", 1, slot, slot).remove(0).1;
+        let inside = start <= slot && slot < end;
+        match &record {
+            Accounted::Missed { reason, window } if reason == "blackout" => {
+                assert!(inside, "own: {slot} outside the window recorded blackout");
+                assert_eq!(*window, Some((start, end)));
+                own_blackout += 1;
+            }
+            other => assert!(!inside, "own: {slot} inside the window recorded {other:?}"),
+        }
+    }
+    assert!(own_blackout >= 1, "the window held at least one slot of own");
+    let notes: Vec<String> = items(&operator, "/missed?name=own&reason=blackout")
+        .iter()
+        .map(|m| m["note"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .all(|n| n.starts_with("blackout \"release-freeze\" (spec.blackouts[0]) from ")),
+        "{notes:?}"
+    );
+
+    // "shared": exactly the slots at :00 and :05 of every 20 s are blackout (cluster-wide)
+    let mut fired = 0;
+    for (slot, record) in accounted(&operator, "shared", 5, began + Span::seconds(2), until) {
+        let inside = slot.second() % 20 < 10;
+        match &record {
+            Accounted::Missed { reason, window } if reason == "blackout" => {
+                assert!(
+                    inside,
+                    "shared: {slot} recorded blackout outside the cluster window"
+                );
+                let opened = DateTime::from_timestamp(slot.timestamp() / 20 * 20, 0).unwrap();
+                assert_eq!(*window, Some((opened, opened + Span::seconds(10))));
+            }
+            Accounted::Fired(_) => {
+                assert!(!inside, "shared: {slot} restarted inside the cluster window");
+                fired += 1;
+            }
+            other => assert!(!inside, "shared: {slot} inside the window recorded {other:?}"),
+        }
+    }
+    assert!(fired >= 2, "slots outside the windows restart");
+    let note = items(&operator, "/missed?name=shared&reason=blackout")[0]["note"].clone();
+    assert!(
+        note.as_str()
+            .unwrap()
+            .starts_with("cluster blackout \"every-twenty\" from "),
+        "{note}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_dry_run_changes_nothing_for_a_minute_while_its_history_shows_every_slot() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "fleet-dry").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 2, json!({})).await;
+    deployment(&client, &ns.name, "api", 1, json!({})).await;
+    wait_ready(&deployments, "web", 2).await;
+    wait_ready(&deployments, "api", 1).await;
+    let before = deployments.get("web").await.unwrap();
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    let began = Utc::now();
+    create_eru(
+        &client,
+        &ns.name,
+        "dry",
+        json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"}, "dryRun": true}),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(62)).await;
+    let until = Utc::now() - Span::seconds(2);
+
+    let after = deployments.get("web").await.unwrap();
+    assert_eq!(
+        after.metadata.generation, before.metadata.generation,
+        "the Deployment changed"
+    );
+    assert_eq!(
+        template_slot(&after),
+        None,
+        "the template got a restart annotation"
+    );
+    assert_eq!(after.spec, before.spec);
+    let slots = accounted(&operator, "dry", 5, began + Span::seconds(1), until);
+    assert!(slots.len() >= 11, "a minute of */5 slots: {}", slots.len());
+    for (slot, record) in &slots {
+        assert_eq!(
+            *record,
+            Accounted::Missed {
+                reason: "dry_run".into(),
+                window: None
+            },
+            "slot {slot}"
+        );
+    }
+    let history = items(&operator, "/history?name=dry&limit=1000");
+    assert!(history.len() >= slots.len());
+    for r in &history {
+        assert_eq!(r["outcome"], "dry_run");
+        assert!(r["patched_at"].is_null(), "a dry run never patches: {r}");
+        let reason = r["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!(
+                "mtsre.meitu.com/restartedAt={}",
+                r["slot"].as_str().unwrap().replace(".000", "")
+            )),
+            "what would have been patched: {reason}"
+        );
+    }
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let status = erus.get("dry").await.unwrap().status.unwrap();
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "DryRun");
+
+    // the whole operator dry: an ordinary Eru journals dry_run too, and patches nothing
+    drop(operator);
+    let operator = Operator::start(&client, &ns.name, &["--dry-run"]).await;
+    let began = Utc::now();
+    create_eru(
+        &client,
+        &ns.name,
+        "plain",
+        json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "api"}}),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(17)).await;
+    let slots = accounted(
+        &operator,
+        "plain",
+        5,
+        began + Span::seconds(1),
+        Utc::now() - Span::seconds(2),
+    );
+    assert!(slots.len() >= 2);
+    assert!(
+        slots
+            .iter()
+            .all(|(_, r)| matches!(r, Accounted::Missed { reason, .. } if reason == "dry_run"))
+    );
+    assert_eq!(template_slot(&deployments.get("api").await.unwrap()), None);
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn jitter_moves_each_restart_by_its_own_stable_offset() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "fleet-jitter").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    let eru = create_eru(
+        &client,
+        &ns.name,
+        "jittery",
+        json!({"schedule": "*/10 * * * * *", "target": {"kind": "Deployment", "name": "web"}, "jitterSeconds": 6}),
+    )
+    .await
+    .unwrap();
+    let uid = eru.uid().unwrap();
+    let landed: Vec<(DateTime<Utc>, DateTime<Utc>)> =
+        wait_for("three jittered restarts", Duration::from_secs(60), || async {
+            let done: Vec<_> = items(&operator, "/history?name=jittery")
+                .iter()
+                .filter(|r| r["outcome"] == "succeeded")
+                .map(|r| (time(&r["slot"]), time(&r["patched_at"])))
+                .collect();
+            (done.len() >= 3).then_some(done)
+        })
+        .await;
+    for (slot, patched_at) in landed {
+        let due = slot + jitter_offset(&uid, slot, 6);
+        let late = patched_at - due;
+        println!(
+            "jitter: slot {slot}, offset {} ms, patch landed {} ms after it",
+            (due - slot).num_milliseconds(),
+            late.num_milliseconds()
+        );
+        assert!(due >= slot && due < slot + Span::seconds(6));
+        assert!(
+            late >= Span::zero(),
+            "patched before its jittered instant: {patched_at} < {due}"
+        );
+        assert!(
+            late < Span::seconds(2),
+            "patched {late} after its jittered instant"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn an_annotated_deployment_gets_a_hashed_schedule_spread_by_name() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "fleet-hash").await;
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let names = ["alpha", "bravo", "charlie", "delta"];
+    for name in names {
+        deployment(
+            &client,
+            &ns.name,
+            name,
+            1,
+            json!({"metadata": {"annotations": {"mtsre.meitu.com/eru": "true"}}}),
+        )
+        .await;
+    }
+    let mut minutes = Vec::new();
+    for name in names {
+        let next = wait_for(
+            &format!("the automatic Eru {name} scheduled"),
+            Duration::from_secs(30),
+            || async {
+                let eru = erus.get_opt(name).await.ok().flatten()?;
+                assert_eq!(
+                    eru.spec.schedule, "H 3 * * *",
+                    "the default schedule of automatic Erus"
+                );
+                eru.status?.next_schedule_time
+            },
+        )
+        .await;
+        let expected = Schedule::parse_for("H 3 * * *", None, &format!("{}/{name}", ns.name))
+            .unwrap()
+            .next_after(Utc::now() - Span::seconds(5))
+            .unwrap();
+        assert_eq!(next, expected, "{name}: the status and `schedule --name` agree");
+        assert_eq!(next.hour(), 3);
+        minutes.push(next.minute());
+    }
+    minutes.sort_unstable();
+    minutes.dedup();
+    assert!(minutes.len() > 1, "four names, one minute: {minutes:?}");
+    // the CLI previews the same instant
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+        .args([
+            "schedule",
+            "H 3 * * *",
+            "--name",
+            &format!("{}/alpha", ns.name),
+            "--count",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let first = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(first.len(), 20, "{first}");
+    assert_eq!(
+        &first[14..16],
+        format!("{:02}", minutes_of(&erus, "alpha").await).as_str()
+    );
+    drop(operator);
+}
+
+async fn minutes_of(erus: &Api<Eru>, name: &str) -> u32 {
+    erus.get(name)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .next_schedule_time
+        .unwrap()
+        .minute()
+}
