@@ -70,6 +70,13 @@ panels = [
           unit="s"),
     panel(13, "Operator build", "stat", 0, 46, 6, 4,
           [('max by (version) (eru_build_info)', "{{version}}")]),
+    panel(14, "Fleet: queued slots and restarts in flight", "timeseries", 6, 46, 9, 8,
+          [('max(eru_restarts_queued)', "queued"), ('max(eru_restarts_in_flight)', "in flight")],
+          description="Due slots waiting for a place under --max-concurrent-restarts, and the restarts holding the places (0 when uncapped)."),
+    panel(15, "Fleet skips: blackout, fleet capacity, dry run", "timeseries", 15, 46, 9, 8,
+          [('sum by (namespace, name, reason) (increase(eru_slots_total{reason=~"blackout|fleet_capacity|dry_run"}[$__rate_interval]))',
+            "{{namespace}}/{{name}} {{reason}}")],
+          description="Slots skipped on purpose: inside a blackout window, out of fleet capacity by their deadline, or journaled by a dry run."),
 ]
 
 dashboard = {
