@@ -81,8 +81,10 @@ async fn thirty_erus_on_one_slot_never_roll_more_than_the_cap() {
 
     // sample the Deployments (from the API server, not the operator) until every Eru accounted
     // its slot
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let mut most = 0;
     let mut samples = 0;
+    let mut queued_seen = 0;
     let settled = |operator: &Operator| {
         let restarts = items(operator, "/history?limit=1000");
         let missed = items(operator, "/missed?limit=1000");
@@ -103,6 +105,22 @@ async fn thirty_erus_on_one_slot_never_roll_more_than_the_cap() {
         let now = list.items.iter().filter(|d| rolling_out(d, slot)).count();
         most = most.max(now);
         samples += 1;
+        // waiting Erus say so in a condition
+        let waiting = erus
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|e| {
+                e.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Queued" && c.status == "True")
+                })
+            })
+            .count();
+        queued_seen = queued_seen.max(waiting);
         assert!(
             now <= CAP,
             "{now} Deployments rolling out at once with --max-concurrent-restarts {CAP}"
@@ -114,6 +132,8 @@ async fn thirty_erus_on_one_slot_never_roll_more_than_the_cap() {
         most, CAP,
         "the cap was used in full (the slot started {CAP} at once)"
     );
+    println!("fleet cap: at most {queued_seen} Erus showed Queued=True at once");
+    assert!(queued_seen >= 1, "no waiting Eru showed the Queued condition");
 
     // every Eru's slot: succeeded, or skipped for fleet capacity
     let mut outcomes: HashMap<String, usize> = HashMap::new();

@@ -33,8 +33,8 @@ use super::{
     metrics::EruMetrics,
     observe::observe,
     record::{self, slot_text},
-    status::Queued,
     status::status,
+    status::{FleetView, Queued},
 };
 use crate::{
     Result,
@@ -195,7 +195,10 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
         next,
         &summary,
         acted.patch_error,
-        queued.as_ref(),
+        FleetView {
+            capped: !context.fleet.limits().unlimited(),
+            queued: queued.as_ref(),
+        },
     );
     ctx.apply_status(eru.as_ref(), observed.known.as_ref(), &status)?;
     debug!(eru = %name, ?observed_in, ?journaled_in, ?acted_in, done_in = ?began.elapsed(), "pass timings");

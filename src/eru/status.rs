@@ -11,6 +11,15 @@ use crate::{
     machine::Phase,
 };
 
+/// The fleet as one Eru's status shows it: capped or not, and the slot it waits with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FleetView<'a> {
+    /// `--max-concurrent-restarts` (or the per-namespace cap) is set: the `Queued` condition is
+    /// shown.
+    pub capped: bool,
+    pub queued: Option<&'a Queued>,
+}
+
 /// A due slot waiting for a place in the fleet (`--max-concurrent-restarts`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Queued {
@@ -32,8 +41,9 @@ pub fn status(
     next: Option<DateTime<Utc>>,
     summary: &EruSummary,
     patch_error: Option<String>,
-    queued: Option<&Queued>,
+    fleet: FleetView<'_>,
 ) -> EruStatus {
+    let queued = fleet.queued;
     let known = observed.known.as_ref();
     let previous = known.map(|s| s.conditions.as_slice()).unwrap_or_default();
     let target_found = observed.target().is_some();
@@ -88,7 +98,7 @@ pub fn status(
             }),
         )
     };
-    let conditions = vec![
+    let mut conditions = vec![
         condition(previous, "Ready", ready, ready_reason, &ready_message, eru),
         condition(
             previous,
@@ -110,6 +120,22 @@ pub fn status(
             eru,
         ),
     ];
+    if fleet.capped {
+        conditions.push(condition(
+            previous,
+            "Queued",
+            queued.is_some(),
+            if queued.is_some() {
+                "FleetCapacity"
+            } else {
+                "NotQueued"
+            },
+            &queued.map_or("no slot waits for a restart place".to_string(), |q| {
+                format!("slot {} waits for a restart place", slot_text(q.slot))
+            }),
+            eru,
+        ));
+    }
     let journaled = summary.last_restart.as_ref().and_then(last_restart);
     let last_restart = newest(journaled, known.and_then(|s| s.last_restart.clone()), |r| r.slot);
     let ledger = summary.ledger.as_ref();
