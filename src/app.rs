@@ -68,15 +68,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // one operator process per SQLite file, held until this process ends (replicas sharing a
     // PostgreSQL journal are kept apart by the leader Lease instead)
     let _writer = if is_postgres_url(&args.database) {
-        if !args.leader_elect {
-            warn!("a PostgreSQL journal without --leader-elect: run one replica only, or two would both act");
-        }
         None
     } else {
         Some(WriterLock::acquire(std::path::Path::new(&args.database))?)
     };
     let eru_options = eru_options(&args)?;
     let journal = Journal::connect(&args.database).await?;
+    // without leader election, one process acts on a PostgreSQL journal: its advisory lock
+    let _actor = if is_postgres_url(&args.database) && !args.leader_elect {
+        Some(journal.lock_actor().await?)
+    } else {
+        None
+    };
     let metrics = Metrics::new();
     let batches = metrics.journal_batch.clone();
     journal.observe_batches(Box::new(move |size, _| batches.observe(size as f64)));

@@ -364,6 +364,31 @@ async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
 /// journal URL from a Secret, anti-affinity, a PodDisruptionBudget.
 #[tokio::test]
 #[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_second_operator_without_leader_election_on_one_postgres_journal_refuses_to_start() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "ha-actor").await;
+    let url = common::fresh_database("actor");
+    let first = Operator::start_on(&client, &ns.name, &[], &[], Some(&url)).await;
+    let mut second = Operator::prepare(&client, &ns.name, &[], &[], Some(&url)).await;
+    let status = second
+        .spawn_expecting_exit(Duration::from_secs(30))
+        .await
+        .expect("the second operator exits instead of acting beside the first");
+    assert!(!status.success());
+    let log = second.log_tail();
+    assert!(
+        log.contains("another eru-operator process without --leader-elect acts on it"),
+        "{log}"
+    );
+    assert!(!log.contains("password"), "{log}");
+    // the first one's lock goes with it: a successor starts
+    drop(first);
+    let mut third = Operator::prepare(&client, &ns.name, &[], &[], Some(&url)).await;
+    third.spawn().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
 async fn the_high_availability_install_is_accepted() {
     common::install();
     let applied = common::kubectl(&["apply", "--dry-run=server", "-f", "deploy/ha/"]);

@@ -62,6 +62,41 @@ impl WriterLock {
     }
 }
 
+/// One acting operator per PostgreSQL journal when leader election is off: a session-level
+/// advisory lock, held on a connection of its own for the process's lifetime. PostgreSQL releases
+/// it when that session ends (the process dies, or its connection breaks), so a crash never
+/// leaves it behind. With `--leader-elect` the Lease keeps replicas apart instead.
+#[derive(Debug)]
+pub struct ActorLock {
+    _session: sqlx::AnyConnection,
+}
+
+/// The advisory lock's key: "eru-op" in ASCII.
+const ACTOR_LOCK_KEY: i64 = 0x6572_752d_6f70;
+
+impl super::Journal {
+    /// Takes the acting operator's advisory lock of a PostgreSQL journal, or says that another
+    /// process holds it.
+    pub async fn lock_actor(&self) -> Result<ActorLock> {
+        use sqlx::Acquire;
+        let mut session = self.pool.acquire().await?.detach();
+        let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(ACTOR_LOCK_KEY)
+            .fetch_one(session.acquire().await?)
+            .await?;
+        if !taken {
+            return Err(Error::JournalFile {
+                path: "the PostgreSQL journal".into(),
+                reason:
+                    "another eru-operator process without --leader-elect acts on it (it holds the journal's \
+                         advisory lock); run one replica, or all of them with --leader-elect"
+                        .into(),
+            });
+        }
+        Ok(ActorLock { _session: session })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -332,6 +332,20 @@ impl Operator {
         self.child = Some(child);
     }
 
+    /// Starts the process and waits up to `within` for it to exit on its own; its exit status, or
+    /// `None` if it still runs.
+    pub async fn spawn_expecting_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        self.spawn_process();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        None
+    }
+
     /// Waits until `/readyz` answers 200.
     pub async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(90);
