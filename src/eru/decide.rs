@@ -202,8 +202,8 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
         due.dry_run |= observed.dry_run_all;
     }
     let next_fire = accounting.held_until.or_else(|| {
-        let current = epochs.last()?;
-        ledger::next_fire(&current.spec, &observed.uid, &observed.seed, now)
+        let slot = observed.schedule.as_ref().ok()?.next_after(now)?;
+        Some(observed.spec.fire_at(&observed.uid, slot))
     });
     if !accounting.records.is_empty() || accounting.due.is_some() {
         let target = accounting

@@ -413,12 +413,6 @@ pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
     accounting
 }
 
-/// When the restart of the first slot after `now` is due under `spec` (its jitter included).
-pub fn next_fire(spec: &EpochSpec, uid: &str, seed: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let slot = spec.schedule(seed)?.next_after(now)?;
-    Some(spec.fire_at(uid, slot))
-}
-
 /// Appends a record: its own while under the cap; past the cap, merged into the last record
 /// when that has the same reason, window, target and note (one summary per consecutive group).
 fn push(records: &mut Vec<SlotRecord>, record: SlotRecord) {
