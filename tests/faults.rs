@@ -266,3 +266,120 @@ async fn fault_journal_disk_full() {
     survive_journal_outage(&operator, &deployments, &erus, outage).await;
     let _ = &disk;
 }
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh (runs the fault_ tests alone)"]
+async fn fault_leader_exits_in_a_long_control_plane_outage_and_returns_under_a_supervisor() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "fault-leader").await;
+    common::allow_lease(&client, &ns.name).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let flags = [
+        "--leader-elect",
+        "--leader-elect-namespace",
+        &ns.name,
+        "--instance",
+        "solo",
+    ];
+    let mut operator = Operator::start(&client, &ns.name, &flags).await;
+    wait_for("leadership", Duration::from_secs(30), || async {
+        (operator.role().as_deref() == Some("leader")).then_some(())
+    })
+    .await;
+    let spec = json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"}});
+    let created = Utc::now();
+    create_eru(&client, &ns.name, "web", spec).await.unwrap();
+    let first = succeeded_after(&operator, "web", created).await;
+
+    // the control plane goes away for 20 s, longer than the renew deadline (10 s): the leader
+    // must stop acting and exit; a supervisor (here: this loop, in a cluster: kubelet) starts it
+    // again, and it retries until the API server is back
+    let mut outage = Command::new(repo().join("hack/cluster.sh"))
+        .args([
+            "restart-control-plane",
+            "--name",
+            &cluster_name(),
+            "--down-seconds",
+            "20",
+        ])
+        .spawn()
+        .unwrap();
+    let down = Utc::now();
+    let mut exits = Vec::new();
+    while outage.try_wait().unwrap().is_none() {
+        if let Some(status) = operator.exited() {
+            exits.push((Utc::now(), status));
+            tokio::time::sleep(Duration::from_secs(1)).await; // a supervisor's back-off
+            operator.respawn();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        outage.wait().unwrap().success(),
+        "hack/cluster.sh restart-control-plane failed"
+    );
+    let back = Utc::now();
+    println!(
+        "control plane down {:.1} s; operator exits during it: {:?}",
+        (back - down).num_milliseconds() as f64 / 1000.0,
+        exits
+            .iter()
+            .map(|(at, s)| format!("{:.1} s: {s}", (*at - down).num_milliseconds() as f64 / 1000.0))
+            .collect::<Vec<_>>()
+    );
+    let (first_exit, status) = exits
+        .first()
+        .cloned()
+        .expect("the leader exited during a 20 s outage (fail-stop)");
+    assert!(
+        !status.success(),
+        "a lost lease is an error exit, not a clean stop"
+    );
+    assert!(
+        (first_exit - down) < chrono::Duration::seconds(19),
+        "it exited {} after the outage began",
+        first_exit - down
+    );
+
+    // back: supervised until it leads again, then it restarts on schedule unaided
+    wait_for("the operator leading again", Duration::from_secs(120), || {
+        if let Some(status) = operator.exited() {
+            exits.push((Utc::now(), status));
+            operator.respawn();
+        }
+        let role = operator.role();
+        async move { (role.as_deref() == Some("leader")).then_some(()) }
+    })
+    .await;
+    let resumed = succeeded_after(&operator, "web", back + chrono::Duration::seconds(5)).await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    settle(&erus, &operator, "web").await;
+
+    // every slot exactly one record (accounted() panics on none or two); the slots while no
+    // process ran are operator_down, none restarted twice
+    let slots = accounted(&operator, "web", 5, first, resumed);
+    println!("{} slots: {slots:?}", slots.len());
+    let down_slots: Vec<_> = slots
+        .iter()
+        .filter(|(_, a)| matches!(a, Accounted::Missed { reason, .. } if reason == "operator_down"))
+        .collect();
+    assert!(
+        !down_slots.is_empty(),
+        "the operator was gone for a while: {slots:?}"
+    );
+    for (slot, record) in &down_slots {
+        let Accounted::Missed {
+            window: Some((from, to)),
+            ..
+        } = record
+        else {
+            panic!("operator_down without a window: {record:?}")
+        };
+        assert!(from < slot && slot <= to && *from >= first_exit - chrono::Duration::seconds(12));
+    }
+    let last = slots.last().map(|(_, a)| a.clone());
+    assert_eq!(last, Some(Accounted::Fired("succeeded".into())), "{slots:?}");
+    operator.stop();
+}

@@ -18,10 +18,10 @@ use common::{
     wait_for,
 };
 use eru::eru::Eru;
-use k8s_openapi::api::{apps::v1::Deployment, events::v1::Event, rbac::v1::RoleBinding};
+use k8s_openapi::api::{apps::v1::Deployment, events::v1::Event};
 use kube::{
     Api, Client,
-    api::{Patch, PatchParams, PostParams},
+    api::{Patch, PatchParams},
 };
 use serde_json::{Value, json};
 
@@ -30,22 +30,6 @@ use serde_json::{Value, json};
 const LEASE_DURATION: Duration = Duration::from_secs(15);
 /// ... and tries every retry period.
 const RETRY_PERIOD: Duration = Duration::from_secs(2);
-
-/// Lets the operator's ServiceAccount hold the Lease `eru-operator` in `ns`: deploy/'s rules
-/// (ClusterRole `eru-operator-leader-election`), bound in the test's namespace.
-async fn allow_lease(client: &Client, ns: &str) {
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "eru-operator-leader-election"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": "eru-operator-leader-election"},
-        "subjects": [{"kind": "ServiceAccount", "name": "eru-operator", "namespace": "eru-system"}]
-    }))
-    .unwrap();
-    Api::<RoleBinding>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-}
 
 /// The flags of a replica named `instance` electing a leader through a Lease in `ns`.
 fn elected(ns: &str, instance: &str) -> Vec<String> {
@@ -143,7 +127,7 @@ fn journal_restarts(operator: &Operator) -> Vec<Value> {
 async fn two_replicas_with_separate_journals_never_both_act() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "ha-sqlite").await;
-    allow_lease(&client, &ns.name).await;
+    common::allow_lease(&client, &ns.name).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     deployment(&client, &ns.name, "web", 1, json!({})).await;
     wait_ready(&deployments, "web", 1).await;
@@ -258,7 +242,7 @@ fn random_pause() -> Duration {
 async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "ha-postgres").await;
-    allow_lease(&client, &ns.name).await;
+    common::allow_lease(&client, &ns.name).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     deployment(&client, &ns.name, "web", 2, json!({})).await;
     wait_ready(&deployments, "web", 2).await;

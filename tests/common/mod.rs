@@ -425,6 +425,19 @@ impl Operator {
         }
     }
 
+    /// Whether the process has exited (as a supervisor sees it); its status if so.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().unwrap()?;
+        self.child = None;
+        Some(status)
+    }
+
+    /// Starts the process again, as a supervisor (kubelet) would, without waiting for it.
+    pub fn respawn(&mut self) {
+        assert!(self.child.is_none(), "the operator still runs");
+        self.spawn_process();
+    }
+
     /// Starts the process again on the same journal, port and namespace.
     pub async fn restart(&mut self) {
         assert!(self.child.is_none(), "stop or kill the operator first");
@@ -443,6 +456,22 @@ impl Drop for Operator {
         }
         self.kill();
     }
+}
+
+/// Lets the operator's ServiceAccount hold the leader Lease in `ns` (the RoleBinding
+/// `deploy/rbac.yaml` makes in eru-system), so a test elects in a namespace of its own.
+pub async fn allow_lease(client: &Client, ns: &str) {
+    let binding: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "eru-operator-leader-election"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "eru-operator-leader-election"},
+        "subjects": [{"kind": "ServiceAccount", "name": "eru-operator", "namespace": "eru-system"}]
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
 }
 
 /// Names of the live (not terminating) Pods matching a label selector, sorted.
