@@ -59,6 +59,7 @@ fn entry_of(uid: &str, i: i64) -> Entry {
             result: SlotResult::Fired,
             reason: "scheduled",
             window: None,
+            note: None,
             evaluated_at: at,
         }],
         restarts_decided: vec![NewRestart {
@@ -147,14 +148,15 @@ async fn main() {
             suspend: false,
             starting_deadline_seconds: 300,
             target: "web".into(),
+            jitter_seconds: 0,
+            blackouts: Vec::new(),
+            dry_run: false,
         },
     }];
     let window = [(from, from + chrono::Duration::days(30))];
     let span = Span {
-        after: from,
-        now: from + chrono::Duration::days(30),
         downtime: &window,
-        unrecorded: None,
+        ..Span::new(from, from + chrono::Duration::days(30))
     };
     let passes = if full { 15 } else { 1 };
     let samples: Vec<Duration> = (0..passes)

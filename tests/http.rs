@@ -50,6 +50,7 @@ fn rows(start: i64, n: i64) -> Entry {
             result: SlotResult::Missed,
             reason: "operator_down",
             window: Some((at, at + Duration::seconds(40))),
+            note: None,
             evaluated_at: at,
         });
         entry.transitions.push(NewTransition {

@@ -26,7 +26,10 @@ pub enum Origin {
 #[derive(Clone, Debug)]
 enum When {
     /// Windows open at the schedule's slots and last `duration`.
-    Recurring { opens: Schedule, duration: Duration },
+    Recurring {
+        opens: Box<Schedule>,
+        duration: Duration,
+    },
     /// One window `[start, end)`.
     Absolute {
         start: DateTime<Utc>,
@@ -88,7 +91,7 @@ fn compile(
             end: None,
             ..
         } if *seconds > 0 => When::Recurring {
-            opens: Schedule::parse_for(expr, tz, seed).map_err(|e| error(e.to_string()))?,
+            opens: Box::new(Schedule::parse_for(expr, tz, seed).map_err(|e| error(e.to_string()))?),
             duration: Duration::seconds(*seconds),
         },
         Blackout {
