@@ -10,8 +10,12 @@ use std::{
 use anyhow::Context as _;
 use chrono::Utc;
 use k8s_openapi::{
-    api::apps::v1::Deployment,
+    api::{
+        apps::v1::{DaemonSet, Deployment, StatefulSet},
+        core::v1::PodTemplateSpec,
+    },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 use kube::{
     Api, Client, Config, ResourceExt,
@@ -165,9 +169,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.retention,
         shutdown.clone(),
     ));
-    // one lean cache of Deployments and one of Erus, shared by the controllers that read them
+    // one lean cache of each workload kind and one of Erus, shared by the controllers that read
+    // them
     let namespace = &args.namespace;
     let deployments = Shared::new(&client, namespace, watcher::Config::default(), lean_deployment);
+    let statefulsets = Shared::new(&client, namespace, watcher::Config::default(), lean_statefulset);
+    let daemonsets = Shared::new(&client, namespace, watcher::Config::default(), lean_daemonset);
+    let workloads = eru::context::Workloads {
+        deployments: &deployments,
+        statefulsets: &statefulsets,
+        daemonsets: &daemonsets,
+    };
     let mut erus = Shared::new(
         &client,
         namespace,
@@ -177,16 +189,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (podsets, podsets_synced) = podset::reconcile::controller(ctx.clone(), shutdown.clone());
     let (memcacheds, memcacheds_synced) =
         memcached::reconcile::controller(ctx.clone(), shutdown.clone(), &deployments);
-    let (auto, auto_synced) = eru::auto::controller(ctx.clone(), shutdown.clone(), &deployments, &mut erus);
-    let (eru_controller, erus_synced) = eru::reconcile::controller(
-        ctx.clone(),
-        shutdown.clone(),
-        &mut erus,
-        &deployments,
-        eru_options,
-    );
+    let (auto, auto_synced) = eru::auto::controller(ctx.clone(), shutdown.clone(), workloads, &mut erus);
+    let (eru_controller, erus_synced) =
+        eru::reconcile::controller(ctx.clone(), shutdown.clone(), &mut erus, workloads, eru_options);
     let caches = async {
-        futures::join!(deployments.run(shutdown.clone()), erus.run(shutdown.clone()));
+        futures::join!(
+            deployments.run(shutdown.clone()),
+            statefulsets.run(shutdown.clone()),
+            daemonsets.run(shutdown.clone()),
+            erus.run(shutdown.clone())
+        );
     };
     let synced = {
         let caches = readiness.caches.clone();
@@ -296,6 +308,57 @@ fn lean_deployment(deployment: &mut Deployment) {
         for c in conditions.iter_mut() {
             c.message = None;
         }
+    }
+}
+
+/// What the operator keeps of a workload's metadata and pod template (a StatefulSet's or
+/// DaemonSet's, which only the Eru and automatic-Eru controllers read): the restart manager's
+/// managedFields entry (when the last restart landed), the `mtsre.meitu.com/` annotations of the
+/// object and of its template; no labels, owners or pod spec.
+fn lean_workload(meta: &mut ObjectMeta, template: Option<&mut PodTemplateSpec>) {
+    lean_meta(meta, |e| e.manager.as_deref() == Some(eru::RESTART_MANAGER));
+    meta.labels = None;
+    meta.owner_references = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
+    }
+    if let Some(template) = template {
+        template.spec = None;
+        if let Some(template) = template.metadata.as_mut() {
+            template.labels = None;
+            if let Some(annotations) = template.annotations.as_mut() {
+                annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
+            }
+        }
+    }
+}
+
+/// What the operator keeps of a StatefulSet ([`lean_workload`]): replicas, the update strategy
+/// (type, partition), the first ordinal and the status counts and revisions.
+fn lean_statefulset(statefulset: &mut StatefulSet) {
+    let spec = statefulset.spec.as_mut();
+    lean_workload(&mut statefulset.metadata, spec.map(|s| &mut s.template));
+    if let Some(spec) = statefulset.spec.as_mut() {
+        spec.selector = Default::default();
+        spec.service_name = None;
+        spec.volume_claim_templates = None;
+        spec.persistent_volume_claim_retention_policy = None;
+    }
+    if let Some(status) = statefulset.status.as_mut() {
+        status.conditions = None;
+    }
+}
+
+/// What the operator keeps of a DaemonSet ([`lean_workload`]): the update strategy and the status
+/// counts.
+fn lean_daemonset(daemonset: &mut DaemonSet) {
+    let spec = daemonset.spec.as_mut();
+    lean_workload(&mut daemonset.metadata, spec.map(|s| &mut s.template));
+    if let Some(spec) = daemonset.spec.as_mut() {
+        spec.selector = Default::default();
+    }
+    if let Some(status) = daemonset.status.as_mut() {
+        status.conditions = None;
     }
 }
 
@@ -524,7 +587,8 @@ mod tests {
             eru::target::view_deployment(&lean),
             eru::target::view_deployment(&full)
         );
-        let desired = |d: &Deployment| serde_json::to_value(eru::auto::desired(d, "0 3 * * *")).unwrap();
+        let desired =
+            |d: &Deployment| serde_json::to_value(eru::auto::desired(d, "web", "0 3 * * *")).unwrap();
         assert_eq!(desired(&lean), desired(&full));
         assert!(lean.metadata.labels.is_none());
         assert_eq!(lean.metadata.annotations.as_ref().map(|a| a.len()), Some(2));
@@ -532,5 +596,91 @@ mod tests {
         let template = lean.spec.as_ref().unwrap().template.clone();
         assert!(template.spec.is_none());
         assert_eq!(template.metadata.unwrap().annotations.map(|a| a.len()), Some(1));
+    }
+
+    /// The managedFields and annotations of a workload as the API server sends them.
+    fn workload_meta() -> serde_json::Value {
+        serde_json::json!({"name": "web", "namespace": "shop", "uid": "u1", "generation": 4,
+            "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "App", "name": "web", "uid": "o1"}],
+            "annotations": {"mtsre.meitu.com/eru": "true", "mtsre.meitu.com/eru-schedule": "H 3 * * *",
+                            "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+            "managedFields": [
+                {"manager": "eru-operator-restart", "operation": "Apply", "time": "2026-11-23T03:00:00Z",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {}}}},
+                {"manager": "kubectl", "operation": "Update", "time": "2026-11-22T03:00:00Z"}]})
+    }
+
+    fn template() -> serde_json::Value {
+        serde_json::json!({"metadata": {"labels": {"app": "web"},
+                                        "annotations": {"mtsre.meitu.com/restartedAt": "2026-11-23T03:00:00Z",
+                                                        "prometheus.io/scrape": "true"}},
+                           "spec": {"containers": [{"name": "web", "image": "nginx"}]}})
+    }
+
+    /// Leaning a StatefulSet never changes what a controller reads of it.
+    #[test]
+    fn a_lean_statefulset_reads_the_same() {
+        for strategy in [
+            serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}),
+            serde_json::json!({"type": "OnDelete"}),
+            serde_json::json!({"type": "RollingUpdate"}),
+        ] {
+            let full: StatefulSet = serde_json::from_value(serde_json::json!({
+                "metadata": workload_meta(),
+                "spec": {"replicas": 2, "serviceName": "web", "selector": {"matchLabels": {"app": "web"}},
+                    "updateStrategy": strategy, "template": template(),
+                    "volumeClaimTemplates": [{"metadata": {"name": "data"}}]},
+                "status": {"observedGeneration": 4, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2,
+                    "availableReplicas": 2, "currentReplicas": 2, "currentRevision": "web-1",
+                    "updateRevision": "web-1",
+                    "conditions": [{"type": "Example", "status": "True", "message": "a long text"}]}
+            }))
+            .unwrap();
+            let mut lean = full.clone();
+            lean_statefulset(&mut lean);
+            assert_eq!(
+                eru::target::view_statefulset(&lean),
+                eru::target::view_statefulset(&full)
+            );
+            let desired =
+                |s: &StatefulSet| serde_json::to_value(eru::auto::desired(s, "web", "0 3 * * *")).unwrap();
+            assert_eq!(desired(&lean), desired(&full));
+            assert!(lean.metadata.labels.is_none() && lean.metadata.owner_references.is_none());
+            assert_eq!(lean.metadata.annotations.as_ref().map(|a| a.len()), Some(2));
+            assert_eq!(lean.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
+            let spec = lean.spec.as_ref().unwrap();
+            assert!(spec.template.spec.is_none() && spec.volume_claim_templates.is_none());
+        }
+    }
+
+    /// Leaning a DaemonSet never changes what a controller reads of it.
+    #[test]
+    fn a_lean_daemonset_reads_the_same() {
+        for strategy in [
+            serde_json::json!({"type": "OnDelete"}),
+            serde_json::json!({"type": "RollingUpdate"}),
+        ] {
+            let full: DaemonSet = serde_json::from_value(serde_json::json!({
+                "metadata": workload_meta(),
+                "spec": {"selector": {"matchLabels": {"app": "web"}}, "updateStrategy": strategy,
+                    "template": template()},
+                "status": {"observedGeneration": 4, "desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+                    "updatedNumberScheduled": 3, "numberAvailable": 3, "numberReady": 3,
+                    "numberMisscheduled": 0}
+            }))
+            .unwrap();
+            let mut lean = full.clone();
+            lean_daemonset(&mut lean);
+            assert_eq!(
+                eru::target::view_daemonset(&lean),
+                eru::target::view_daemonset(&full)
+            );
+            let desired =
+                |d: &DaemonSet| serde_json::to_value(eru::auto::desired(d, "web", "0 3 * * *")).unwrap();
+            assert_eq!(desired(&lean), desired(&full));
+            assert!(lean.spec.as_ref().unwrap().template.spec.is_none());
+            assert_eq!(lean.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
+        }
     }
 }

@@ -87,6 +87,7 @@ struct HistoryArgs {
     /// The Eru (or, for transitions, any object).
     #[arg(long)]
     name: Option<String>,
+    /// The workload: a Deployment's name, or StatefulSet/<name>, DaemonSet/<name>.
     #[arg(long)]
     target: Option<String>,
     /// Restarts: in_progress, succeeded, failed, abandoned.

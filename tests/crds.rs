@@ -28,7 +28,7 @@ fn schema_rejects_what_the_api_server_can_check() {
     assert!(spec["schedule"]["pattern"].is_string());
     assert_eq!(
         spec["target"]["properties"]["kind"]["enum"],
-        serde_json::json!(["Deployment"])
+        serde_json::json!(["Deployment", "StatefulSet", "DaemonSet"])
     );
     assert_eq!(spec["startingDeadlineSeconds"]["default"], 300);
     let memcached = serde_json::to_value(eru::crds::all()[1].1.clone()).unwrap();

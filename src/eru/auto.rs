@@ -1,11 +1,20 @@
-//! Erus created from Deployment annotations: `mtsre.meitu.com/eru: "true"` asks for an Eru named
-//! after the Deployment, owned by it and labelled as managed by the operator; its schedule and
-//! time zone come from `mtsre.meitu.com/eru-schedule` and `mtsre.meitu.com/eru-timezone` (or
-//! `--default-schedule`); `mtsre.meitu.com/eru-suspend: "true"` suspends it. Removing the
-//! annotation, or any value but "true", deletes that Eru. A user-made Eru of the same name is never
-//! touched: the conflict is reported with an Event. Such Events (and `EruInvalid`, for annotations
-//! the CRD schema refuses) are emitted when the problem appears or changes, not on every update of
-//! the Deployment's status; a refused apply is not retried until the annotations change.
+//! Erus created from workload annotations: a Deployment, StatefulSet or DaemonSet annotated
+//! `mtsre.meitu.com/eru: "true"` asks for an Eru named after it, owned by it and labelled as managed
+//! by the operator; its schedule and time zone come from `mtsre.meitu.com/eru-schedule` and
+//! `mtsre.meitu.com/eru-timezone` (or `--default-schedule`); `mtsre.meitu.com/eru-suspend: "true"`
+//! suspends it. Removing the annotation, or any value but "true", deletes that Eru. A user-made Eru
+//! of the same name is never touched: the conflict is reported with an Event. Such Events (and
+//! `EruInvalid`, for annotations the CRD schema refuses) are emitted when the problem appears or
+//! changes, not on every update of the workload's status; a refused apply is not retried until the
+//! annotations change.
+//!
+//! **Names.** Workloads of different kinds may share a name (a Deployment `web` and a StatefulSet
+//! `web`). The first to ask gets the Eru `web`; a later one, finding `web` to be another
+//! workload's automatic Eru, gets `web-statefulset` (`web-deployment`, `web-daemonset`: its kind,
+//! lower-cased). An automatic Eru keeps its name for as long as it exists: one that got the suffix
+//! keeps it after `web` is freed, so an Eru (and its history) is never renamed. An Eru is created
+//! only after the API server (not just the cache, which may lag) said that name is free, so one
+//! workload's apply never takes over another's Eru.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -14,7 +23,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use k8s_openapi::api::apps::v1::Deployment;
+use futures::StreamExt;
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ObjectMeta, Patch, PatchParams},
@@ -30,7 +39,8 @@ use tracing::info;
 
 use super::{
     AUTO_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_SUSPEND_ANNOTATION, AUTO_TIMEZONE_ANNOTATION,
-    DEFAULT_STARTING_DEADLINE_SECONDS, Eru, EruSpec, Target, TargetKind,
+    DEFAULT_STARTING_DEADLINE_SECONDS, Eru, EruSpec, Target, TargetKind, context::Workloads,
+    target::Workload,
 };
 use crate::{
     Result,
@@ -43,7 +53,7 @@ use crate::{
 /// Label marking Erus the operator created.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", MANAGER);
 
-/// What to do about one Deployment's automatic Eru.
+/// What to do about one workload's automatic Eru.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AutoAction {
     /// Create or update the Eru.
@@ -55,17 +65,44 @@ pub enum AutoAction {
     Nothing,
 }
 
-fn is_ours(eru: &Eru, deployment: &Deployment) -> bool {
+/// Whether `eru` is an automatic Eru (created by the operator).
+fn is_automatic(eru: &Eru) -> bool {
     eru.labels().get(MANAGED_BY.0).map(String::as_str) == Some(MANAGED_BY.1)
+}
+
+/// Whether `eru` is the automatic Eru of `workload`.
+fn is_ours(eru: &Eru, workload: &impl Resource) -> bool {
+    is_automatic(eru)
         && eru
             .owner_references()
             .iter()
-            .any(|o| Some(&o.uid) == deployment.meta().uid.as_ref())
+            .any(|o| Some(&o.uid) == workload.meta().uid.as_ref())
 }
 
-/// The automatic Eru a Deployment asks for.
-pub fn desired(deployment: &Deployment, default_schedule: &str) -> Eru {
-    let annotations = deployment.annotations();
+/// The name an automatic Eru of a `kind` workload takes when the workload's own name is taken
+/// by another workload's automatic Eru.
+pub fn suffixed(kind: TargetKind, name: &str) -> String {
+    format!("{name}-{}", kind.as_str().to_lowercase())
+}
+
+/// The name of `workload`'s automatic Eru, given the Erus of its namespace (`existing`): the one it
+/// has, else its own name unless another workload's automatic Eru has it, else
+/// [`suffixed`].
+pub fn eru_name<K: Workload>(workload: &K, existing: impl Fn(&str) -> Option<Arc<Eru>>) -> String {
+    let name = workload.name_any();
+    let other = suffixed(K::KIND, &name);
+    let own = |n: &str| existing(n).is_some_and(|eru| is_ours(&eru, workload));
+    let taken = || existing(&name).is_some_and(|eru| is_automatic(&eru));
+    if !own(&name) && (own(&other) || taken()) {
+        other
+    } else {
+        name
+    }
+}
+
+/// The automatic Eru `name` a workload asks for.
+pub fn desired<K: Workload>(workload: &K, name: &str, default_schedule: &str) -> Eru {
+    let annotations = workload.annotations();
     let spec = EruSpec {
         schedule: annotations
             .get(AUTO_SCHEDULE_ANNOTATION)
@@ -73,8 +110,8 @@ pub fn desired(deployment: &Deployment, default_schedule: &str) -> Eru {
             .unwrap_or_else(|| default_schedule.to_string()),
         time_zone: annotations.get(AUTO_TIMEZONE_ANNOTATION).cloned(),
         target: Target {
-            kind: TargetKind::Deployment,
-            name: deployment.name_any(),
+            kind: K::KIND,
+            name: workload.name_any(),
         },
         suspend: annotations.get(AUTO_SUSPEND_ANNOTATION).map(String::as_str) == Some("true"),
         starting_deadline_seconds: DEFAULT_STARTING_DEADLINE_SECONDS,
@@ -83,36 +120,46 @@ pub fn desired(deployment: &Deployment, default_schedule: &str) -> Eru {
         blackouts: Vec::new(),
         dry_run: false,
     };
-    let mut eru = Eru::new(&deployment.name_any(), spec);
+    let mut eru = Eru::new(name, spec);
     eru.metadata = ObjectMeta {
-        name: Some(deployment.name_any()),
-        namespace: deployment.namespace(),
+        name: Some(name.to_string()),
+        namespace: workload.namespace(),
         labels: Some(BTreeMap::from([(
             MANAGED_BY.0.to_string(),
             MANAGED_BY.1.to_string(),
         )])),
-        owner_references: deployment.controller_owner_ref(&()).map(|o| vec![o]),
+        owner_references: workload.controller_owner_ref(&()).map(|o| vec![o]),
         ..ObjectMeta::default()
     };
     eru
 }
 
-/// Decides what to do for `deployment`, given the Eru of the same name if one exists.
-pub fn decide(deployment: &Deployment, existing: Option<&Eru>, default_schedule: &str) -> AutoAction {
-    let wanted = deployment.annotations().get(AUTO_ANNOTATION).map(String::as_str) == Some("true");
-    match existing {
-        Some(eru) if !is_ours(eru, deployment) => {
+/// Decides what to do for `workload`, given the Erus of its namespace (`existing`): the name of
+/// its automatic Eru ([`eru_name`]) and the action on it.
+pub fn decide<K: Workload>(
+    workload: &K,
+    existing: impl Fn(&str) -> Option<Arc<Eru>>,
+    default_schedule: &str,
+) -> (String, AutoAction) {
+    let wanted = workload.annotations().get(AUTO_ANNOTATION).map(String::as_str) == Some("true");
+    let name = eru_name(workload, &existing);
+    let action = match existing(&name) {
+        Some(eru) if !is_ours(&eru, workload) => {
             if wanted {
+                let whose = if is_automatic(&eru) {
+                    "is another workload's automatic Eru"
+                } else {
+                    "is not managed by the operator"
+                };
                 AutoAction::Conflict(format!(
-                    "an Eru named {} already exists and is not managed by the operator; it is left as it is",
-                    eru.name_any()
+                    "an Eru named {name} already exists and {whose}; it is left as it is"
                 ))
             } else {
                 AutoAction::Nothing
             }
         }
         Some(eru) if wanted => {
-            let want = desired(deployment, default_schedule);
+            let want = desired(workload, &name, default_schedule);
             if eru.spec == want.spec {
                 AutoAction::Nothing
             } else {
@@ -120,48 +167,91 @@ pub fn decide(deployment: &Deployment, existing: Option<&Eru>, default_schedule:
             }
         }
         Some(_) => AutoAction::Delete,
-        None if wanted => AutoAction::Apply(Box::new(desired(deployment, default_schedule))),
+        None if wanted => AutoAction::Apply(Box::new(desired(workload, &name, default_schedule))),
         None => AutoAction::Nothing,
-    }
+    };
+    (name, action)
 }
 
 struct AutoContext {
     ctx: Arc<Context>,
     erus: Store<Eru>,
     erus_synced: Synced,
-    /// Per Deployment uid, the problem last reported (a conflict, or the apply the API refused):
+    /// Per workload uid, the problem last reported (a conflict, or the apply the API refused):
     /// reported again only when it changes. Entries exist only while a problem does.
     reported: Mutex<HashMap<String, String>>,
 }
 
 impl AutoContext {
-    /// Records `problem` for `deployment`; true if it differs from the one last reported.
-    fn report(&self, deployment: &Deployment, problem: String) -> bool {
-        let uid = deployment.uid().unwrap_or_default();
+    /// Records `problem` for `workload`; true if it differs from the one last reported.
+    fn report(&self, workload: &impl Resource, problem: String) -> bool {
+        let uid = workload.meta().uid.clone().unwrap_or_default();
         let mut reported = self.reported.lock().expect("reported lock");
         reported.insert(uid, problem.clone()).as_ref() != Some(&problem)
     }
 
-    /// Forgets what was reported for `deployment` (the problem is gone).
-    fn resolved(&self, deployment: &Deployment) {
-        let uid = deployment.uid().unwrap_or_default();
+    /// Forgets what was reported for `workload` (the problem is gone).
+    fn resolved(&self, workload: &impl Resource) {
+        let uid = workload.meta().uid.clone().unwrap_or_default();
         self.reported.lock().expect("reported lock").remove(&uid);
     }
 }
 
-/// The controller that keeps automatic Erus in line with Deployment annotations, on the shared
-/// Deployment and Eru caches. A Deployment is reconciled when its `mtsre.meitu.com/eru*`
-/// annotations change (not on every status update), and when its automatic Eru is edited or
-/// deleted.
+/// The controllers that keep automatic Erus in line with the annotations of Deployments,
+/// StatefulSets and DaemonSets, on the shared workload and Eru caches (one controller per kind,
+/// one context).
 pub fn controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
-    deployments: &Shared<Deployment>,
+    workloads: Workloads<'_>,
     erus: &mut Shared<Eru>,
 ) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
-    let annotations_change = only_changes(deployments.subscribe(), |d: &Deployment| {
+    let context = Arc::new(AutoContext {
+        ctx,
+        erus: erus.store.clone(),
+        erus_synced: erus.synced.clone(),
+        reported: Mutex::default(),
+    });
+    let (deployments, deployments_synced) =
+        controller_of(context.clone(), shutdown.clone(), workloads.deployments, erus);
+    let (statefulsets, statefulsets_synced) =
+        controller_of(context.clone(), shutdown.clone(), workloads.statefulsets, erus);
+    let (daemonsets, daemonsets_synced) = controller_of(context, shutdown, workloads.daemonsets, erus);
+    (
+        async move {
+            futures::join!(deployments, statefulsets, daemonsets);
+        },
+        async move {
+            futures::join!(deployments_synced, statefulsets_synced, daemonsets_synced);
+        },
+    )
+}
+
+/// The workloads of kind `K` whose automatic Eru may be `eru`: the one named like it, and the one
+/// it is [`suffixed`] for.
+fn named_by<K: Workload>(eru: &str, namespace: &str) -> Vec<ObjectRef<K>> {
+    let suffix = format!("-{}", K::KIND.as_str().to_lowercase());
+    std::iter::once(eru)
+        .chain(eru.strip_suffix(&suffix).filter(|n| !n.is_empty()))
+        .map(|name| ObjectRef::new(name).within(namespace))
+        .collect()
+}
+
+/// The controller of the automatic Erus of kind `K`. A workload is reconciled when its
+/// `mtsre.meitu.com/eru*` annotations change (not on every status update), and when an Eru that
+/// may be its automatic one ([`named_by`]) is edited or deleted.
+fn controller_of<K: Workload>(
+    context: Arc<AutoContext>,
+    shutdown: watch::Receiver<bool>,
+    workloads: &Shared<K>,
+    erus: &mut Shared<Eru>,
+) -> (
+    impl Future<Output = ()> + use<K>,
+    impl Future<Output = ()> + use<K>,
+) {
+    let annotations_change = only_changes(workloads.subscribe(), |w: &K| {
         let mut hasher = DefaultHasher::new();
-        d.annotations()
+        w.annotations()
             .iter()
             .filter(|(k, _)| k.starts_with(AUTO_ANNOTATION))
             .for_each(|entry| entry.hash(&mut hasher));
@@ -170,50 +260,55 @@ pub fn controller(
     let spec_changes = only_changes(erus.subscribe(), |eru: &Eru| {
         eru.metadata.generation.unwrap_or(0) as u64
     });
-    // an automatic Eru is named after its Deployment: a deleted one asks that Deployment again
+    // a deleted Eru asks the workloads it may have belonged to again
     let deleted = futures::stream::unfold(erus.deletions(), |mut gone| async move {
         let g = gone.recv().await?;
-        Some((ObjectRef::<Deployment>::new(&g.name).within(&g.namespace), gone))
-    });
-    let controller = Controller::for_shared_stream(annotations_change, deployments.store.clone())
-        .owns_shared_stream(spec_changes)
+        Some((named_by::<K>(&g.name, &g.namespace), gone))
+    })
+    .flat_map(futures::stream::iter);
+    let controller = Controller::for_shared_stream(annotations_change, workloads.store.clone())
+        .watches_shared_stream(spec_changes, |eru: Arc<Eru>| {
+            named_by::<K>(&eru.name_any(), &eru.namespace().unwrap_or_default())
+        })
         .reconcile_on(deleted)
         .graceful_shutdown_on(shutdown_requested(shutdown));
     let synced = {
-        let (deployments_synced, erus_synced) = (deployments.synced.clone(), erus.synced.clone());
+        let (workloads_synced, erus_synced) = (workloads.synced.clone(), erus.synced.clone());
         async move {
-            futures::join!(deployments_synced.wait(), erus_synced.wait());
+            futures::join!(workloads_synced.wait(), erus_synced.wait());
         }
     };
-    let context = Arc::new(AutoContext {
-        ctx,
-        erus: erus.store.clone(),
-        erus_synced: erus.synced.clone(),
-        reported: Mutex::default(),
-    });
     let run = drive(
         controller,
         "EruAutoCreate",
         context.ctx.clone(),
         context,
-        reconcile,
+        reconcile::<K>,
     );
     (run, synced)
 }
 
-async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Result<Action> {
+async fn reconcile<K: Workload>(workload: Arc<K>, context: Arc<AutoContext>) -> Result<Action> {
     let ctx = &context.ctx;
     // an unsynced Eru cache would hide a user's Eru, which must never be overwritten
     context.erus_synced.wait().await;
-    if deployment.meta().deletion_timestamp.is_some() {
-        context.resolved(&deployment);
+    if workload.meta().deletion_timestamp.is_some() {
+        context.resolved(workload.as_ref());
         return Ok(Action::await_change()); // its Eru goes with it (owner reference)
     }
-    let namespace = deployment.namespace().unwrap_or_default();
-    let name = deployment.name_any();
-    let existing = context.erus.get(&ObjectRef::new(&name).within(&namespace));
+    let namespace = workload.namespace().unwrap_or_default();
+    let workload_name = workload.name_any();
+    let kind = K::KIND.as_str();
+    let existing = |name: &str| context.erus.get(&ObjectRef::new(name).within(&namespace));
+    let (name, action) = decide(workload.as_ref(), existing, &ctx.settings.default_schedule);
     let api: Api<Eru> = ctx.api(&namespace);
-    match decide(&deployment, existing.as_deref(), &ctx.settings.default_schedule) {
+    match action {
+        AutoAction::Apply(_) if existing(&name).is_none() && api.get_opt(&name).await?.is_some() => {
+            // created meanwhile, e.g. by the controller of a workload of another kind and the same
+            // name, and not cached yet: the apply would take it over. Decided again once cached.
+            info!(kind, workload = %workload_name, eru = %name, "Eru exists but is not cached yet; deciding again in 1 s");
+            return Ok(Action::requeue(std::time::Duration::from_secs(1)));
+        }
         AutoAction::Apply(eru) => {
             // an apply the API refused is not retried until the annotations (the spec) change
             let attempt = format!("refused:{}", serde_json::to_string(&eru.spec)?);
@@ -221,7 +316,7 @@ async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Re
                 .reported
                 .lock()
                 .expect("reported lock")
-                .get(&deployment.uid().unwrap_or_default())
+                .get(&workload.uid().unwrap_or_default())
                 .is_some_and(|p| p.starts_with(&attempt));
             if refused_before {
                 return Ok(Action::await_change());
@@ -231,15 +326,15 @@ async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Re
                 .await
             {
                 Ok(_) => {
-                    context.resolved(&deployment);
-                    info!(deployment = %name, schedule = %eru.spec.schedule, "automatic Eru applied")
+                    context.resolved(workload.as_ref());
+                    info!(kind, workload = %workload_name, eru = %name, schedule = %eru.spec.schedule, "automatic Eru applied")
                 }
                 Err(kube::Error::Api(status)) if status.code == 422 || status.code == 400 => {
                     // the annotation's schedule or time zone is refused by the CRD schema
                     let note = format!("cannot create Eru {name} from annotations: {}", status.message);
-                    if context.report(&deployment, format!("{attempt} {note}")) {
+                    if context.report(workload.as_ref(), format!("{attempt} {note}")) {
                         ctx.publish(
-                            deployment.as_ref(),
+                            workload.as_ref(),
                             EventType::Warning,
                             "EruInvalid",
                             "AutoCreate",
@@ -251,14 +346,14 @@ async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Re
             }
         }
         AutoAction::Delete => match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => info!(deployment = %name, "automatic Eru deleted"),
+            Ok(_) => info!(kind, workload = %workload_name, eru = %name, "automatic Eru deleted"),
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(e) => return Err(e.into()),
         },
         AutoAction::Conflict(note) => {
-            if context.report(&deployment, format!("conflict:{note}")) {
+            if context.report(workload.as_ref(), format!("conflict:{note}")) {
                 ctx.publish(
-                    deployment.as_ref(),
+                    workload.as_ref(),
                     EventType::Warning,
                     "EruConflict",
                     "AutoCreate",
@@ -266,13 +361,14 @@ async fn reconcile(deployment: Arc<Deployment>, context: Arc<AutoContext>) -> Re
                 )
             }
         }
-        AutoAction::Nothing => context.resolved(&deployment),
+        AutoAction::Nothing => context.resolved(workload.as_ref()),
     }
     Ok(Action::await_change())
 }
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
     use serde_json::json;
 
     use super::*;
@@ -286,14 +382,62 @@ mod tests {
         .unwrap()
     }
 
+    fn statefulset(annotations: serde_json::Value) -> StatefulSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "sts-uid", "annotations": annotations},
+            "spec": {"selector": {}, "template": {}}
+        }))
+        .unwrap()
+    }
+
+    fn daemonset(annotations: serde_json::Value) -> DaemonSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "ds-uid", "annotations": annotations},
+            "spec": {"selector": {}, "template": {}}
+        }))
+        .unwrap()
+    }
+
+    /// The Erus of a namespace, by name.
+    fn erus(erus: &[&Eru]) -> impl Fn(&str) -> Option<Arc<Eru>> {
+        let by_name: HashMap<String, Arc<Eru>> = erus
+            .iter()
+            .map(|e| (e.name_any(), Arc::new((*e).clone())))
+            .collect();
+        move |name| by_name.get(name).cloned()
+    }
+
+    /// [`decide`] for a workload whose only possible Eru is `existing`, named like it.
+    fn decide_one<K: Workload>(workload: &K, existing: Option<&Eru>) -> AutoAction {
+        let (name, action) = decide(
+            workload,
+            erus(&existing.into_iter().collect::<Vec<_>>()),
+            DEFAULT_SCHEDULE,
+        );
+        assert_eq!(name, workload.name_any());
+        action
+    }
+
+    /// The automatic Eru of `workload`, as applied.
+    fn applied<K: Workload>(workload: &K, existing: &[&Eru]) -> Eru {
+        match decide(workload, erus(existing), DEFAULT_SCHEDULE) {
+            (name, AutoAction::Apply(eru)) => {
+                assert_eq!(eru.name_any(), name);
+                *eru
+            }
+            other => panic!("expected Apply, got {other:?}"),
+        }
+    }
+
     #[test]
     fn annotated_deployment_gets_an_owned_labelled_eru() {
         let d = deployment(
             json!({AUTO_ANNOTATION: "true", AUTO_SCHEDULE_ANNOTATION: "0 4 * * *", AUTO_TIMEZONE_ANNOTATION: "Asia/Shanghai"}),
         );
-        let AutoAction::Apply(eru) = decide(&d, None, DEFAULT_SCHEDULE) else {
+        let AutoAction::Apply(eru) = decide_one(&d, None) else {
             panic!("expected Apply")
         };
+        assert_eq!(eru.name_any(), "web");
         assert_eq!(eru.spec.schedule, "0 4 * * *");
         assert_eq!(eru.spec.time_zone.as_deref(), Some("Asia/Shanghai"));
         assert_eq!(
@@ -304,54 +448,150 @@ mod tests {
             }
         );
         assert_eq!(eru.owner_references()[0].uid, "dep-uid");
+        assert_eq!(eru.owner_references()[0].kind, "Deployment");
         assert_eq!(eru.labels()[MANAGED_BY.0], MANAGER);
         assert!(is_ours(&eru, &d));
     }
 
     #[test]
+    fn annotated_statefulsets_and_daemonsets_get_theirs() {
+        let annotations = json!({AUTO_ANNOTATION: "true", AUTO_SCHEDULE_ANNOTATION: "0 4 * * *"});
+        let sts = statefulset(annotations.clone());
+        let eru = applied(&sts, &[]);
+        assert_eq!(eru.name_any(), "web");
+        assert_eq!(eru.spec.target.kind, TargetKind::StatefulSet);
+        assert_eq!(eru.spec.target.key(), "StatefulSet/web");
+        assert_eq!(eru.owner_references()[0].kind, "StatefulSet");
+        assert_eq!(eru.owner_references()[0].uid, "sts-uid");
+        assert_eq!(decide_one(&sts, Some(&eru)), AutoAction::Nothing);
+        assert_eq!(
+            decide_one(&statefulset(json!({})), Some(&eru)),
+            AutoAction::Delete
+        );
+        let ds = daemonset(annotations);
+        let eru = applied(&ds, &[]);
+        assert_eq!(eru.spec.target.kind, TargetKind::DaemonSet);
+        assert_eq!(eru.owner_references()[0].kind, "DaemonSet");
+        assert_eq!(decide_one(&ds, Some(&eru)), AutoAction::Nothing);
+    }
+
+    #[test]
+    fn workloads_of_one_name_get_one_eru_each_and_keep_it() {
+        let on = json!({AUTO_ANNOTATION: "true"});
+        let (d, sts, ds) = (deployment(on.clone()), statefulset(on.clone()), daemonset(on));
+        // the Deployment asked first: it has `web`, the StatefulSet gets `web-statefulset`
+        let web = applied(&d, &[]);
+        let web_sts = applied(&sts, &[&web]);
+        assert_eq!(web_sts.name_any(), "web-statefulset");
+        assert_eq!(web_sts.spec.target.kind, TargetKind::StatefulSet);
+        let web_ds = applied(&ds, &[&web, &web_sts]);
+        assert_eq!(web_ds.name_any(), "web-daemonset");
+        // each keeps its own: nothing to do, for each, with all three present
+        let all = [&web, &web_sts, &web_ds];
+        assert_eq!(
+            decide(&d, erus(&all), DEFAULT_SCHEDULE),
+            ("web".into(), AutoAction::Nothing)
+        );
+        assert_eq!(
+            decide(&sts, erus(&all), DEFAULT_SCHEDULE),
+            ("web-statefulset".into(), AutoAction::Nothing)
+        );
+        assert_eq!(
+            decide(&ds, erus(&all), DEFAULT_SCHEDULE),
+            ("web-daemonset".into(), AutoAction::Nothing)
+        );
+        // `web` freed: the StatefulSet keeps `web-statefulset` (an Eru is never renamed)
+        assert_eq!(
+            decide(&sts, erus(&[&web_sts]), DEFAULT_SCHEDULE),
+            ("web-statefulset".into(), AutoAction::Nothing)
+        );
+        // the other way round: the StatefulSet first, then the Deployment
+        let sts_first = applied(&sts, &[]);
+        assert_eq!(sts_first.name_any(), "web");
+        assert_eq!(applied(&d, &[&sts_first]).name_any(), "web-deployment");
+        // the un-annotated StatefulSet deletes its own, never the Deployment's
+        let off = statefulset(json!({}));
+        assert_eq!(
+            decide(&off, erus(&[&web, &web_sts]), DEFAULT_SCHEDULE),
+            ("web-statefulset".into(), AutoAction::Delete)
+        );
+        assert_eq!(
+            decide(&off, erus(&[&web]), DEFAULT_SCHEDULE),
+            ("web-statefulset".into(), AutoAction::Nothing)
+        );
+    }
+
+    #[test]
+    fn a_users_eru_is_a_conflict_under_either_name() {
+        let user_made = |name: &str| Eru::new(name, desired(&deployment(json!({})), name, "0 1 * * *").spec);
+        let sts = statefulset(json!({AUTO_ANNOTATION: "true"}));
+        let (_, action) = decide(&sts, erus(&[&user_made("web")]), DEFAULT_SCHEDULE);
+        assert!(
+            matches!(&action, AutoAction::Conflict(note) if note.contains("not managed by the operator")),
+            "{action:?}"
+        );
+        let web = applied(&deployment(json!({AUTO_ANNOTATION: "true"})), &[]);
+        let (name, action) = decide(
+            &sts,
+            erus(&[&web, &user_made("web-statefulset")]),
+            DEFAULT_SCHEDULE,
+        );
+        assert_eq!(name, "web-statefulset");
+        assert!(matches!(action, AutoAction::Conflict(_)), "{action:?}");
+    }
+
+    #[test]
+    fn erus_map_to_the_workloads_they_may_belong_to() {
+        let names = |eru: &str| -> Vec<String> {
+            named_by::<StatefulSet>(eru, "ns")
+                .into_iter()
+                .map(|r| r.name)
+                .collect()
+        };
+        assert_eq!(names("web"), ["web"]);
+        assert_eq!(names("web-statefulset"), ["web-statefulset", "web"]);
+        assert_eq!(names("web-daemonset"), ["web-daemonset"]);
+        assert_eq!(names("-statefulset"), ["-statefulset"]);
+    }
+
+    #[test]
     fn default_schedule_and_updates() {
         let d = deployment(json!({AUTO_ANNOTATION: "true"}));
-        let eru = desired(&d, DEFAULT_SCHEDULE);
+        let eru = desired(&d, "web", DEFAULT_SCHEDULE);
         // the Eru keeps the H: the controller resolves it from the Eru's namespace/name
         assert_eq!(eru.spec.schedule, "H 3 * * *");
         assert_eq!(crate::eru::schedule::validate(DEFAULT_SCHEDULE, None), Ok(()));
-        assert_eq!(decide(&d, Some(&eru), DEFAULT_SCHEDULE), AutoAction::Nothing);
+        assert_eq!(decide_one(&d, Some(&eru)), AutoAction::Nothing);
         let edited = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SCHEDULE_ANNOTATION: "*/5 * * * *"}));
         assert!(
-            matches!(decide(&edited, Some(&eru), DEFAULT_SCHEDULE), AutoAction::Apply(e) if e.spec.schedule == "*/5 * * * *")
+            matches!(decide_one(&edited, Some(&eru)), AutoAction::Apply(e) if e.spec.schedule == "*/5 * * * *")
         );
     }
 
     #[test]
     fn the_suspend_annotation_suspends_the_automatic_eru() {
         let d = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SUSPEND_ANNOTATION: "true"}));
-        assert!(desired(&d, DEFAULT_SCHEDULE).spec.suspend);
+        assert!(desired(&d, "web", DEFAULT_SCHEDULE).spec.suspend);
         let d = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SUSPEND_ANNOTATION: "yes"}));
         assert!(
-            !desired(&d, DEFAULT_SCHEDULE).spec.suspend,
+            !desired(&d, "web", DEFAULT_SCHEDULE).spec.suspend,
             "only \"true\" suspends"
         );
     }
 
     #[test]
     fn removing_or_changing_the_annotation_deletes_ours() {
-        let eru = desired(&deployment(json!({AUTO_ANNOTATION: "true"})), DEFAULT_SCHEDULE);
+        let eru = desired(
+            &deployment(json!({AUTO_ANNOTATION: "true"})),
+            "web",
+            DEFAULT_SCHEDULE,
+        );
+        assert_eq!(decide_one(&deployment(json!({})), Some(&eru)), AutoAction::Delete);
         assert_eq!(
-            decide(&deployment(json!({})), Some(&eru), DEFAULT_SCHEDULE),
+            decide_one(&deployment(json!({AUTO_ANNOTATION: "false"})), Some(&eru)),
             AutoAction::Delete
         );
-        assert_eq!(
-            decide(
-                &deployment(json!({AUTO_ANNOTATION: "false"})),
-                Some(&eru),
-                DEFAULT_SCHEDULE
-            ),
-            AutoAction::Delete
-        );
-        assert_eq!(
-            decide(&deployment(json!({})), None, DEFAULT_SCHEDULE),
-            AutoAction::Nothing
-        );
+        assert_eq!(decide_one(&deployment(json!({})), None), AutoAction::Nothing);
     }
 
     #[test]
@@ -373,11 +613,11 @@ mod tests {
         let user_made = Eru::new("web", spec);
         let d = deployment(json!({AUTO_ANNOTATION: "true"}));
         assert!(matches!(
-            decide(&d, Some(&user_made), DEFAULT_SCHEDULE),
-            AutoAction::Conflict(_)
+            decide_one(&d, Some(&user_made)),
+            AutoAction::Conflict(note) if note == "an Eru named web already exists and is not managed by the operator; it is left as it is"
         ));
         assert_eq!(
-            decide(&deployment(json!({})), Some(&user_made), DEFAULT_SCHEDULE),
+            decide_one(&deployment(json!({})), Some(&user_made)),
             AutoAction::Nothing
         );
     }

@@ -11,7 +11,13 @@ use std::{
 use chrono::{DateTime, Duration, Utc};
 use tracing::{info, warn};
 
-use super::{Blackout, ledger::Window, record::slot_text, schedule::Schedule};
+use super::{
+    Blackout,
+    schedule::{Schedule, slot_text},
+};
+
+/// A stretch `(opened, closed)` (the ledger's `Window`).
+type Window = (DateTime<Utc>, DateTime<Utc>);
 
 /// Where a blackout was declared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +32,10 @@ pub enum Origin {
 #[derive(Clone, Debug)]
 enum When {
     /// Windows open at the schedule's slots and last `duration`.
-    Recurring { opens: Schedule, duration: Duration },
+    Recurring {
+        opens: Box<Schedule>,
+        duration: Duration,
+    },
     /// One window `[start, end)`.
     Absolute {
         start: DateTime<Utc>,
@@ -88,7 +97,7 @@ fn compile(
             end: None,
             ..
         } if *seconds > 0 => When::Recurring {
-            opens: Schedule::parse_for(expr, tz, seed).map_err(|e| error(e.to_string()))?,
+            opens: Box::new(Schedule::parse_for(expr, tz, seed).map_err(|e| error(e.to_string()))?),
             duration: Duration::seconds(*seconds),
         },
         Blackout {

@@ -1,14 +1,23 @@
 //! What every step of the Eru pass shares: the runtime's context, the Eru's own metric series, the
-//! Deployment cache its targets are read from, and the fleet-wide options (cap, dry run,
+//! workload caches its targets are read from, and the fleet-wide options (cap, dry run,
 //! cluster-wide blackouts).
 
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::runtime::reflector::Store;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::{Eru, blackout::ClusterBlackouts, fleet::Fleet, metrics::EruMetrics};
-use crate::runtime::{Context, watch::Synced};
+use super::{
+    Eru, Target, TargetKind,
+    blackout::ClusterBlackouts,
+    fleet::Fleet,
+    metrics::EruMetrics,
+    target::{TargetView, Workload},
+};
+use crate::runtime::{
+    Context,
+    watch::{Shared, Synced},
+};
 
 /// Operator-wide options of the Eru controller.
 #[derive(Clone)]
@@ -21,14 +30,74 @@ pub struct Options {
     pub blackouts: Arc<ClusterBlackouts>,
 }
 
+/// The shared caches of the workloads Erus target (the Eru and automatic-Eru controllers
+/// subscribe to them).
+#[derive(Clone, Copy)]
+pub struct Workloads<'a> {
+    pub deployments: &'a Shared<Deployment>,
+    pub statefulsets: &'a Shared<StatefulSet>,
+    pub daemonsets: &'a Shared<DaemonSet>,
+}
+
+/// The stores of the workload caches, one per kind, as the Eru pass reads its targets.
+#[derive(Clone)]
+pub struct TargetCaches {
+    pub deployments: Store<Deployment>,
+    pub statefulsets: Store<StatefulSet>,
+    pub daemonsets: Store<DaemonSet>,
+    synced: [Synced; 3],
+}
+
+impl TargetCaches {
+    /// The stores of the shared caches.
+    pub fn of(workloads: &Workloads<'_>) -> Self {
+        let Workloads {
+            deployments,
+            statefulsets,
+            daemonsets,
+        } = *workloads;
+        Self {
+            deployments: deployments.store.clone(),
+            statefulsets: statefulsets.store.clone(),
+            daemonsets: daemonsets.store.clone(),
+            synced: [
+                deployments.synced.clone(),
+                statefulsets.synced.clone(),
+                daemonsets.synced.clone(),
+            ],
+        }
+    }
+
+    /// Waits until every cache holds its initial listing.
+    pub async fn synced(&self) {
+        let [a, b, c] = &self.synced;
+        futures::join!(a.wait(), b.wait(), c.wait());
+    }
+
+    /// The view of the workload a journal key ([`Target::key`]) names in `namespace`, if it is
+    /// cached (else it does not exist).
+    pub fn view(&self, namespace: &str, key: &str) -> Option<TargetView> {
+        fn get<K: Workload>(store: &Store<K>, namespace: &str, name: &str) -> Option<TargetView> {
+            store
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|k| k.view())
+        }
+        let Target { kind, name } = Target::from_key(key)?;
+        match kind {
+            TargetKind::Deployment => get(&self.deployments, namespace, &name),
+            TargetKind::StatefulSet => get(&self.statefulsets, namespace, &name),
+            TargetKind::DaemonSet => get(&self.daemonsets, namespace, &name),
+        }
+    }
+}
+
 /// The Eru controller's state besides the shared context.
 pub struct EruContext {
     pub ctx: Arc<Context>,
     pub metrics: EruMetrics,
     /// The Erus' own cache (a reconcile checks its Eru is still there before it keeps series).
     pub erus: Store<Eru>,
-    pub deployments: Store<Deployment>,
-    pub deployments_synced: Synced,
+    pub targets: TargetCaches,
     pub options: Options,
     /// Restart places and the queue for them.
     pub fleet: Fleet,

@@ -18,7 +18,7 @@ use super::{
         Template, restore,
     },
     observe::Observed,
-    target::Verdict,
+    target::{DEFAULT_ROLLOUT_TIMEOUT_SECONDS, Verdict},
 };
 use crate::machine::{EventName, Phase, step};
 
@@ -219,6 +219,7 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
         });
         let slots = SlotsDue {
             gate: target.map_or(Gate::Missing, |t| t.gate()),
+            gate_note: target.and_then(|t| t.gate_note()),
             template,
             records: accounting.records,
             due: accounting.due,
@@ -231,12 +232,15 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
     let mut wake = None;
     if let State::Restarting { restart } = &state {
         let view = observed.targets.get(&restart.target);
-        let blocked = if eru.spec.suspend {
-            Some(ledger::Reason::Suspended)
+        let (blocked, note) = if eru.spec.suspend {
+            (Some(ledger::Reason::Suspended), None)
         } else if observed.schedule.is_err() {
-            Some(ledger::Reason::SpecInvalid)
+            (Some(ledger::Reason::SpecInvalid), None)
         } else {
-            view.map_or(Gate::Missing, |v| v.gate()).reason()
+            (
+                view.map_or(Gate::Missing, |v| v.gate()).reason(),
+                view.and_then(|v| v.gate_note()),
+            )
         };
         let open = observed
             .open_restart
@@ -247,6 +251,7 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
         let pending = Pending {
             now,
             blocked,
+            note,
             retry_due: retry_at.is_none_or(|at| at <= now),
             downtime: downtime.iter().find(|w| w.1 > decided_at).copied(),
         };
@@ -380,18 +385,19 @@ fn rolling_out_unjournaled(eru: &Eru, observed: &Observed) -> Option<(DateTime<U
     let landed = target.landed_at(last.slot, observed.now)?;
     Some((
         last.slot,
-        eru.spec.target.name.clone(),
+        eru.spec.target.key(),
         last.patched_at.unwrap_or(landed),
     ))
 }
 
-/// How long a rollout may take: the spec's, else the tracked target's progress deadline.
+/// How long a rollout may take: the spec's, else the tracked target's (a Deployment's progress
+/// deadline; 600 s for the other kinds).
 fn rollout_timeout(eru: &Eru, observed: &Observed, target: Option<&str>) -> Duration {
     Duration::seconds(eru.spec.rollout_timeout_seconds.unwrap_or_else(|| {
         target
             .and_then(|t| observed.targets.get(t))
             .or(observed.target())
-            .map_or(600, |t| t.rollout.progress_deadline_seconds.into())
+            .map_or(DEFAULT_ROLLOUT_TIMEOUT_SECONDS, |t| t.rollout_timeout_seconds)
     }))
 }
 

@@ -1,5 +1,5 @@
-//! Which Erus target which workload: kept from the Eru watch's events, so a Deployment event
-//! finds its Erus with one lookup instead of a scan of every Eru.
+//! Which Erus target which workload: kept from the Eru watch's events, so a Deployment,
+//! StatefulSet or DaemonSet event finds its Erus with one lookup instead of a scan of every Eru.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -8,15 +8,15 @@ use std::{
 
 use kube::{ResourceExt, runtime::reflector::ObjectRef, runtime::watcher};
 
-use super::Eru;
+use super::{Eru, Target, TargetKind};
 
 type Key = (String, String);
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// (namespace, target) → Eru names.
+    /// (namespace, target's journal key: [`Target::key`]) → Eru names.
     by_target: HashMap<Key, HashSet<String>>,
-    /// (namespace, Eru name) → its target.
+    /// (namespace, Eru name) → its target's key.
     target_of: HashMap<Key, String>,
     /// Erus seen since a relist began (the others are gone when it ends).
     relisted: Option<HashSet<Key>>,
@@ -55,7 +55,7 @@ impl Targets {
         match event {
             watcher::Event::Apply(eru) | watcher::Event::InitApply(eru) => {
                 let (ns, n) = (eru.namespace().unwrap_or_default(), eru.name_any());
-                inner.set(&ns, &n, Some(&eru.spec.target.name));
+                inner.set(&ns, &n, Some(&eru.spec.target.key()));
                 if let Some(seen) = inner.relisted.as_mut() {
                     seen.insert((ns, n));
                 }
@@ -80,12 +80,17 @@ impl Targets {
         }
     }
 
-    /// The Erus in `namespace` that target the workload `name`.
-    pub fn erus_of(&self, namespace: &str, name: &str) -> Vec<ObjectRef<Eru>> {
+    /// The Erus in `namespace` that target the workload `name` of `kind`.
+    pub fn erus_of(&self, namespace: &str, kind: TargetKind, name: &str) -> Vec<ObjectRef<Eru>> {
+        let key = Target {
+            kind,
+            name: name.to_string(),
+        }
+        .key();
         let inner = self.0.read().expect("target index lock");
         inner
             .by_target
-            .get(&(namespace.to_string(), name.to_string()))
+            .get(&(namespace.to_string(), key))
             .map(|names| {
                 names
                     .iter()
@@ -102,19 +107,28 @@ mod tests {
 
     use super::*;
 
-    fn eru(name: &str, target: &str) -> Eru {
+    fn eru_of(name: &str, kind: &str, target: &str) -> Eru {
         serde_json::from_value(json!({
             "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru",
             "metadata": {"name": name, "namespace": "ns"},
-            "spec": {"schedule": "* * * * *", "target": {"kind": "Deployment", "name": target}}
+            "spec": {"schedule": "* * * * *", "target": {"kind": kind, "name": target}}
         }))
         .unwrap()
     }
 
-    fn names(index: &Targets, target: &str) -> Vec<String> {
-        let mut names: Vec<String> = index.erus_of("ns", target).into_iter().map(|r| r.name).collect();
+    fn eru(name: &str, target: &str) -> Eru {
+        eru_of(name, "Deployment", target)
+    }
+
+    fn names_of(index: &Targets, kind: TargetKind, target: &str) -> Vec<String> {
+        let refs = index.erus_of("ns", kind, target);
+        let mut names: Vec<String> = refs.into_iter().map(|r| r.name).collect();
         names.sort();
         names
+    }
+
+    fn names(index: &Targets, target: &str) -> Vec<String> {
+        names_of(index, TargetKind::Deployment, target)
     }
 
     #[test]
@@ -142,5 +156,21 @@ mod tests {
             index.observe(&event);
         }
         assert_eq!(names(&index, "api"), ["c"]);
+    }
+
+    #[test]
+    fn workloads_of_different_kinds_and_the_same_name_have_their_own_erus() {
+        use watcher::Event::*;
+        let index = Targets::default();
+        index.observe(&Apply(eru("d", "web")));
+        index.observe(&Apply(eru_of("s", "StatefulSet", "web")));
+        index.observe(&Apply(eru_of("a", "DaemonSet", "web")));
+        assert_eq!(names(&index, "web"), ["d"]);
+        assert_eq!(names_of(&index, TargetKind::StatefulSet, "web"), ["s"]);
+        assert_eq!(names_of(&index, TargetKind::DaemonSet, "web"), ["a"]);
+        // retargeted to another kind of the same name
+        index.observe(&Apply(eru_of("d", "StatefulSet", "web")));
+        assert!(names(&index, "web").is_empty());
+        assert_eq!(names_of(&index, TargetKind::StatefulSet, "web"), ["d", "s"]);
     }
 }

@@ -184,6 +184,7 @@ pub struct EpochSpec {
     #[serde(default)]
     pub suspend: bool,
     pub starting_deadline_seconds: i64,
+    /// The target's journal key ([`super::Target::key`]): a Deployment's name, or `Kind/name`.
     pub target: String,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub jitter_seconds: i64,
@@ -205,7 +206,7 @@ impl EpochSpec {
             time_zone: spec.time_zone.clone(),
             suspend: spec.suspend,
             starting_deadline_seconds: spec.starting_deadline_seconds,
-            target: spec.target.name.clone(),
+            target: spec.target.key(),
             jitter_seconds: spec.jitter_seconds.unwrap_or(0),
             blackouts: spec.blackouts.clone(),
             dry_run: spec.dry_run,

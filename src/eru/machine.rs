@@ -14,10 +14,11 @@
 //! reason (`patch_failed`, `suspended`, `target_paused`, ...). It is never patched afterwards.
 //! The idle states follow the spec; a slot due while one of them holds is skipped with its reason.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use statig::prelude::*;
 
 use super::ledger::{Due, Epoch, Reason, SlotRecord, Window};
+use super::schedule::slot_text as text;
 use crate::machine::{Decision, EventName, Phase};
 
 /// Whether the target may be restarted now.
@@ -27,6 +28,9 @@ pub enum Gate {
     Paused,
     Unhealthy,
     Missing,
+    /// A pod-template change would not roll every pod (an `OnDelete` strategy, a partition); why
+    /// travels beside the gate as a note.
+    NotRollable,
 }
 
 impl Gate {
@@ -37,6 +41,7 @@ impl Gate {
             Gate::Paused => Some(Reason::TargetPaused),
             Gate::Unhealthy => Some(Reason::TargetUnhealthy),
             Gate::Missing => Some(Reason::TargetMissing),
+            Gate::NotRollable => Some(Reason::TargetNotRollable),
         }
     }
 }
@@ -57,6 +62,9 @@ pub struct SlotsDue {
     pub due: Option<Due>,
     /// The gate of the due slot's target.
     pub gate: Gate,
+    /// What a closed gate's reason alone does not say (why the target is not rollable): the
+    /// skipped slot's note.
+    pub gate_note: Option<String>,
     /// What the due slot's target template carries (a restart that landed earlier).
     pub template: Option<Template>,
     /// The fleet has room for one more restart (`--max-concurrent-restarts`): without it the due
@@ -106,8 +114,11 @@ impl Restart {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pending {
     pub now: DateTime<Utc>,
-    /// Why it may not go on (the Eru suspended or invalid, the target paused, unhealthy or gone).
+    /// Why it may not go on (the Eru suspended or invalid, the target paused, unhealthy, not
+    /// rollable or gone).
     pub blocked: Option<Reason>,
+    /// What that reason alone does not say (why the target is not rollable).
+    pub note: Option<String>,
     /// The backoff since the last failed patch is over (or there was none).
     pub retry_due: bool,
     /// An operator downtime since the restart was decided, if any.
@@ -286,11 +297,6 @@ pub fn retry_delay(failures: u32) -> chrono::Duration {
     chrono::Duration::seconds(1i64 << failures.saturating_sub(1).min(6)).min(chrono::Duration::seconds(60))
 }
 
-/// A slot as users read it (RFC 3339, UTC, seconds).
-fn text(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
 #[state_machine(
     initial = "State::waiting()",
     state(derive(Debug, Clone, PartialEq, Eq)),
@@ -380,9 +386,14 @@ impl EruMachine {
                         Reason::SpecInvalid => "the Eru's spec became invalid before the patch landed",
                         Reason::TargetPaused => "the target was paused before the patch landed",
                         Reason::TargetMissing => "the target disappeared before the patch landed",
+                        Reason::TargetNotRollable => "the target became not rollable before the patch landed",
                         _ => "the target was not fully available before the patch landed",
                     };
-                    give_up(context, restart, reason, None, what);
+                    let what = match &pending.note {
+                        Some(note) => format!("{what} ({note})"),
+                        None => what.to_string(),
+                    };
+                    give_up(context, restart, reason, None, &what, pending.note.as_ref());
                     Transition(State::waiting())
                 } else if pending.now > restart.deadline {
                     let (reason, window) = if restart.attempts > 0 {
@@ -396,7 +407,7 @@ impl EruMachine {
                         "the restart patch did not land by {} (startingDeadlineSeconds)",
                         text(restart.deadline)
                     );
-                    give_up(context, restart, reason, window, &what);
+                    give_up(context, restart, reason, window, &what, None);
                     Transition(State::waiting())
                 } else {
                     if pending.retry_due {
@@ -418,7 +429,7 @@ impl EruMachine {
                             Reason::Superseded
                         };
                         let what = format!("superseded by slot {} before the patch landed", text(due.slot));
-                        give_up(context, restart, reason, None, &what);
+                        give_up(context, restart, reason, None, &what, None);
                         match start(context, due, slots) {
                             Handled => Transition(State::waiting()),
                             started => started,
@@ -548,12 +559,12 @@ fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue) -> Outcome<Stat
             Transition(State::restarting(Restart::decided(due)))
         }
         Some(reason) => {
-            context.record(EruRecord::Slots(vec![SlotRecord::one(
-                due.slot,
-                reason,
-                None,
-                &due.target,
-            )]));
+            let record = SlotRecord::one(due.slot, reason, None, &due.target);
+            let record = match &slots.gate_note {
+                Some(note) => record.noted(note.clone()),
+                None => record,
+            };
+            context.record(EruRecord::Slots(vec![record]));
             Handled
         }
     }
@@ -582,12 +593,23 @@ fn skip_all(context: &mut EruDecision, slots: &SlotsDue, reason: Reason) -> Outc
     Handled
 }
 
-/// Gives up a restart whose patch never landed.
-fn give_up(context: &mut EruDecision, restart: &Restart, reason: Reason, window: Option<Window>, what: &str) {
+/// Gives up a restart whose patch never landed; its slot's record carries `note`, if any.
+fn give_up(
+    context: &mut EruDecision,
+    restart: &Restart,
+    reason: Reason,
+    window: Option<Window>,
+    what: &str,
+    note: Option<&String>,
+) {
+    let record = SlotRecord::one(restart.slot, reason, window, &restart.target);
     context.record(EruRecord::GaveUp {
         slot: restart.slot,
         reason: restart.give_up_text(reason, what),
-        record: SlotRecord::one(restart.slot, reason, window, &restart.target),
+        record: match note {
+            Some(note) => record.noted(note.clone()),
+            None => record,
+        },
     });
 }
 

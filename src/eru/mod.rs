@@ -11,20 +11,21 @@ use serde::{Deserialize, Serialize};
 
 /// Pod-template annotation carrying the slot of the last restart (the idempotency key).
 pub const RESTARTED_AT_ANNOTATION: &str = "mtsre.meitu.com/restartedAt";
-/// The prefix of every annotation the operator reads on a Deployment.
+/// The prefix of every annotation the operator reads on a workload.
 pub const ANNOTATION_PREFIX: &str = "mtsre.meitu.com/";
 /// Field manager of the restart patch: it owns only the `restartedAt` annotation of a target's pod
 /// template, so the apply leaves every other field alone, also on a Deployment another manager
 /// applies in full (a Memcached's, under [`crate::memcached`]'s own manager). Its managedFields
 /// entry on the target also tells when the last restart patch landed.
 pub const RESTART_MANAGER: &str = "eru-operator-restart";
-/// Deployment annotation asking for an Eru to be created automatically.
+/// Workload (Deployment, StatefulSet, DaemonSet) annotation asking for an Eru to be created
+/// automatically.
 pub const AUTO_ANNOTATION: &str = "mtsre.meitu.com/eru";
-/// Deployment annotation with the automatic Eru's schedule.
+/// Workload annotation with the automatic Eru's schedule.
 pub const AUTO_SCHEDULE_ANNOTATION: &str = "mtsre.meitu.com/eru-schedule";
-/// Deployment annotation with the automatic Eru's time zone.
+/// Workload annotation with the automatic Eru's time zone.
 pub const AUTO_TIMEZONE_ANNOTATION: &str = "mtsre.meitu.com/eru-timezone";
-/// `"true"` suspends the automatic Eru of the annotated Deployment.
+/// `"true"` suspends the automatic Eru of the annotated workload.
 pub const AUTO_SUSPEND_ANNOTATION: &str = "mtsre.meitu.com/eru-suspend";
 
 /// What the API server checks of a schedule: a macro, or 5 or 6 whitespace-separated fields of
@@ -96,8 +97,8 @@ pub struct EruSpec {
     #[schemars(range(min = 1, max = 31_536_000))]
     pub starting_deadline_seconds: i64,
 
-    /// How long a rollout may take before the restart counts as failed (default: the
-    /// Deployment's `progressDeadlineSeconds`).
+    /// How long a rollout may take before the restart counts as failed (default: a
+    /// Deployment's `progressDeadlineSeconds`; 600 for a StatefulSet or DaemonSet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 86_400))]
     pub rollout_timeout_seconds: Option<i64>,
@@ -169,16 +170,51 @@ pub struct Target {
     pub name: String,
 }
 
-/// Workload kinds an Eru can restart.
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+impl Target {
+    /// How the journal names this target (epochs, slots, restarts; `/history`, `/missed`): a
+    /// Deployment by its name alone (as before other kinds existed), any other kind as
+    /// `Kind/name` (`StatefulSet/web`, `DaemonSet/agent`).
+    pub fn key(&self) -> String {
+        match self.kind {
+            TargetKind::Deployment => self.name.clone(),
+            kind => format!("{}/{}", kind.as_str(), self.name),
+        }
+    }
+
+    /// The target a journal key names ([`Target::key`]); `None` for an unknown kind.
+    pub fn from_key(key: &str) -> Option<Self> {
+        let (kind, name) = match key.split_once('/') {
+            None => (TargetKind::Deployment, key),
+            Some((kind, name)) => (TargetKind::ALL.into_iter().find(|k| k.as_str() == kind)?, name),
+        };
+        Some(Self {
+            kind,
+            name: name.to_string(),
+        })
+    }
+}
+
+/// Workload kinds an Eru can restart (all in `apps/v1`; a restart is the same pod-template
+/// annotation for each, as `kubectl rollout restart` sets).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum TargetKind {
     Deployment,
+    StatefulSet,
+    DaemonSet,
 }
 
 impl TargetKind {
+    pub const ALL: [TargetKind; 3] = [
+        TargetKind::Deployment,
+        TargetKind::StatefulSet,
+        TargetKind::DaemonSet,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             TargetKind::Deployment => "Deployment",
+            TargetKind::StatefulSet => "StatefulSet",
+            TargetKind::DaemonSet => "DaemonSet",
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::{collections::HashMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use kube::{Resource, ResourceExt, runtime::reflector::ObjectRef};
+use kube::{Resource, ResourceExt};
 
 use super::{
     Blackout, Eru, EruStatus,
@@ -14,7 +14,7 @@ use super::{
     ledger::{Epoch, EpochSpec},
     machine::Restart,
     schedule::Schedule,
-    target::{TargetView, view_deployment},
+    target::TargetView,
 };
 use crate::{
     Result,
@@ -83,8 +83,8 @@ pub struct Observed {
     pub created: DateTime<Utc>,
     /// When the API server recorded the last write of the spec (managedFields).
     pub spec_written_at: Option<DateTime<Utc>>,
-    /// The targets the pass may need (the spec's, the restart's, the epochs'), as cached;
-    /// absent ones do not exist.
+    /// The targets the pass may need (the spec's, the restart's, the epochs'), as cached, by
+    /// their journal key ([`super::Target::key`]); absent ones do not exist.
     pub targets: HashMap<String, TargetView>,
     /// The restart the journal holds in progress, if any.
     pub open_restart: Option<OpenRestart>,
@@ -148,17 +148,12 @@ pub async fn observe(context: &EruContext, eru: &Eru, now: DateTime<Utc>) -> Res
         .collect();
 
     let spec = EpochSpec::of(&eru.spec);
-    let mut names: Vec<&str> = vec![&spec.target];
-    names.extend(open_restart.iter().map(|o| o.restart.target.as_str()));
-    names.extend(epochs.iter().map(|e| e.spec.target.as_str()));
-    let targets = names
+    let mut keys: Vec<&str> = vec![&spec.target];
+    keys.extend(open_restart.iter().map(|o| o.restart.target.as_str()));
+    keys.extend(epochs.iter().map(|e| e.spec.target.as_str()));
+    let targets = keys
         .into_iter()
-        .filter_map(|name| {
-            let deployment = context
-                .deployments
-                .get(&ObjectRef::new(name).within(&namespace))?;
-            Some((name.to_string(), view_deployment(&deployment)))
-        })
+        .filter_map(|key| Some((key.to_string(), context.targets.view(&namespace, key)?)))
         .collect();
     let seed = super::schedule::eru_seed(&namespace, &eru.name_any());
     let tz = eru.spec.time_zone.as_deref();

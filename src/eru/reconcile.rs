@@ -8,7 +8,7 @@ use std::{future::Future, sync::Arc, time::Duration as StdDuration};
 
 use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use kube::{
     Resource, ResourceExt,
     runtime::{
@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 use super::{
     Eru, KIND,
     act::act,
-    context::{EruContext, Options},
+    context::{EruContext, Options, TargetCaches, Workloads},
     decide::{Pass, decide},
     deleted,
     fleet::{Fleet, Grant},
@@ -33,8 +33,8 @@ use super::{
     metrics::EruMetrics,
     observe::observe,
     record::{self, slot_text},
-    status::status,
-    status::{FleetView, Queued},
+    status::{FleetView, Queued, status},
+    target::Workload,
 };
 use crate::{
     Result,
@@ -49,14 +49,15 @@ use crate::{
 /// the slot is due when the pass runs.
 const SLOT_MARGIN: StdDuration = StdDuration::from_millis(2);
 
-/// Builds the Eru controller on the shared Eru and Deployment caches; returns it and a future that
+/// Builds the Eru controller on the shared Eru and workload caches; returns it and a future that
 /// resolves once its caches synced. Erus are reconciled when their spec changes (not when the
-/// operator writes their status), when a Deployment they target changes, and at their slots.
+/// operator writes their status), when a Deployment, StatefulSet or DaemonSet they target
+/// changes, and at their slots.
 pub fn controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
     erus: &mut Shared<Eru>,
-    deployments: &Shared<Deployment>,
+    workloads: Workloads<'_>,
     options: Options,
 ) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
     let (fleet, freed) = Fleet::new(options.limits);
@@ -68,31 +69,25 @@ pub fn controller(
     let spec_changes = only_changes(erus.subscribe(), |eru: &Eru| {
         eru.metadata.generation.unwrap_or(0) as u64
     });
-    let targets_seen = deployments
-        .subscribe()
-        .filter(|deployment| futures::future::ready(!awaits_controller(deployment)));
     let controller = Controller::for_shared_stream(spec_changes, erus.store.clone())
-        .watches_shared_stream(targets_seen, move |deployment: Arc<Deployment>| {
-            targets.erus_of(
-                &deployment.namespace().unwrap_or_default(),
-                &deployment.name_any(),
-            )
-        })
+        .watches_shared_stream(seen(workloads.deployments), erus_of::<Deployment>(&targets))
+        .watches_shared_stream(seen(workloads.statefulsets), erus_of::<StatefulSet>(&targets))
+        .watches_shared_stream(seen(workloads.daemonsets), erus_of::<DaemonSet>(&targets))
         .reconcile_on(freed)
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
         .graceful_shutdown_on(shutdown_requested(shutdown.clone()));
+    let target_caches = TargetCaches::of(&workloads);
     let synced = {
-        let (erus_synced, deployments_synced) = (erus.synced.clone(), deployments.synced.clone());
+        let (erus_synced, targets_synced) = (erus.synced.clone(), target_caches.clone());
         async move {
-            futures::join!(erus_synced.wait(), deployments_synced.wait());
+            futures::join!(erus_synced.wait(), targets_synced.synced());
         }
     };
     let context = Arc::new(EruContext {
         metrics: EruMetrics::register(&ctx.metrics),
         ctx,
         erus: erus.store.clone(),
-        deployments: deployments.store.clone(),
-        deployments_synced: deployments.synced.clone(),
+        targets: target_caches,
         fleet,
         fleet_loaded: Default::default(),
         options: options.clone(),
@@ -111,22 +106,34 @@ pub fn controller(
     )
 }
 
-/// Whether the Deployment controller has yet to see `deployment`'s latest spec. Such a change
-/// (most often the echo of this operator's own restart patch) cannot move an Eru: its rollout
-/// cannot be judged done or failed, and its gates are closed, until the Deployment controller
-/// catches up, and that write triggers the pass. Skipping them halves the passes of a burst of
-/// due slots. A new Deployment (never observed) is not skipped: an Eru may be waiting for it.
-fn awaits_controller(deployment: &Deployment) -> bool {
-    let observed = deployment.status.as_ref().and_then(|s| s.observed_generation);
-    matches!((observed, deployment.metadata.generation), (Some(o), Some(g)) if o < g)
-        && deployment.metadata.deletion_timestamp.is_none()
+/// The changes of a workload cache that may move an Eru: not those its controller has yet to
+/// see ([`Workload::awaits_controller`]). Such a change (most often the echo of this operator's
+/// own restart patch) cannot move an Eru: its rollout cannot be judged done or failed, and its
+/// gates are closed, until the workload's controller catches up, and that write triggers the
+/// pass. Skipping them halves the passes of a burst of due slots.
+fn seen<K: Workload>(cache: &Shared<K>) -> impl futures::Stream<Item = Arc<K>> + Send + 'static {
+    cache
+        .subscribe()
+        .filter(|workload| futures::future::ready(!workload.awaits_controller()))
+}
+
+/// The Erus that target a workload of kind `K`, from the index.
+fn erus_of<K: Workload>(targets: &Targets) -> impl Fn(Arc<K>) -> Vec<ObjectRef<Eru>> + Send + Sync + 'static {
+    let targets = targets.clone();
+    move |workload| {
+        targets.erus_of(
+            &workload.namespace().unwrap_or_default(),
+            K::KIND,
+            &workload.name_any(),
+        )
+    }
 }
 
 /// One pass over `eru`.
 async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
     let ctx = &context.ctx;
     // an unsynced cache would show the target as missing and abandon a restart in flight
-    context.deployments_synced.wait().await;
+    context.targets.synced().await;
     if eru.meta().deletion_timestamp.is_some() {
         forget(&context, &eru);
         return Ok(Action::await_change());
@@ -313,17 +320,17 @@ mod tests {
     #[test]
     fn only_changes_the_deployment_controller_has_not_seen_are_skipped() {
         assert!(
-            awaits_controller(&deployment(2, Some(1), false)),
+            deployment(2, Some(1), false).awaits_controller(),
             "the echo of a restart patch"
         );
         assert!(
-            !awaits_controller(&deployment(2, Some(2), false)),
+            !deployment(2, Some(2), false).awaits_controller(),
             "observed: a rollout may be done"
         );
         assert!(
-            !awaits_controller(&deployment(1, None, false)),
+            !deployment(1, None, false).awaits_controller(),
             "new: an Eru may wait for it"
         );
-        assert!(!awaits_controller(&deployment(2, Some(1), true)), "being deleted");
+        assert!(!deployment(2, Some(1), true).awaits_controller(), "being deleted");
     }
 }

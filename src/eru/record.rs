@@ -2,7 +2,7 @@
 //! then counted (metrics) and announced (Events) from what was journaled — in this one place, so a
 //! replay that journals nothing new counts and announces nothing.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use kube::runtime::events::EventType;
 
 use super::{
@@ -20,10 +20,7 @@ use crate::{
     runtime::object_key,
 };
 
-/// A slot as users read it (RFC 3339, UTC, seconds).
-pub fn slot_text(slot: DateTime<Utc>) -> String {
-    slot.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
+pub use super::schedule::slot_text;
 
 /// Journals `decision` at `now`, then counts and announces what was new. `patched_at` is when the
 /// restart being rolled out landed, for the duration of a finished one.

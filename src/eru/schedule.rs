@@ -33,6 +33,11 @@ use croner::{
 
 use super::hash::{fnv1a64, splitmix64};
 
+/// A slot as users read it (RFC 3339, UTC, seconds).
+pub fn slot_text(slot: DateTime<Utc>) -> String {
+    slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// Why a schedule or time zone was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {

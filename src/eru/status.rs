@@ -62,6 +62,9 @@ pub fn status(
         (false, "TargetMissing", format!("{target_message} not found"))
     } else if let Some(error) = pending_error {
         (false, "RestartPatchFailed", error)
+    } else if let Some(why) = observed.target().and_then(|t| t.not_rollable.clone()) {
+        // every slot is skipped (target_not_rollable) until its strategy changes
+        (false, "TargetNotRollable", why)
     } else if eru.spec.suspend {
         (
             true,

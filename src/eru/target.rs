@@ -1,38 +1,222 @@
-//! What an Eru sees of its target, kind-agnostic: a Deployment today; a StatefulSet or DaemonSet
-//! needs only its own `view_*` function (the restart patch is the same pod-template annotation).
-//! Pure: the gate before a restart and the verdict on a rollout.
+//! What an Eru sees of its target, kind-agnostic: a Deployment, StatefulSet or DaemonSet, each
+//! judged from its own status by its own `view_*` function (the restart patch is the same
+//! pod-template annotation for all three). Pure: the gate before a restart and the verdict on a
+//! rollout.
 
 use chrono::{DateTime, Duration, Utc};
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::{
+    api::{
+        apps::v1::{DaemonSet, Deployment, StatefulSet},
+        core::v1::PodTemplateSpec,
+    },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
 
-use super::{RESTART_MANAGER, RESTARTED_AT_ANNOTATION, machine::Gate};
-use crate::runtime::{deployment::DeploymentView, managed_at};
+use super::{RESTART_MANAGER, RESTARTED_AT_ANNOTATION, TargetKind, machine::Gate};
+use crate::runtime::{deployment::DeploymentView, managed_at, watch::Watchable};
+
+/// How long a rollout may take when neither the Eru (`rolloutTimeoutSeconds`) nor the kind (a
+/// Deployment's `progressDeadlineSeconds`) says.
+pub const DEFAULT_ROLLOUT_TIMEOUT_SECONDS: i64 = 600;
 
 /// A workload's rollout state and the slot its pod template carries.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TargetView {
-    pub rollout: DeploymentView,
+    /// Its controller has seen the latest spec, and every desired pod is updated, ready and
+    /// available with no old one left (each kind by its own status fields).
+    pub settled: bool,
+    /// A Deployment's `spec.paused`.
+    pub paused: bool,
+    /// Why a pod-template change would not roll every pod (an `OnDelete` strategy, a
+    /// StatefulSet's partition), if it would not.
+    pub not_rollable: Option<String>,
+    /// A Deployment's `Progressing` condition is False with reason `ProgressDeadlineExceeded`.
+    pub deadline_exceeded: bool,
+    /// How long a rollout may take unless the Eru says: a Deployment's
+    /// `progressDeadlineSeconds`, else [`DEFAULT_ROLLOUT_TIMEOUT_SECONDS`].
+    pub rollout_timeout_seconds: i64,
+    /// When the last rollout completed, if the kind records it (a Deployment's `Progressing`
+    /// condition turning `NewReplicaSetAvailable`).
+    pub completed_at: Option<DateTime<Utc>>,
     /// The slot the pod template carries (the last restart patched).
     pub template_slot: Option<DateTime<Utc>>,
     /// When the restart manager last changed the template (the API server's clock, seconds).
     pub restart_applied_at: Option<DateTime<Utc>>,
 }
 
-/// The view of a Deployment.
-pub fn view_deployment(deployment: &Deployment) -> TargetView {
+/// A kind an Eru can target: its objects as a [`TargetView`].
+pub trait Workload: Watchable {
+    const KIND: TargetKind;
+
+    /// The view of this object.
+    fn view(&self) -> TargetView;
+
+    /// Whether its controller has yet to see the latest spec (and it is not being deleted).
+    fn awaits_controller(&self) -> bool;
+}
+
+/// Whether a workload controller has yet to observe the spec generation of `meta`, which is not
+/// being deleted. A new object (never observed) is not behind: an Eru may be waiting for it.
+fn behind(meta: &ObjectMeta, observed: Option<i64>) -> bool {
+    matches!((observed, meta.generation), (Some(o), Some(g)) if o < g) && meta.deletion_timestamp.is_none()
+}
+
+impl Workload for Deployment {
+    const KIND: TargetKind = TargetKind::Deployment;
+
+    fn view(&self) -> TargetView {
+        view_deployment(self)
+    }
+
+    fn awaits_controller(&self) -> bool {
+        behind(
+            &self.metadata,
+            self.status.as_ref().and_then(|s| s.observed_generation),
+        )
+    }
+}
+
+impl Workload for StatefulSet {
+    const KIND: TargetKind = TargetKind::StatefulSet;
+
+    fn view(&self) -> TargetView {
+        view_statefulset(self)
+    }
+
+    fn awaits_controller(&self) -> bool {
+        behind(
+            &self.metadata,
+            self.status.as_ref().and_then(|s| s.observed_generation),
+        )
+    }
+}
+
+impl Workload for DaemonSet {
+    const KIND: TargetKind = TargetKind::DaemonSet;
+
+    fn view(&self) -> TargetView {
+        view_daemonset(self)
+    }
+
+    fn awaits_controller(&self) -> bool {
+        behind(
+            &self.metadata,
+            self.status.as_ref().and_then(|s| s.observed_generation),
+        )
+    }
+}
+
+/// A view with the restart marks of `meta` and `template` (the slot the template carries, when
+/// the restart manager last wrote it) and nothing else yet.
+fn marked(meta: &ObjectMeta, template: Option<&PodTemplateSpec>) -> TargetView {
     TargetView {
-        rollout: DeploymentView::of(deployment),
-        template_slot: deployment
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.metadata.as_ref())
+        rollout_timeout_seconds: DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
+        template_slot: template
+            .and_then(|t| t.metadata.as_ref())
             .and_then(|m| m.annotations.as_ref())
             .and_then(|a| a.get(RESTARTED_AT_ANNOTATION))
             .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
             .map(|t| t.with_timezone(&Utc)),
-        restart_applied_at: managed_at(&deployment.metadata, |e| {
-            e.manager.as_deref() == Some(RESTART_MANAGER)
+        restart_applied_at: managed_at(meta, |e| e.manager.as_deref() == Some(RESTART_MANAGER)),
+        ..TargetView::default()
+    }
+}
+
+/// Whether the controller of an object of `generation` has observed it.
+fn caught_up(observed: Option<i64>, generation: Option<i64>) -> bool {
+    observed >= generation
+}
+
+/// The view of a Deployment: settled when `observedGeneration` caught up and updated, ready and
+/// available replicas equal `spec.replicas` with no old replica left; failed early on
+/// `ProgressDeadlineExceeded`; the rollout may take `progressDeadlineSeconds`.
+pub fn view_deployment(deployment: &Deployment) -> TargetView {
+    let rollout = DeploymentView::of(deployment);
+    TargetView {
+        settled: rollout.settled_at(rollout.desired),
+        paused: rollout.paused,
+        deadline_exceeded: rollout.deadline_exceeded,
+        rollout_timeout_seconds: rollout.progress_deadline_seconds.into(),
+        completed_at: rollout.available_since,
+        ..marked(
+            &deployment.metadata,
+            deployment.spec.as_ref().map(|s| &s.template),
+        )
+    }
+}
+
+/// The view of a StatefulSet: settled when `observedGeneration` caught up, `updateRevision` equals
+/// `currentRevision` (when both are set), and its replicas, updated, ready and available replicas
+/// all equal `spec.replicas`. Not rollable with `updateStrategy` `OnDelete`, or a rolling-update
+/// `partition` above its first ordinal (the pods below it would keep their old template).
+pub fn view_statefulset(statefulset: &StatefulSet) -> TargetView {
+    let name = statefulset.metadata.name.as_deref().unwrap_or_default();
+    let spec = statefulset.spec.as_ref();
+    let desired = spec.and_then(|s| s.replicas).unwrap_or(1);
+    let settled = statefulset.status.as_ref().is_some_and(|s| {
+        let same_revision = match (&s.update_revision, &s.current_revision) {
+            (Some(update), Some(current)) => update == current,
+            _ => true,
+        };
+        caught_up(s.observed_generation, statefulset.metadata.generation)
+            && same_revision
+            && s.replicas == desired
+            && s.updated_replicas.unwrap_or(0) == desired
+            && s.ready_replicas.unwrap_or(0) == desired
+            && s.available_replicas.unwrap_or(0) == desired
+    });
+    let strategy = spec.and_then(|s| s.update_strategy.as_ref());
+    let partition = strategy
+        .and_then(|s| s.rolling_update.as_ref())
+        .and_then(|r| r.partition)
+        .unwrap_or(0);
+    let first_ordinal = spec
+        .and_then(|s| s.ordinals.as_ref())
+        .and_then(|o| o.start)
+        .unwrap_or(0);
+    let not_rollable = if strategy.and_then(|s| s.type_.as_deref()) == Some("OnDelete") {
+        Some(format!(
+            "StatefulSet {name} uses updateStrategy OnDelete: a pod-template change rolls no pod"
+        ))
+    } else if partition > first_ordinal {
+        Some(format!(
+            "StatefulSet {name} uses updateStrategy RollingUpdate with partition {partition}: \
+             pods below ordinal {partition} would not be restarted"
+        ))
+    } else {
+        None
+    };
+    TargetView {
+        settled,
+        not_rollable,
+        ..marked(&statefulset.metadata, spec.map(|s| &s.template))
+    }
+}
+
+/// The view of a DaemonSet: settled when `observedGeneration` caught up and updated, available and
+/// ready pods all equal `desiredNumberScheduled`, none unavailable. Not rollable with
+/// `updateStrategy` `OnDelete`.
+pub fn view_daemonset(daemonset: &DaemonSet) -> TargetView {
+    let name = daemonset.metadata.name.as_deref().unwrap_or_default();
+    let spec = daemonset.spec.as_ref();
+    let settled = daemonset.status.as_ref().is_some_and(|s| {
+        let desired = s.desired_number_scheduled;
+        caught_up(s.observed_generation, daemonset.metadata.generation)
+            && s.updated_number_scheduled.unwrap_or(0) == desired
+            && s.number_available.unwrap_or(0) == desired
+            && s.number_ready == desired
+            && s.number_unavailable.unwrap_or(0) == 0
+    });
+    let on_delete = spec
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|s| s.type_.as_deref())
+        == Some("OnDelete");
+    TargetView {
+        settled,
+        not_rollable: on_delete.then(|| {
+            format!("DaemonSet {name} uses updateStrategy OnDelete: a pod-template change rolls no pod")
         }),
+        ..marked(&daemonset.metadata, spec.map(|s| &s.template))
     }
 }
 
@@ -45,20 +229,24 @@ pub enum Verdict {
 }
 
 impl TargetView {
-    /// Every desired replica is updated, ready and available, and no old one is left.
-    pub fn settled(&self) -> bool {
-        self.rollout.settled_at(self.rollout.desired)
-    }
-
     /// Whether a restart may start now.
     pub fn gate(&self) -> Gate {
-        if self.rollout.paused {
+        if self.paused {
             Gate::Paused
-        } else if !self.settled() {
+        } else if self.not_rollable.is_some() {
+            Gate::NotRollable
+        } else if !self.settled {
             Gate::Unhealthy
         } else {
             Gate::Open
         }
+    }
+
+    /// What the gate's reason alone does not say: why the target is not rollable.
+    pub fn gate_note(&self) -> Option<String> {
+        (self.gate() == Gate::NotRollable)
+            .then(|| self.not_rollable.clone())
+            .flatten()
     }
 
     /// When the restart of `slot` landed, if the template carries it: the restart manager's
@@ -72,11 +260,12 @@ impl TargetView {
         })
     }
 
-    /// When a finished rollout really finished: the Deployment's `Progressing` condition turned
-    /// `NewReplicaSetAvailable` then (second precision); when that is well before `now` (the
-    /// operator was not watching), that instant, else `now`. Never before `patched_at`.
+    /// When a finished rollout really finished: when the kind records it (a Deployment's
+    /// `Progressing` condition turned `NewReplicaSetAvailable`; second precision) and that is
+    /// well before `now` (the operator was not watching), that instant, else `now`. Never before
+    /// `patched_at`.
     pub fn finished_at(&self, patched_at: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
-        match self.rollout.available_since {
+        match self.completed_at {
             Some(at) if at + Duration::seconds(2) < now => at.max(patched_at),
             _ => now,
         }
@@ -91,12 +280,15 @@ impl TargetView {
         timeout: Duration,
     ) -> Verdict {
         let ours = self.template_slot == Some(slot);
-        if ours && self.settled() {
+        if ours && self.settled {
             Verdict::Done
-        } else if ours && self.rollout.deadline_exceeded {
+        } else if ours && self.deadline_exceeded {
             Verdict::Failed(
                 "ProgressDeadlineExceeded: the Deployment made no progress within its deadline".into(),
             )
+        } else if let Some(note) = self.not_rollable.as_ref().filter(|_| ours) {
+            // its strategy changed during the rollout: the pods left will not roll
+            Verdict::Failed(format!("the rollout cannot finish: {note}"))
         } else if now - patched_at > timeout {
             Verdict::Failed(format!(
                 "the rollout did not finish within {} s",
@@ -165,7 +357,7 @@ mod tests {
         );
         let mut stale = settled();
         stale["observedGeneration"] = json!(1);
-        assert!(!view_deployment(&deployment(Some("2026-11-22T03:00:10Z"), stale)).settled());
+        assert!(!view_deployment(&deployment(Some("2026-11-22T03:00:10Z"), stale)).settled);
     }
 
     #[test]
@@ -198,6 +390,200 @@ mod tests {
         let mut d = deployment(None, settled());
         d.spec.as_mut().unwrap().paused = Some(true);
         assert_eq!(view_deployment(&d).gate(), Gate::Paused);
-        assert_eq!(view_deployment(&d).rollout.progress_deadline_seconds, 600);
+        assert_eq!(view_deployment(&d).rollout_timeout_seconds, 600);
+    }
+
+    fn statefulset(strategy: serde_json::Value, status: serde_json::Value) -> StatefulSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "generation": 3},
+            "spec": {
+                "replicas": 2,
+                "serviceName": "web",
+                "selector": {"matchLabels": {"app": "web"}},
+                "updateStrategy": strategy,
+                "template": {"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: "2026-11-22T03:00:10Z"}},
+                             "spec": {"containers": []}}
+            },
+            "status": status
+        }))
+        .unwrap()
+    }
+
+    fn statefulset_settled() -> serde_json::Value {
+        json!({"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2,
+               "availableReplicas": 2, "currentReplicas": 2,
+               "currentRevision": "web-7f9c", "updateRevision": "web-7f9c"})
+    }
+
+    #[test]
+    fn statefulset_settles_on_its_own_status() {
+        let rolling = json!({"type": "RollingUpdate"});
+        let view = view_statefulset(&statefulset(rolling.clone(), statefulset_settled()));
+        assert_eq!(view.template_slot, Some(t(10)));
+        assert_eq!(view.gate(), Gate::Open);
+        assert_eq!(view.rollout_timeout_seconds, DEFAULT_ROLLOUT_TIMEOUT_SECONDS);
+        assert_eq!(
+            view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+            Verdict::Done
+        );
+        // each of these means the rollout is still going (or the controller has not looked)
+        for (field, value) in [
+            ("observedGeneration", json!(2)),
+            ("updateRevision", json!("web-85d1")),
+            ("updatedReplicas", json!(1)),
+            ("replicas", json!(3)),
+            ("readyReplicas", json!(1)),
+            ("availableReplicas", json!(1)),
+        ] {
+            let mut status = statefulset_settled();
+            status[field] = value;
+            let view = view_statefulset(&statefulset(rolling.clone(), status));
+            assert!(!view.settled, "{field}");
+            assert_eq!(view.gate(), Gate::Unhealthy, "{field}");
+            assert_eq!(
+                view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+                Verdict::Progressing,
+                "{field}"
+            );
+        }
+        // a revision the controller has not set yet is not compared
+        let mut status = statefulset_settled();
+        status.as_object_mut().unwrap().remove("currentRevision");
+        assert!(view_statefulset(&statefulset(rolling, status)).settled);
+        // no status at all: a new StatefulSet
+        assert!(!view_statefulset(&statefulset(json!(null), json!(null))).settled);
+    }
+
+    #[test]
+    fn statefulset_on_delete_or_partitioned_is_not_rollable() {
+        let on_delete = view_statefulset(&statefulset(json!({"type": "OnDelete"}), statefulset_settled()));
+        assert_eq!(on_delete.gate(), Gate::NotRollable);
+        assert_eq!(
+            on_delete.gate_note().as_deref(),
+            Some("StatefulSet web uses updateStrategy OnDelete: a pod-template change rolls no pod")
+        );
+        let partitioned = view_statefulset(&statefulset(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}),
+            statefulset_settled(),
+        ));
+        assert_eq!(partitioned.gate(), Gate::NotRollable);
+        assert_eq!(
+            partitioned.not_rollable.as_deref(),
+            Some(
+                "StatefulSet web uses updateStrategy RollingUpdate with partition 1: \
+                 pods below ordinal 1 would not be restarted"
+            )
+        );
+        // partition 0, or one not above the first ordinal, rolls every pod
+        let zero = view_statefulset(&statefulset(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+            statefulset_settled(),
+        ));
+        assert_eq!(zero.gate(), Gate::Open);
+        let mut from_five = statefulset(
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 5}}),
+            statefulset_settled(),
+        );
+        from_five.spec.as_mut().unwrap().ordinals = serde_json::from_value(json!({"start": 5})).unwrap();
+        assert_eq!(view_statefulset(&from_five).gate(), Gate::Open);
+        // made not rollable during our rollout: it cannot finish, so it fails at once
+        let mut status = statefulset_settled();
+        status["updateRevision"] = json!("web-85d1");
+        let stuck = view_statefulset(&statefulset(json!({"type": "OnDelete"}), status));
+        assert!(matches!(
+            stuck.verdict(t(10), t(10), t(11), Duration::seconds(600)),
+            Verdict::Failed(reason) if reason.contains("OnDelete")
+        ));
+        // not ours: the gate says it, the verdict does not
+        assert_eq!(
+            stuck.verdict(t(20), t(20), t(21), Duration::seconds(600)),
+            Verdict::Progressing
+        );
+    }
+
+    fn daemonset(strategy: serde_json::Value, status: serde_json::Value) -> DaemonSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": "agent", "generation": 2},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "updateStrategy": strategy,
+                "template": {"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: "2026-11-22T03:00:10Z"}},
+                             "spec": {"containers": []}}
+            },
+            "status": status
+        }))
+        .unwrap()
+    }
+
+    fn daemonset_settled() -> serde_json::Value {
+        json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+               "updatedNumberScheduled": 3, "numberAvailable": 3, "numberReady": 3,
+               "numberMisscheduled": 0})
+    }
+
+    #[test]
+    fn daemonset_settles_on_its_own_status() {
+        let rolling = json!({"type": "RollingUpdate"});
+        let view = view_daemonset(&daemonset(rolling.clone(), daemonset_settled()));
+        assert_eq!(view.gate(), Gate::Open);
+        assert_eq!(
+            view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+            Verdict::Done
+        );
+        for (field, value) in [
+            ("observedGeneration", json!(1)),
+            ("updatedNumberScheduled", json!(2)),
+            ("numberAvailable", json!(2)),
+            ("numberReady", json!(2)),
+            ("numberUnavailable", json!(1)),
+            ("desiredNumberScheduled", json!(4)),
+        ] {
+            let mut status = daemonset_settled();
+            status[field] = value;
+            let view = view_daemonset(&daemonset(rolling.clone(), status));
+            assert!(!view.settled, "{field}");
+            assert_eq!(view.gate(), Gate::Unhealthy, "{field}");
+        }
+        let mut status = daemonset_settled();
+        status["numberUnavailable"] = json!(0);
+        assert!(view_daemonset(&daemonset(rolling.clone(), status)).settled);
+        // past the default timeout (no progress deadline of its own): failed
+        let mut status = daemonset_settled();
+        status["numberReady"] = json!(1);
+        let slow = view_daemonset(&daemonset(rolling, status));
+        let timeout = Duration::seconds(slow.rollout_timeout_seconds);
+        assert!(matches!(
+            slow.verdict(t(10), t(10), t(10) + timeout + Duration::seconds(1), timeout),
+            Verdict::Failed(reason) if reason.contains("600 s")
+        ));
+    }
+
+    #[test]
+    fn daemonset_on_delete_is_not_rollable() {
+        let view = view_daemonset(&daemonset(json!({"type": "OnDelete"}), daemonset_settled()));
+        assert_eq!(view.gate(), Gate::NotRollable);
+        assert_eq!(
+            view.gate_note().as_deref(),
+            Some("DaemonSet agent uses updateStrategy OnDelete: a pod-template change rolls no pod")
+        );
+        assert_eq!(
+            view.gate().reason(),
+            Some(crate::eru::ledger::Reason::TargetNotRollable)
+        );
+    }
+
+    #[test]
+    fn workloads_that_await_their_controller() {
+        let mut status = daemonset_settled();
+        status["observedGeneration"] = json!(1);
+        assert!(daemonset(json!(null), status).awaits_controller());
+        assert!(!daemonset(json!(null), daemonset_settled()).awaits_controller());
+        assert!(
+            !daemonset(json!(null), json!(null)).awaits_controller(),
+            "new: never observed"
+        );
+        let mut status = statefulset_settled();
+        status["observedGeneration"] = json!(2);
+        assert!(statefulset(json!(null), status).awaits_controller());
     }
 }

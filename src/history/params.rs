@@ -133,6 +133,15 @@ checked_string!(
     253
 );
 
+checked_string!(
+    /// A restarted workload as the journal names it: a Deployment's name, or `StatefulSet/<name>`,
+    /// `DaemonSet/<name>`.
+    TargetName,
+    "a Deployment's name, or StatefulSet/<name> or DaemonSet/<name> (a DNS-1123 subdomain)",
+    "^((StatefulSet|DaemonSet)/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    265
+);
+
 /// An RFC 3339 time (`format: date-time`), kept in UTC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
@@ -409,8 +418,8 @@ listing_params!(
         namespace: Namespace,
         /// Name of the Eru.
         name: ObjectName,
-        /// Name of the restarted workload.
-        target: ObjectName,
+        /// The restarted workload: a Deployment's name, or `StatefulSet/<name>`, `DaemonSet/<name>`.
+        target: TargetName,
         /// How the restart ended.
         outcome: Outcome,
     }
@@ -435,8 +444,8 @@ listing_params!(
         namespace: Namespace,
         /// Name of the Eru.
         name: ObjectName,
-        /// Name of the workload.
-        target: ObjectName,
+        /// The workload: a Deployment's name, or `StatefulSet/<name>`, `DaemonSet/<name>`.
+        target: TargetName,
         /// Why the slot was not restarted.
         reason: Reason,
     }

@@ -257,3 +257,101 @@ fn a_rollout_a_lost_journal_left_in_progress_is_taken_over() {
         .collect();
     assert_eq!(kinds, ["decided", "patched", "finished"], "its end is recorded");
 }
+
+/// An Eru of `schedule` on the StatefulSet `web` (its journal key `StatefulSet/web`), whose
+/// strategy is `strategy`.
+fn statefulset_eru(schedule: &str, strategy: serde_json::Value) -> (Eru, Observed, DateTime<Utc>) {
+    let mut eru = eru(schedule, 1);
+    eru.spec.target.kind = crate::eru::TargetKind::StatefulSet;
+    let now = t(5, 0) + Duration::milliseconds(3);
+    let mut o = observed(&eru, now, Some(t(4, 0)));
+    assert_eq!(o.spec.target, "StatefulSet/web");
+    o.targets = HashMap::from([(
+        "StatefulSet/web".to_string(),
+        crate::eru::target::view_statefulset(
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web", "generation": 1},
+                "spec": {"replicas": 2, "selector": {}, "template": {}, "updateStrategy": strategy},
+                "status": {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+                           "readyReplicas": 2, "availableReplicas": 2}
+            }))
+            .unwrap(),
+        ),
+    )]);
+    (eru, o, now)
+}
+
+#[test]
+fn a_statefulset_target_is_restarted_by_its_key() {
+    let (eru, o, _) = statefulset_eru("* * * * *", json!({"type": "RollingUpdate"}));
+    let pass = decide(&eru, &o);
+    assert!(matches!(pass.state, State::Restarting { ref restart } if restart.target == "StatefulSet/web"));
+    assert!(matches!(
+        pass.decision.actions.as_slice(),
+        [crate::eru::machine::EruAction::PatchRestart { target, .. }] if target == "StatefulSet/web"
+    ));
+    assert_eq!(
+        pass.rollout_timeout,
+        Duration::seconds(600),
+        "no progress deadline of its own"
+    );
+}
+
+#[test]
+fn a_not_rollable_target_skips_the_slot_with_the_note_and_gives_up_a_pending_restart() {
+    let (eru, mut o, now) = statefulset_eru(
+        "* * * * *",
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}),
+    );
+    let pass = decide(&eru, &o);
+    assert_eq!(pass.state, State::Waiting {});
+    assert!(pass.decision.actions.is_empty(), "never patched");
+    let note = "StatefulSet web uses updateStrategy RollingUpdate with partition 1: \
+                pods below ordinal 1 would not be restarted";
+    let skipped: Vec<_> = pass
+        .decision
+        .records
+        .iter()
+        .flat_map(|r| match r {
+            EruRecord::Slots(slots) => slots.clone(),
+            _ => vec![],
+        })
+        .collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(
+        (
+            skipped[0].first,
+            skipped[0].reason,
+            skipped[0].target.as_str(),
+            skipped[0].note.as_deref()
+        ),
+        (t(5, 0), Reason::TargetNotRollable, "StatefulSet/web", Some(note))
+    );
+
+    // decided before it became not rollable, not landed: given up with the note
+    o.ledger.as_mut().unwrap().accounted_through = Some(ts(t(5, 0)));
+    o.open_restart = Some(OpenRestart {
+        restart: Restart {
+            slot: t(5, 0),
+            target: "StatefulSet/web".into(),
+            deadline: t(10, 0),
+            attempts: 0,
+            last_error: None,
+        },
+        decided_at: t(5, 0),
+        patched_at: None,
+        next_attempt_at: None,
+    });
+    o.now = now + Duration::seconds(1);
+    let pass = decide(&eru, &o);
+    assert_eq!(pass.state, State::Waiting {});
+    assert!(pass.decision.actions.is_empty(), "never patched");
+    let gave_up = pass.decision.records.iter().find_map(|r| match r {
+        EruRecord::GaveUp { record, .. } => Some(record.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        gave_up.map(|r| (r.reason, r.note)),
+        Some((Reason::TargetNotRollable, Some(note.to_string())))
+    );
+}

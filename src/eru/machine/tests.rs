@@ -23,6 +23,7 @@ fn slots(slot: DateTime<Utc>, gate: Gate) -> SlotsDue {
         records: vec![],
         due: Some(due_at(slot)),
         gate,
+        gate_note: None,
         template: None,
         capacity: true,
     }
@@ -46,6 +47,7 @@ fn pending(now: DateTime<Utc>) -> Pending {
     Pending {
         now,
         blocked: None,
+        note: None,
         retry_due: true,
         downtime: None,
     }
@@ -257,6 +259,48 @@ fn a_closed_gate_gives_up_an_unlanded_restart_with_its_reason() {
 }
 
 #[test]
+fn a_target_that_is_not_rollable_skips_the_slot_with_why() {
+    let note = "StatefulSet web uses updateStrategy OnDelete: a pod-template change rolls no pod";
+    let mut slots = slots(t(1), Gate::NotRollable);
+    slots.gate_note = Some(note.into());
+    let (state, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(slots));
+    assert_eq!(state, State::Waiting {});
+    assert!(decision.actions.is_empty(), "never patched");
+    assert_eq!(
+        decision.records,
+        vec![EruRecord::Slots(vec![
+            skipped(t(1), Reason::TargetNotRollable).noted(note)
+        ])]
+    );
+    assert_eq!(
+        Reason::TargetNotRollable.result(),
+        crate::journal::SlotResult::Skipped
+    );
+
+    // a restart decided but not landed is given up the same way, the note in its record
+    let blocked = Pending {
+        blocked: Some(Reason::TargetNotRollable),
+        note: Some(note.into()),
+        ..pending(t(2))
+    };
+    let (state, decision) = dispatch(EruMachine, restarting(t(1)), &EruEvent::RestartPending(blocked));
+    assert_eq!(state, State::Waiting {});
+    assert!(decision.actions.is_empty());
+    let EruRecord::GaveUp {
+        record, reason: text, ..
+    } = &decision.records[0]
+    else {
+        panic!("{:?}", decision.records)
+    };
+    assert_eq!(*record, skipped(t(1), Reason::TargetNotRollable).noted(note));
+    assert!(
+        text.starts_with("target_not_rollable: the target became not rollable before the patch landed")
+            && text.contains(note),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_newer_due_slot_supersedes_an_unlanded_restart() {
     let (state, _) = dispatch(EruMachine, restarting(t(1)), &failed("API unavailable", t(1)));
     let (state, decision) = dispatch(EruMachine, state, &due(t(2), Gate::Open));
@@ -290,6 +334,7 @@ fn gates_skip_with_their_reason() {
         (Gate::Paused, Reason::TargetPaused),
         (Gate::Unhealthy, Reason::TargetUnhealthy),
         (Gate::Missing, Reason::TargetMissing),
+        (Gate::NotRollable, Reason::TargetNotRollable),
     ] {
         let (state, decision) = dispatch(EruMachine, State::Waiting {}, &due(t(1), gate));
         assert_eq!(state, State::Waiting {});

@@ -69,6 +69,19 @@ fn the_patterns_are_the_checks() {
         assert_eq!(ObjectName::try_from(value.to_string()).is_ok(), ok, "{value}");
         assert_eq!(compile(ObjectName::PATTERN).is_match(value), ok, "{value}");
     }
+    for (value, ok) in [
+        ("web", true),
+        ("StatefulSet/web", true),
+        ("DaemonSet/agent.v2", true),
+        ("Deployment/web", false),
+        ("statefulset/web", false),
+        ("StatefulSet/", false),
+        ("StatefulSet/Web", false),
+        ("/web", false),
+    ] {
+        assert_eq!(TargetName::try_from(value.to_string()).is_ok(), ok, "{value}");
+        assert_eq!(compile(TargetName::PATTERN).is_match(value), ok, "{value}");
+    }
     assert!(compile(&Cursor::<Slots>::pattern()).is_match("m0"));
     assert!(Cursor::<Slots>::try_from("m0".to_string()).is_ok());
 }
