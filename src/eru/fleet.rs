@@ -73,13 +73,6 @@ pub struct Fleet {
 }
 
 impl Inner {
-    fn has_room(&self, limits: &Limits, namespace: &str) -> bool {
-        limits.total.is_none_or(|max| self.active.len() < max)
-            && limits
-                .per_namespace
-                .is_none_or(|max| self.per_namespace.get(namespace).copied().unwrap_or(0) < max)
-    }
-
     fn hold(&mut self, uid: &str, namespace: &str) {
         if self
             .active
@@ -179,7 +172,8 @@ impl Fleet {
             .next_in_line(&self.limits, now)
             .into_iter()
             .any(|(u, _)| u == uid);
-        if first && inner.has_room(&self.limits, namespace) {
+        // next_in_line gives places only where the caps leave room
+        if first {
             inner.waiting_slot.remove(uid);
             inner.waiting.remove(&(slot, uid.to_string()));
             inner.hold(uid, namespace);
