@@ -10,10 +10,6 @@ use std::{
 use anyhow::Context as _;
 use chrono::Utc;
 use k8s_openapi::{
-    api::{
-        apps::v1::{DaemonSet, Deployment, StatefulSet},
-        core::v1::PodTemplateSpec,
-    },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
@@ -41,7 +37,7 @@ use crate::{
         Context, MANAGER, Readiness, Settings,
         events::EventQueue,
         leader::{self, Leadership},
-        shutdown_requested,
+        lean, shutdown_requested,
         status::StatusWriter,
         urgent::Urgent,
         watch::{Shared, lean_meta},
@@ -187,8 +183,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         |eru: &mut eru::Eru| lean_meta(&mut eru.metadata, writes_spec),
     );
     let (podsets, podsets_synced) = podset::reconcile::controller(ctx.clone(), shutdown.clone());
-    let (memcacheds, memcacheds_synced) =
-        memcached::reconcile::controller(ctx.clone(), shutdown.clone(), &deployments);
+    let (memcacheds, memcacheds_synced) = memcached::reconcile::controller(ctx.clone(), shutdown.clone());
     let (auto, auto_synced) = eru::auto::controller(ctx.clone(), shutdown.clone(), workloads, &mut erus);
     let (eru_controller, erus_synced) =
         eru::reconcile::controller(ctx.clone(), shutdown.clone(), &mut erus, workloads, eru_options);
@@ -206,11 +201,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             futures::join!(podsets_synced, memcacheds_synced, erus_synced, auto_synced);
             caches.store(true, Ordering::Relaxed);
             info!("watch caches synced; ready");
+            trim_heap();
         }
     };
+    let trimming = tokio::spawn(trim_heap_every(Duration::from_secs(60), shutdown.clone()));
     futures::join!(caches, podsets, memcacheds, eru_controller, auto, synced);
 
     let _ = retention.await;
+    let _ = trimming.await;
     let _ = http.await;
     finish(&journal, term, elector).await?;
     journal.close().await;
@@ -275,34 +273,30 @@ fn elect(
     )
 }
 
-/// What the operator keeps of a Deployment: no managedFields but the restart manager's (when the
-/// last restart landed), no last-applied annotation. Of one no Memcached owns (its drift is
-/// reverted, so all of it is kept), only what the Eru and automatic-Eru controllers read: the
-/// `mtsre.meitu.com/` annotations, the template's annotations, replicas, paused and the progress
-/// deadline, the status counts and the `Progressing` condition (without its message).
-fn lean_deployment(deployment: &mut Deployment) {
-    lean_meta(&mut deployment.metadata, |e| {
-        e.manager.as_deref() == Some(eru::RESTART_MANAGER)
-    });
-    if memcached::reconcile::owns(deployment) {
-        return;
-    }
-    let meta = &mut deployment.metadata;
+/// What the operator keeps of a workload besides what its lean type declares
+/// ([`crate::runtime::lean`]): of the managedFields only the restart manager's entry (when the
+/// last restart landed), the `mtsre.meitu.com/` annotations of the object and of its template; no
+/// labels or owners. Only the Eru and automatic-Eru controllers read these caches.
+fn lean_workload(meta: &mut ObjectMeta, template: Option<&mut lean::Template>) {
+    lean_meta(meta, |e| e.manager.as_deref() == Some(eru::RESTART_MANAGER));
     meta.labels = None;
+    meta.owner_references = None;
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
     }
-    if let Some(spec) = deployment.spec.as_mut() {
-        spec.template.spec = None;
-        if let Some(template) = spec.template.metadata.as_mut() {
-            template.labels = None;
-            if let Some(annotations) = template.annotations.as_mut() {
-                annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
-            }
-        }
-        spec.selector = Default::default();
-        spec.strategy = None;
+    let template = template.and_then(|t| t.metadata.as_mut());
+    if let Some(annotations) = template.and_then(|t| t.annotations.as_mut()) {
+        annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
     }
+}
+
+/// A Deployment as cached ([`lean_workload`]): replicas, paused, the progress deadline, the status
+/// counts and the `Progressing` condition (without its message).
+fn lean_deployment(deployment: &mut lean::Deployment) {
+    lean_workload(
+        &mut deployment.metadata,
+        deployment.spec.as_mut().map(|s| &mut s.template),
+    );
     if let Some(conditions) = deployment.status.as_mut().and_then(|s| s.conditions.as_mut()) {
         conditions.retain(|c| c.type_ == "Progressing");
         for c in conditions.iter_mut() {
@@ -311,54 +305,50 @@ fn lean_deployment(deployment: &mut Deployment) {
     }
 }
 
-/// What the operator keeps of a workload's metadata and pod template (a StatefulSet's or
-/// DaemonSet's, which only the Eru and automatic-Eru controllers read): the restart manager's
-/// managedFields entry (when the last restart landed), the `mtsre.meitu.com/` annotations of the
-/// object and of its template; no labels, owners or pod spec.
-fn lean_workload(meta: &mut ObjectMeta, template: Option<&mut PodTemplateSpec>) {
-    lean_meta(meta, |e| e.manager.as_deref() == Some(eru::RESTART_MANAGER));
-    meta.labels = None;
-    meta.owner_references = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
-    }
-    if let Some(template) = template {
-        template.spec = None;
-        if let Some(template) = template.metadata.as_mut() {
-            template.labels = None;
-            if let Some(annotations) = template.annotations.as_mut() {
-                annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
-            }
-        }
-    }
-}
-
-/// What the operator keeps of a StatefulSet ([`lean_workload`]): replicas, the update strategy
-/// (type, partition), the first ordinal and the status counts and revisions.
-fn lean_statefulset(statefulset: &mut StatefulSet) {
-    let spec = statefulset.spec.as_mut();
-    lean_workload(&mut statefulset.metadata, spec.map(|s| &mut s.template));
-    if let Some(spec) = statefulset.spec.as_mut() {
-        spec.selector = Default::default();
-        spec.service_name = None;
-        spec.volume_claim_templates = None;
-        spec.persistent_volume_claim_retention_policy = None;
-    }
+/// A StatefulSet as cached ([`lean_workload`]): replicas, the update strategy (type, partition),
+/// the first ordinal and the status counts and revisions.
+fn lean_statefulset(statefulset: &mut lean::StatefulSet) {
+    lean_workload(
+        &mut statefulset.metadata,
+        statefulset.spec.as_mut().map(|s| &mut s.template),
+    );
     if let Some(status) = statefulset.status.as_mut() {
         status.conditions = None;
     }
 }
 
-/// What the operator keeps of a DaemonSet ([`lean_workload`]): the update strategy and the status
-/// counts.
-fn lean_daemonset(daemonset: &mut DaemonSet) {
-    let spec = daemonset.spec.as_mut();
-    lean_workload(&mut daemonset.metadata, spec.map(|s| &mut s.template));
-    if let Some(spec) = daemonset.spec.as_mut() {
-        spec.selector = Default::default();
-    }
+/// A DaemonSet as cached ([`lean_workload`]): the update strategy and the status counts.
+fn lean_daemonset(daemonset: &mut lean::DaemonSet) {
+    lean_workload(
+        &mut daemonset.metadata,
+        daemonset.spec.as_mut().map(|s| &mut s.template),
+    );
     if let Some(status) = daemonset.status.as_mut() {
         status.conditions = None;
+    }
+}
+
+/// Hands the heap's free pages back to the system. glibc keeps what a burst freed inside its heap
+/// (the initial listing of every cache, the first pass over every Eru): with 10,000 Deployments
+/// and 10,000 Erus it held 157 MB for 92 MB in use, and a trim took RSS from 174 to 147 MB.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_heap() {
+    // SAFETY: malloc_trim only releases free memory of the allocator; no pointer is touched.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heap() {}
+
+/// [`trim_heap`] every `period` until shutdown (a few milliseconds each).
+async fn trim_heap_every(period: Duration, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => trim_heap(),
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
     }
 }
 
@@ -555,7 +545,7 @@ mod tests {
     /// Leaning a Deployment never changes what a controller reads of it.
     #[test]
     fn a_lean_deployment_reads_the_same() {
-        let full: Deployment = serde_json::from_value(serde_json::json!({
+        let full: lean::Deployment = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "web", "namespace": "shop", "generation": 4,
                 "labels": {"app": "web", "team": "a"},
                 "annotations": {"mtsre.meitu.com/eru": "true", "mtsre.meitu.com/eru-schedule": "H 3 * * *",
@@ -588,13 +578,12 @@ mod tests {
             eru::target::view_deployment(&full)
         );
         let desired =
-            |d: &Deployment| serde_json::to_value(eru::auto::desired(d, "web", "0 3 * * *")).unwrap();
+            |d: &lean::Deployment| serde_json::to_value(eru::auto::desired(d, "web", "0 3 * * *")).unwrap();
         assert_eq!(desired(&lean), desired(&full));
         assert!(lean.metadata.labels.is_none());
         assert_eq!(lean.metadata.annotations.as_ref().map(|a| a.len()), Some(2));
         assert_eq!(lean.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
         let template = lean.spec.as_ref().unwrap().template.clone();
-        assert!(template.spec.is_none());
         assert_eq!(template.metadata.unwrap().annotations.map(|a| a.len()), Some(1));
     }
 
@@ -626,7 +615,7 @@ mod tests {
             serde_json::json!({"type": "OnDelete"}),
             serde_json::json!({"type": "RollingUpdate"}),
         ] {
-            let full: StatefulSet = serde_json::from_value(serde_json::json!({
+            let full: lean::StatefulSet = serde_json::from_value(serde_json::json!({
                 "metadata": workload_meta(),
                 "spec": {"replicas": 2, "serviceName": "web", "selector": {"matchLabels": {"app": "web"}},
                     "updateStrategy": strategy, "template": template(),
@@ -643,14 +632,13 @@ mod tests {
                 eru::target::view_statefulset(&lean),
                 eru::target::view_statefulset(&full)
             );
-            let desired =
-                |s: &StatefulSet| serde_json::to_value(eru::auto::desired(s, "web", "0 3 * * *")).unwrap();
+            let desired = |s: &lean::StatefulSet| {
+                serde_json::to_value(eru::auto::desired(s, "web", "0 3 * * *")).unwrap()
+            };
             assert_eq!(desired(&lean), desired(&full));
             assert!(lean.metadata.labels.is_none() && lean.metadata.owner_references.is_none());
             assert_eq!(lean.metadata.annotations.as_ref().map(|a| a.len()), Some(2));
             assert_eq!(lean.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
-            let spec = lean.spec.as_ref().unwrap();
-            assert!(spec.template.spec.is_none() && spec.volume_claim_templates.is_none());
         }
     }
 
@@ -661,7 +649,7 @@ mod tests {
             serde_json::json!({"type": "OnDelete"}),
             serde_json::json!({"type": "RollingUpdate"}),
         ] {
-            let full: DaemonSet = serde_json::from_value(serde_json::json!({
+            let full: lean::DaemonSet = serde_json::from_value(serde_json::json!({
                 "metadata": workload_meta(),
                 "spec": {"selector": {"matchLabels": {"app": "web"}}, "updateStrategy": strategy,
                     "template": template()},
@@ -676,10 +664,10 @@ mod tests {
                 eru::target::view_daemonset(&lean),
                 eru::target::view_daemonset(&full)
             );
-            let desired =
-                |d: &DaemonSet| serde_json::to_value(eru::auto::desired(d, "web", "0 3 * * *")).unwrap();
+            let desired = |d: &lean::DaemonSet| {
+                serde_json::to_value(eru::auto::desired(d, "web", "0 3 * * *")).unwrap()
+            };
             assert_eq!(desired(&lean), desired(&full));
-            assert!(lean.spec.as_ref().unwrap().template.spec.is_none());
             assert_eq!(lean.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
         }
     }

@@ -252,9 +252,14 @@ async fn readyz(State(state): State<AppState>) -> Response {
     (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
 ))]
 async fn metrics(State(state): State<AppState>) -> Response {
+    // streamed a chunk at a time: the per-Eru series of a large fleet are tens of MB of text
+    let chunks = state
+        .metrics
+        .chunks()
+        .map(|chunk| Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(chunk)));
     (
         [("content-type", "text/plain; version=0.0.4")],
-        state.metrics.render(),
+        axum::body::Body::from_stream(futures::stream::iter(chunks)),
     )
         .into_response()
 }

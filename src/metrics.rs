@@ -32,6 +32,97 @@ pub struct Metrics {
     pub journal_errors: prometheus::IntCounter,
     /// 1 while this process acts (holds the leader Lease, or leader election is off), 0 on a standby.
     pub leader: IntGauge,
+    /// Per-object families rendered straight to text (see [`TextSeries`]).
+    text: Arc<Mutex<Vec<Arc<dyn TextSeries>>>>,
+}
+
+/// Where a [`TextSeries`] family continues: the key of the last object rendered.
+pub type Cursor = (String, String);
+
+/// Families with a few series per object (thousands of objects): rendered straight to text on
+/// each scrape, a chunk of objects at a time, instead of being gathered as `prometheus` protobuf
+/// structures (a `Metric` with its label pairs is ~1 KB: at 10,000 Erus a scrape built ~240 MB
+/// of them at once).
+pub trait TextSeries: Send + Sync {
+    /// How many families it renders (each one contiguously, as the text format requires).
+    fn families(&self) -> usize;
+    /// Appends to `out` the series of family `family` for the objects after `after` (and the
+    /// family's `# HELP`/`# TYPE` lines when `after` is `None`), at most [`CHUNK`] objects;
+    /// returns where to continue, or `None` once the family is complete.
+    fn render(&self, family: usize, after: Option<&Cursor>, out: &mut String) -> Option<Cursor>;
+}
+
+/// Objects per chunk of a [`TextSeries`] family.
+pub const CHUNK: usize = 128;
+
+/// Appends a `# HELP` and `# TYPE` header.
+pub fn text_header(out: &mut String, name: &str, help: &str, kind: &str) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Appends one sample: `name{labels} value`, the labels in the given order (sorted by name, as
+/// the text format lists them), values escaped.
+pub fn text_sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+    use std::fmt::Write;
+    out.push_str(name);
+    out.push('{');
+    for (i, (label, v)) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(label);
+        out.push_str("=\"");
+        for c in v.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    let _ = writeln!(out, "}} {value}");
+}
+
+/// The scrape, a chunk at a time: the registry, then each [`TextSeries`] family in chunks.
+pub struct Chunks {
+    metrics: Metrics,
+    /// (source, family, cursor) of the next chunk; `None` before the registry's chunk.
+    next: Option<(usize, usize, Option<Cursor>)>,
+}
+
+impl Iterator for Chunks {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        let Some((source, family, after)) = self.next.take() else {
+            self.next = Some((0, 0, None));
+            let mut buffer = Vec::new();
+            TextEncoder::new()
+                .encode(&self.metrics.registry.gather(), &mut buffer)
+                .expect("text encoding cannot fail");
+            return Some(String::from_utf8(buffer).expect("Prometheus text is UTF-8"));
+        };
+        let series = self
+            .metrics
+            .text
+            .lock()
+            .expect("metrics lock")
+            .get(source)
+            .cloned()?;
+        if family >= series.families() {
+            self.next = Some((source + 1, 0, None));
+            return self.next();
+        }
+        let mut out = String::new();
+        self.next = Some(match series.render(family, after.as_ref(), &mut out) {
+            Some(cursor) => (source, family, Some(cursor)),
+            None => (source, family + 1, None),
+        });
+        Some(out)
+    }
 }
 
 impl Default for Metrics {
@@ -162,6 +253,20 @@ impl Metrics {
             journal_up,
             journal_errors,
             leader,
+            text: Arc::default(),
+        }
+    }
+
+    /// Adds per-object families rendered as text on each scrape.
+    pub fn add_text(&self, series: Arc<dyn TextSeries>) {
+        self.text.lock().expect("metrics lock").push(series);
+    }
+
+    /// The scrape in chunks (see [`TextSeries`]): what `/metrics` streams.
+    pub fn chunks(&self) -> Chunks {
+        Chunks {
+            metrics: self.clone(),
+            next: None,
         }
     }
 
@@ -205,13 +310,9 @@ impl Metrics {
         self.transitions.with_label_values(&[kind, from, to]).inc();
     }
 
-    /// The registry in Prometheus text format.
+    /// Every series in Prometheus text format, at once.
     pub fn render(&self) -> String {
-        let mut buffer = Vec::new();
-        TextEncoder::new()
-            .encode(&self.registry.gather(), &mut buffer)
-            .expect("text encoding cannot fail");
-        String::from_utf8(buffer).expect("Prometheus text is UTF-8")
+        self.chunks().collect()
     }
 
     /// Records that the object `uid` of `kind` is now in `phase` (for `eru_objects`).

@@ -3,8 +3,8 @@
 //! `PatchFailed` with the next try after a backoff), and what that decides is journaled before the
 //! pass goes on.
 
+use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use kube::{
     Api, ResourceExt,
     api::{Patch, PatchParams},

@@ -260,15 +260,26 @@ fn controller_of<K: Workload>(
     let spec_changes = only_changes(erus.subscribe(), |eru: &Eru| {
         eru.metadata.generation.unwrap_or(0) as u64
     });
+    // only workloads that exist: an Eru of another kind's workload names none of this kind
+    let existing = |store: Store<K>| {
+        move |refs: Vec<ObjectRef<K>>| -> Vec<ObjectRef<K>> {
+            refs.into_iter().filter(|r| store.get(r).is_some()).collect()
+        }
+    };
     // a deleted Eru asks the workloads it may have belonged to again
+    let in_store = existing(workloads.store.clone());
     let deleted = futures::stream::unfold(erus.deletions(), |mut gone| async move {
         let g = gone.recv().await?;
         Some((named_by::<K>(&g.name, &g.namespace), gone))
     })
-    .flat_map(futures::stream::iter);
+    .flat_map(move |refs| futures::stream::iter(in_store(refs)));
+    let in_store = existing(workloads.store.clone());
     let controller = Controller::for_shared_stream(annotations_change, workloads.store.clone())
-        .watches_shared_stream(spec_changes, |eru: Arc<Eru>| {
-            named_by::<K>(&eru.name_any(), &eru.namespace().unwrap_or_default())
+        .watches_shared_stream(spec_changes, move |eru: Arc<Eru>| {
+            in_store(named_by::<K>(
+                &eru.name_any(),
+                &eru.namespace().unwrap_or_default(),
+            ))
         })
         .reconcile_on(deleted)
         .graceful_shutdown_on(shutdown_requested(shutdown));
@@ -368,7 +379,7 @@ async fn reconcile<K: Workload>(workload: Arc<K>, context: Arc<AutoContext>) -> 
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+    use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
     use serde_json::json;
 
     use super::*;

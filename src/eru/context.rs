@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::{

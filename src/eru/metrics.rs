@@ -4,17 +4,14 @@
 
 use std::{
     collections::BTreeMap,
+    ops::Bound,
     sync::{Arc, Mutex},
 };
 
-use prometheus::{
-    Histogram, IntGauge,
-    core::{Collector, Desc},
-    proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType},
-};
+use prometheus::{Histogram, IntGauge};
 
 use super::{ledger::Reason, machine::RestartOutcome};
-use crate::metrics::{Metrics, histogram, register};
+use crate::metrics::{CHUNK, Cursor, Metrics, TextSeries, histogram, register, text_header, text_sample};
 
 /// Handles of the Eru series. Cheap to clone.
 #[derive(Clone)]
@@ -66,7 +63,11 @@ impl EruMetrics {
                 )
                 .expect("a valid gauge"),
             ),
-            per_eru: register(registry, PerEru::new()),
+            per_eru: {
+                let per_eru = PerEru::default();
+                metrics.add_text(Arc::new(per_eru.clone()));
+                per_eru
+            },
         }
     }
 
@@ -119,11 +120,11 @@ struct Series {
 }
 
 /// `eru_restarts_total`, `eru_slots_total` and `eru_next_fire_timestamp_seconds`, kept as a few
-/// integers per Eru and turned into series only when scraped. (A `prometheus` vector keeps each of
-/// an Eru's 17 counter series as a copy of its descriptor and label pairs: ~14 KB per Eru.)
-#[derive(Clone)]
+/// integers per Eru and rendered as text only when scraped, a chunk of Erus at a time (a
+/// `prometheus` vector keeps each of an Eru's ~24 series as a copy of its descriptor and label
+/// pairs: ~14 KB per Eru; gathering them as protobuf structures for a scrape costs ~1 KB a series).
+#[derive(Clone, Default)]
 struct PerEru {
-    descs: Vec<Desc>,
     series: Arc<Mutex<BTreeMap<(String, String), Series>>>,
 }
 
@@ -141,26 +142,6 @@ const NEXT: (&str, &str) = (
 );
 
 impl PerEru {
-    fn new() -> Self {
-        let desc = |(name, help): (&str, &str), labels: &[&str]| {
-            Desc::new(
-                name.into(),
-                help.into(),
-                labels.iter().map(|l| l.to_string()).collect(),
-                Default::default(),
-            )
-            .expect("valid metric")
-        };
-        Self {
-            descs: vec![
-                desc(RESTARTS, &["namespace", "name", "outcome"]),
-                desc(SLOTS, &["namespace", "name", "result", "reason"]),
-                desc(NEXT, &["namespace", "name"]),
-            ],
-            series: Arc::default(),
-        }
-    }
-
     /// Runs `f` on the Eru's series, creating them at 0 first if need be.
     fn with(&self, namespace: &str, name: &str, f: impl FnOnce(&mut Series)) {
         let mut series = self.series.lock().expect("metrics lock");
@@ -174,68 +155,63 @@ impl PerEru {
     }
 }
 
-impl Collector for PerEru {
-    fn desc(&self) -> Vec<&Desc> {
-        self.descs.iter().collect()
+impl TextSeries for PerEru {
+    fn families(&self) -> usize {
+        3
     }
 
-    fn collect(&self) -> Vec<MetricFamily> {
-        let series = self.series.lock().expect("metrics lock");
-        let (mut restarts, mut slots, mut next) = (Vec::new(), Vec::new(), Vec::new());
-        for ((namespace, name), s) in series.iter() {
-            let eru = [("namespace", namespace.as_str()), ("name", name.as_str())];
-            for (outcome, count) in RestartOutcome::ALL.iter().zip(s.restarts) {
-                restarts.push(counter(&eru, &[("outcome", outcome.as_str())], count));
-            }
-            for ((result, reason), count) in slot_series().zip(s.slots) {
-                slots.push(counter(&eru, &[("result", result), ("reason", reason)], count));
-            }
-            if let Some(at) = s.next {
-                let mut gauge = Gauge::default();
-                gauge.set_value(at as f64);
-                let mut metric = Metric::from_label(labels(&eru, &[]));
-                metric.set_gauge(gauge);
-                next.push(metric);
-            }
+    fn render(&self, family: usize, after: Option<&Cursor>, out: &mut String) -> Option<Cursor> {
+        let (name, help, kind) = match family {
+            0 => (RESTARTS.0, RESTARTS.1, "counter"),
+            1 => (SLOTS.0, SLOTS.1, "counter"),
+            _ => (NEXT.0, NEXT.1, "gauge"),
+        };
+        if after.is_none() {
+            text_header(out, name, help, kind);
         }
-        vec![
-            family(RESTARTS, MetricType::COUNTER, restarts),
-            family(SLOTS, MetricType::COUNTER, slots),
-            family(NEXT, MetricType::GAUGE, next),
-        ]
+        let series = self.series.lock().expect("metrics lock");
+        let from = match after {
+            Some(key) => Bound::Excluded(key),
+            None => Bound::Unbounded,
+        };
+        let mut last: Option<&Cursor> = None;
+        for (i, (key, s)) in series.range((from, Bound::Unbounded)).enumerate() {
+            if i == CHUNK {
+                return last.cloned();
+            }
+            let (namespace, eru) = (key.0.as_str(), key.1.as_str());
+            match family {
+                0 => {
+                    for (outcome, count) in RestartOutcome::ALL.iter().zip(s.restarts) {
+                        let labels = [
+                            ("name", eru),
+                            ("namespace", namespace),
+                            ("outcome", outcome.as_str()),
+                        ];
+                        text_sample(out, name, &labels, count);
+                    }
+                }
+                1 => {
+                    for ((result, reason), count) in slot_series().zip(s.slots) {
+                        let labels = [
+                            ("name", eru),
+                            ("namespace", namespace),
+                            ("reason", reason),
+                            ("result", result),
+                        ];
+                        text_sample(out, name, &labels, count);
+                    }
+                }
+                _ => {
+                    if let Some(at) = s.next {
+                        text_sample(out, name, &[("name", eru), ("namespace", namespace)], at);
+                    }
+                }
+            }
+            last = Some(key);
+        }
+        None
     }
-}
-
-/// Label pairs sorted by name, as the text format lists them.
-fn labels(eru: &[(&str, &str)], more: &[(&str, &str)]) -> Vec<LabelPair> {
-    let mut pairs: Vec<_> = eru.iter().chain(more).collect();
-    pairs.sort_by_key(|(name, _)| *name);
-    pairs
-        .into_iter()
-        .map(|(name, value)| {
-            let mut pair = LabelPair::default();
-            pair.set_name(name.to_string());
-            pair.set_value(value.to_string());
-            pair
-        })
-        .collect()
-}
-
-fn counter(eru: &[(&str, &str)], more: &[(&str, &str)], count: u64) -> Metric {
-    let mut counter = Counter::default();
-    counter.set_value(count as f64);
-    let mut metric = Metric::from_label(labels(eru, more));
-    metric.set_counter(counter);
-    metric
-}
-
-fn family((name, help): (&str, &str), kind: MetricType, metrics: Vec<Metric>) -> MetricFamily {
-    let mut family = MetricFamily::default();
-    family.set_name(name.into());
-    family.set_help(help.into());
-    family.set_field_type(kind);
-    family.set_metric(metrics);
-    family
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 
 use std::{future::Future, sync::Arc, time::Duration as StdDuration};
 
+use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
 use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use kube::{
     Resource, ResourceExt,
     runtime::{

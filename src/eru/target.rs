@@ -4,16 +4,15 @@
 //! rollout.
 
 use chrono::{DateTime, Duration, Utc};
-use k8s_openapi::{
-    api::{
-        apps::v1::{DaemonSet, Deployment, StatefulSet},
-        core::v1::PodTemplateSpec,
-    },
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{RESTART_MANAGER, RESTARTED_AT_ANNOTATION, TargetKind, machine::Gate};
-use crate::runtime::{deployment::DeploymentView, managed_at, watch::Watchable};
+use crate::runtime::{
+    deployment::DeploymentView,
+    lean::{DaemonSet, Deployment, StatefulSet, Template},
+    managed_at,
+    watch::Watchable,
+};
 
 /// How long a rollout may take when neither the Eru (`rolloutTimeoutSeconds`) nor the kind (a
 /// Deployment's `progressDeadlineSeconds`) says.
@@ -108,7 +107,7 @@ impl Workload for DaemonSet {
 
 /// A view with the restart marks of `meta` and `template` (the slot the template carries, when
 /// the restart manager last wrote it) and nothing else yet.
-fn marked(meta: &ObjectMeta, template: Option<&PodTemplateSpec>) -> TargetView {
+fn marked(meta: &ObjectMeta, template: Option<&Template>) -> TargetView {
     TargetView {
         rollout_timeout_seconds: DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
         template_slot: template
@@ -131,7 +130,7 @@ fn caught_up(observed: Option<i64>, generation: Option<i64>) -> bool {
 /// available replicas equal `spec.replicas` with no old replica left; failed early on
 /// `ProgressDeadlineExceeded`; the rollout may take `progressDeadlineSeconds`.
 pub fn view_deployment(deployment: &Deployment) -> TargetView {
-    let rollout = DeploymentView::of(deployment);
+    let rollout = DeploymentView::of_cached(deployment);
     TargetView {
         settled: rollout.settled_at(rollout.desired),
         paused: rollout.paused,

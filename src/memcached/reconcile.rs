@@ -1,7 +1,6 @@
 //! Memcached reconcile: observe (Memcached, its Deployment and Pods from watch caches) → event →
 //! machine → journal → act (finalizer, server-side apply of the Deployment, cleanup) → status.
 
-use futures::StreamExt;
 use std::{future::Future, sync::Arc, time::Duration};
 
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
@@ -33,7 +32,7 @@ use crate::{
         Context, api_message,
         deployment::DeploymentView,
         drive, shutdown_requested,
-        watch::{Shared, Synced, watched, watched_with_deletions},
+        watch::{Synced, watched, watched_with_deletions},
     },
 };
 
@@ -51,13 +50,6 @@ pub const FINALIZER: &str = "cache.example.com/finalizer";
 const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 const SELECTOR: &str = "app.kubernetes.io/name=memcached,app.kubernetes.io/managed-by=eru-operator";
 
-/// Whether `deployment` is one a Memcached owns (its pod template is read: drift is reverted).
-pub fn owns(deployment: &Deployment) -> bool {
-    let labels = deployment.labels();
-    labels.get("app.kubernetes.io/name").map(String::as_str) == Some("memcached")
-        && labels.get("app.kubernetes.io/managed-by").map(String::as_str) == Some(crate::runtime::MANAGER)
-}
-
 struct MemcachedContext {
     ctx: Arc<Context>,
     deployments: Store<Deployment>,
@@ -65,26 +57,28 @@ struct MemcachedContext {
     caches_synced: (Synced, Synced),
 }
 
-/// Builds the Memcached controller (its Deployments from the shared Deployment cache); returns it
-/// and a future that resolves once its caches synced.
+/// Builds the Memcached controller; returns it and a future that resolves once its caches
+/// synced. Its Deployments and Pods are cached whole, but only those a Memcached owns (by label):
+/// the pod template is compared to revert drift.
 pub fn controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
-    deployments: &Shared<Deployment>,
 ) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
     let namespace = &ctx.settings.namespace;
     let (memcacheds, gone) =
         watched_with_deletions::<Memcached>(&ctx.client, namespace, watcher::Config::default());
-    let owned = deployments
-        .subscribe()
-        .filter(|d| futures::future::ready(owns(d)));
+    let deployments = watched::<Deployment>(
+        &ctx.client,
+        namespace,
+        watcher::Config::default().labels(SELECTOR),
+    );
     let pods = watched::<Pod>(
         &ctx.client,
         namespace,
         watcher::Config::default().labels(SELECTOR),
     );
     let controller = Controller::for_stream(memcacheds.stream, memcacheds.store)
-        .owns_shared_stream(owned)
+        .owns_stream(deployments.stream)
         .watches_stream(pods.stream, |pod: Pod| {
             let namespace = pod.namespace();
             pod.labels()

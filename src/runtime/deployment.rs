@@ -2,7 +2,9 @@
 //! with it, an Eru its target. Pure.
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+
+use super::lean;
 
 use super::time_of;
 
@@ -32,22 +34,45 @@ impl DeploymentView {
     /// The view of `deployment`.
     pub fn of(deployment: &Deployment) -> Self {
         let spec = deployment.spec.as_ref();
-        let status = deployment.status.clone().unwrap_or_default();
+        Self::from_parts(
+            deployment.metadata.generation,
+            spec.map(|s| (s.paused, s.replicas, s.progress_deadline_seconds)),
+            deployment.status.as_ref(),
+        )
+    }
+
+    /// The view of a cached `deployment`.
+    pub fn of_cached(deployment: &lean::Deployment) -> Self {
+        let spec = deployment.spec.as_ref();
+        Self::from_parts(
+            deployment.metadata.generation,
+            spec.map(|s| (s.paused, s.replicas, s.progress_deadline_seconds)),
+            deployment.status.as_ref(),
+        )
+    }
+
+    /// The view from the generation, the spec's `(paused, replicas, progressDeadlineSeconds)` and
+    /// the status.
+    fn from_parts(
+        generation: Option<i64>,
+        spec: Option<(Option<bool>, Option<i32>, Option<i32>)>,
+        status: Option<&DeploymentStatus>,
+    ) -> Self {
+        let (paused, replicas, progress_deadline_seconds) = spec.unwrap_or_default();
+        let status = status.cloned().unwrap_or_default();
         let conditions = status.conditions.unwrap_or_default();
         let progressing = conditions.iter().find(|c| c.type_ == "Progressing");
         DeploymentView {
-            paused: spec.and_then(|s| s.paused).unwrap_or(false),
-            desired: spec.and_then(|s| s.replicas).unwrap_or(1),
+            paused: paused.unwrap_or(false),
+            desired: replicas.unwrap_or(1),
             replicas: status.replicas.unwrap_or(0),
             updated: status.updated_replicas.unwrap_or(0),
             ready: status.ready_replicas.unwrap_or(0),
             available: status.available_replicas.unwrap_or(0),
-            caught_up: status.observed_generation >= deployment.metadata.generation,
+            caught_up: status.observed_generation >= generation,
             deadline_exceeded: progressing
                 .is_some_and(|c| c.reason.as_deref() == Some("ProgressDeadlineExceeded")),
-            progress_deadline_seconds: spec
-                .and_then(|s| s.progress_deadline_seconds)
-                .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS),
+            progress_deadline_seconds: progress_deadline_seconds.unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS),
             available_since: progressing
                 .filter(|c| c.status == "True" && c.reason.as_deref() == Some("NewReplicaSetAvailable"))
                 .and_then(|c| c.last_update_time.as_ref())

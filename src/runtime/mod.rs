@@ -10,6 +10,7 @@ pub mod deployment;
 pub mod driver;
 pub mod events;
 pub mod leader;
+pub mod lean;
 pub mod status;
 pub mod urgent;
 pub mod watch;

@@ -1,0 +1,134 @@
+//! Workloads as the watch caches keep them: the metadata, the few spec fields a controller reads,
+//! the pod template's metadata (not its pod spec) and the status, deserialized straight from the
+//! watch. A `k8s_openapi` `Deployment` is 2,448 bytes before any of its strings, most of it the
+//! inline `PodSpec` of its template that no cached reader looks at; these are a fifth of that.
+//!
+//! The field names are `k8s_openapi`'s, so code reading a cached object reads it the same way.
+//! Anything not declared here is dropped by the deserializer; writes go through the full types.
+
+use k8s_openapi::{api::apps::v1 as apps, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use serde::{Deserialize, Serialize};
+
+/// The pod template: its annotations only.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Template {
+    pub metadata: Option<TemplateMeta>,
+}
+
+/// The pod template's metadata: its annotations only.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct TemplateMeta {
+    pub annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// Implements the `k8s_openapi` traits (and so `kube::Resource`) for a lean type with the
+/// constants of its full type.
+macro_rules! lean_resource {
+    ($lean:ident, $full:ty) => {
+        impl k8s_openapi::Resource for $lean {
+            const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
+            const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
+            const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
+            const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str = <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            type Scope = <$full as k8s_openapi::Resource>::Scope;
+        }
+
+        impl k8s_openapi::Metadata for $lean {
+            type Ty = ObjectMeta;
+
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+/// A Deployment as cached.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Deployment {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: Option<DeploymentSpec>,
+    pub status: Option<apps::DeploymentStatus>,
+}
+
+/// What is read of a Deployment's spec.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentSpec {
+    pub paused: Option<bool>,
+    pub progress_deadline_seconds: Option<i32>,
+    pub replicas: Option<i32>,
+    #[serde(default)]
+    pub template: Template,
+}
+
+lean_resource!(Deployment, apps::Deployment);
+
+/// A StatefulSet as cached.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct StatefulSet {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: Option<StatefulSetSpec>,
+    pub status: Option<apps::StatefulSetStatus>,
+}
+
+/// What is read of a StatefulSet's spec.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StatefulSetSpec {
+    pub ordinals: Option<apps::StatefulSetOrdinals>,
+    pub replicas: Option<i32>,
+    #[serde(default)]
+    pub template: Template,
+    pub update_strategy: Option<apps::StatefulSetUpdateStrategy>,
+}
+
+lean_resource!(StatefulSet, apps::StatefulSet);
+
+/// A DaemonSet as cached.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct DaemonSet {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: Option<DaemonSetSpec>,
+    pub status: Option<apps::DaemonSetStatus>,
+}
+
+/// What is read of a DaemonSet's spec.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonSetSpec {
+    #[serde(default)]
+    pub template: Template,
+    pub update_strategy: Option<apps::DaemonSetUpdateStrategy>,
+}
+
+lean_resource!(DaemonSet, apps::DaemonSet);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lean_workload_is_a_fraction_of_the_full_one() {
+        use std::mem::size_of;
+        assert!(size_of::<Deployment>() * 4 < size_of::<apps::Deployment>());
+        assert!(size_of::<StatefulSet>() * 4 < size_of::<apps::StatefulSet>());
+        assert!(size_of::<DaemonSet>() * 4 < size_of::<apps::DaemonSet>());
+    }
+
+    #[test]
+    fn a_lean_workload_has_the_kind_of_the_full_one() {
+        use kube::Resource;
+        assert_eq!(Deployment::kind(&()), "Deployment");
+        assert_eq!(StatefulSet::api_version(&()), "apps/v1");
+        assert_eq!(DaemonSet::plural(&()), "daemonsets");
+    }
+}
