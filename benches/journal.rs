@@ -5,7 +5,7 @@
 //! - durable transitions per second through the group-commit writer, 256 concurrent appenders;
 //! - slot accounting of one bounded pass of a month-long per-second backlog;
 //! - `/history` paging over 100k restarts: the first page vs a page 90k rows deep;
-//! - one reconcile's journal work (ledger, epochs, open restart, runs, append, summary) on a
+//! - one reconcile's journal work (ledger, epochs, open restart, runs, outages, append, summary) on a
 //!   journal of 1 k rows and one of 1 M rows, side by side: the ratio shows it is indexed;
 //! - `/history` pages over HTTP (the operator's own router on loopback) on the 1 M-row journal:
 //!   p50 and p99 of the first page, a deep page, and a page filtered by Eru.
@@ -222,7 +222,7 @@ async fn main() {
         deep.as_secs_f64() / first.as_secs_f64()
     );
     println!(
-        "one reconcile's journal work (ledger, epochs, open restart, runs, append, summary): \
+        "one reconcile's journal work (ledger, epochs, open restart, runs, outages, append, summary): \
          median {at_small:?} at {rows_small} rows, {at_large:?} at {rows_large} rows \
          (ratio {:.2}, over {reconciles})",
         at_large.as_secs_f64() / at_small.as_secs_f64()
@@ -565,6 +565,7 @@ async fn reconcile_cost(journal: &Journal, i: i64) -> Duration {
     let uid = "reconciled";
     let now = Utc.with_ymd_and_hms(2026, 6, 1, 0, 0, 0).unwrap() + chrono::Duration::seconds(i);
     let start = Instant::now();
+    journal.outage_now(now);
     let ledger = journal.ledger(uid).await.unwrap();
     let since = ledger
         .and_then(|l| l.accounted_through)
@@ -573,6 +574,7 @@ async fn reconcile_cost(journal: &Journal, i: i64) -> Duration {
     journal.epochs(uid, since).await.unwrap();
     journal.open_restart(uid).await.unwrap();
     journal.runs_since(since).await.unwrap();
+    journal.outages_since(since).await.unwrap();
     let mut e = entry_of(uid, 1_000_000_000 + i);
     e.transitions[0].at = now;
     e.slots[0].slot = now;

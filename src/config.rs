@@ -59,7 +59,8 @@ pub struct RunArgs {
     #[arg(long, env = "MEMCACHED_IMAGE", default_value = crate::memcached::reconcile::DEFAULT_IMAGE)]
     pub memcached_image: String,
 
-    /// Seconds between journal heartbeats (bounds how precisely downtime is known).
+    /// Seconds between journal heartbeats (bounds how precisely downtime and journal outages are
+    /// known).
     #[arg(long, env = "ERU_HEARTBEAT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub heartbeat_seconds: u64,
 

@@ -93,7 +93,7 @@ struct HistoryArgs {
     /// Restarts: in_progress, succeeded, failed, abandoned.
     #[arg(long)]
     outcome: Option<String>,
-    /// Missed: operator_down, past_deadline, suspended, target_paused, ...
+    /// Missed: operator_down, journal_unavailable, past_deadline, suspended, target_paused, ...
     #[arg(long)]
     reason: Option<String>,
     /// Transitions: Eru, PodSet, Memcached.

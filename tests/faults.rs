@@ -1,5 +1,6 @@
 //! Faults the operator must survive unaided, end to end: the control plane restarted mid-rollout,
-//! the journal's disk full, the PostgreSQL server restarted. Each breaks what every other test
+//! the journal's disk full, the PostgreSQL server restarted (the slots of a journal outage are
+//! `missed/journal_unavailable` with its window). Each breaks what every other test
 //! shares (the API server, the database server), so `hack/test.sh` runs these alone, one at a
 //! time, after the others (test names start with `fault_`).
 
@@ -119,10 +120,21 @@ fn journal_health(operator: &Operator) -> (Option<bool>, Option<i64>) {
     (ready, up)
 }
 
+/// The Eru of the journal fault tests: every 5 s, with a starting deadline (2 s) that the slots
+/// inside a 10–12 s journal outage pass before the journal is back.
+fn every_5s_with_a_short_deadline() -> serde_json::Value {
+    json!({
+        "schedule": "*/5 * * * * *",
+        "startingDeadlineSeconds": 2,
+        "target": {"kind": "Deployment", "name": "web"}
+    })
+}
+
 /// Runs `outage` (a command that takes the journal away and gives it back) while watching the
 /// operator: its journal turns unready, and every slot the Deployment carries meanwhile is one
-/// the journal recorded (checked once it is back). Then restarts resume unaided and every slot
-/// has one record.
+/// the journal recorded (checked once it is back). Then restarts resume unaided, every slot has
+/// one record, and the slots of the outage say why they were not restarted:
+/// `journal_unavailable`, with the outage's window (never `past_deadline` or `superseded`).
 async fn survive_journal_outage(
     operator: &Operator,
     deployments: &Api<Deployment>,
@@ -179,6 +191,58 @@ async fn survive_journal_outage(
             );
         }
     }
+
+    // The operator ran, but could journal nothing, so it restarted no slot of the outage; each
+    // one is missed/journal_unavailable with a window that holds it and lies within the outage.
+    // "Inside" leaves a second off each edge (the journal fails a moment after the fault begins
+    // and takes writes a moment after it ends); the window starts at the last write that worked
+    // (a heartbeat a second, or a batch, before) and ends at the first that works again.
+    let edge = chrono::Duration::seconds(1);
+    let tolerance = chrono::Duration::seconds(3);
+    let inside: Vec<_> = slots
+        .iter()
+        .filter(|(slot, _)| *slot > started + edge && *slot <= back - edge)
+        .collect();
+    assert!(!inside.is_empty(), "no slot inside the outage: {slots:?}");
+    for (slot, record) in &inside {
+        let Accounted::Missed {
+            reason,
+            window: Some((from, to)),
+        } = record
+        else {
+            panic!("slot {slot} inside the outage is {record:?}, not missed/journal_unavailable: {slots:?}")
+        };
+        assert_eq!(
+            reason, "journal_unavailable",
+            "slot {slot} inside the outage (never past_deadline or superseded): {slots:?}"
+        );
+        assert!(
+            from < slot && slot <= to,
+            "slot {slot} outside its window {from} .. {to}"
+        );
+        assert!(
+            *from >= started - tolerance && *to <= back + tolerance,
+            "window {from} .. {to} is not within the outage {started} .. {back} (± {tolerance})"
+        );
+    }
+    println!(
+        "inside the outage: {}",
+        inside
+            .iter()
+            .map(|(slot, record)| match record {
+                Accounted::Missed {
+                    reason,
+                    window: Some((from, to)),
+                } => format!(
+                    "{slot}: {reason} ({:+.3} s .. {:+.3} s of the outage)",
+                    (*from - started).num_milliseconds() as f64 / 1000.0,
+                    (*to - back).num_milliseconds() as f64 / 1000.0
+                ),
+                other => format!("{slot}: {other:?}"),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
 }
 
 #[tokio::test]
@@ -193,8 +257,9 @@ async fn fault_postgres_restarted() {
     wait_ready(&deployments, "web", 1).await;
     let url = common::fresh_database("fault");
     let operator = Operator::start_on(&client, &ns.name, &[], &[], Some(&url)).await;
-    let spec = json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"}});
-    create_eru(&client, &ns.name, "web", spec).await.unwrap();
+    create_eru(&client, &ns.name, "web", every_5s_with_a_short_deadline())
+        .await
+        .unwrap();
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     succeeded_after(&operator, "web", Utc::now() - chrono::Duration::seconds(10)).await;
     // the server crashes (immediate shutdown) and is back 10 s later on the same port and data
@@ -251,8 +316,9 @@ async fn fault_journal_disk_full() {
     let mut operator = Operator::prepare(&client, &ns.name, &[], &[], None).await;
     operator.database = disk.dir.path().join("eru.db");
     operator.spawn().await;
-    let spec = json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"}});
-    create_eru(&client, &ns.name, "web", spec).await.unwrap();
+    create_eru(&client, &ns.name, "web", every_5s_with_a_short_deadline())
+        .await
+        .unwrap();
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     succeeded_after(&operator, "web", Utc::now() - chrono::Duration::seconds(10)).await;
     // the disk fills up; 12 s later the space comes back (the filler is deleted)

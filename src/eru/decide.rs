@@ -192,6 +192,7 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
         now,
         downtime: &downtime,
         unrecorded,
+        journal_outages: &observed.journal_outages,
         uid: &observed.uid,
         seed: &observed.seed,
         cluster_blackouts: &observed.cluster_blackouts,
@@ -224,6 +225,7 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
             records: accounting.records,
             due: accounting.due,
             capacity: observed.capacity,
+            journal_outages: observed.journal_outages.clone(),
         };
         state = feed(state, &EruEvent::SlotsDue(slots), &mut decision);
     }
@@ -254,6 +256,7 @@ pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
             note,
             retry_due: retry_at.is_none_or(|at| at <= now),
             downtime: downtime.iter().find(|w| w.1 > decided_at).copied(),
+            journal_outage: ledger::overlapping(&observed.journal_outages, restart.slot, restart.deadline),
         };
         let deadline = restart.deadline;
         state = feed(state, &EruEvent::RestartPending(pending), &mut decision);

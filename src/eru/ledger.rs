@@ -4,8 +4,9 @@
 //! Specs are journaled as **epochs**: the fields that decide slots (schedule, time zone, suspend,
 //! starting deadline, target) of one generation, with the instant it took effect. An epoch covers
 //! `(from, next epoch's from]`: a new schedule never produces slots before it took effect, a
-//! suspended stretch is `skipped/suspended` even if no reconcile ran during it, and a slot while
-//! no operator ran is `operator_down` whatever the spec became afterwards.
+//! suspended stretch is `skipped/suspended` even if no reconcile ran during it, a slot while
+//! no operator ran is `operator_down` whatever the spec became afterwards, and a slot while the
+//! operator ran but its journal took no writes is `journal_unavailable`.
 //!
 //! Work per pass is bounded: at most [`SLOT_BUDGET`] slots are enumerated and at most
 //! [`RECORD_CAP`] get a record of their own; the rest are summarized (one record with a count per
@@ -37,6 +38,10 @@ pub enum Reason {
     /// replica's), and the slot was not restarted (the target's `restartedAt` is older). The
     /// window runs from the last slot the cluster remembers to this journal's first run.
     JournalLost,
+    /// The operator ran, but its journal took no writes (disk full, database down), so it could
+    /// not restart the slot (nothing is patched without its record). The window runs from the
+    /// last journal write that worked to the first that worked again.
+    JournalUnavailable,
     /// Noticed later than `startingDeadlineSeconds`.
     PastDeadline,
     /// The restart was decided but every patch the API server was sent failed until the
@@ -73,9 +78,10 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 17] = [
         Reason::OperatorDown,
         Reason::JournalLost,
+        Reason::JournalUnavailable,
         Reason::PastDeadline,
         Reason::PatchFailed,
         Reason::Suspended,
@@ -96,6 +102,7 @@ impl Reason {
         match self {
             Reason::OperatorDown => "operator_down",
             Reason::JournalLost => "journal_lost",
+            Reason::JournalUnavailable => "journal_unavailable",
             Reason::PastDeadline => "past_deadline",
             Reason::PatchFailed => "patch_failed",
             Reason::Suspended => "suspended",
@@ -121,20 +128,33 @@ impl Reason {
     /// Missed: the operator could not act. Skipped: it chose not to.
     pub fn result(self) -> SlotResult {
         match self {
-            Reason::OperatorDown | Reason::JournalLost | Reason::PastDeadline | Reason::PatchFailed => {
-                SlotResult::Missed
-            }
+            Reason::OperatorDown
+            | Reason::JournalLost
+            | Reason::JournalUnavailable
+            | Reason::PastDeadline
+            | Reason::PatchFailed => SlotResult::Missed,
             _ => SlotResult::Skipped,
         }
     }
 }
 
-/// A stretch of time `(start, end]`: when no operator ran, or what no readable journal covers.
+/// A stretch of time `(start, end]`: when no operator ran, what no readable journal covers, when
+/// the journal took no writes.
 pub type Window = (DateTime<Utc>, DateTime<Utc>);
 
 /// Whether `slot` falls in `window`.
 fn within(window: &Window, slot: DateTime<Utc>) -> bool {
     window.0 < slot && slot <= window.1
+}
+
+/// The first of `windows` that `at` falls in.
+fn containing(windows: &[Window], at: DateTime<Utc>) -> Option<Window> {
+    windows.iter().find(|w| within(w, at)).copied()
+}
+
+/// The first of `windows` that overlaps `(from, to]`.
+pub fn overlapping(windows: &[Window], from: DateTime<Utc>, to: DateTime<Utc>) -> Option<Window> {
+    windows.iter().find(|w| w.0 < to && from < w.1).copied()
 }
 
 /// One record: a single slot (`count == 1`) or a summarized run of slots.
@@ -301,6 +321,8 @@ pub struct Span<'a> {
     pub downtime: &'a [Window],
     /// A stretch no readable journal covers although the Eru was accounted before it.
     pub unrecorded: Option<Window>,
+    /// Windows when the operator ran but its journal took no writes, oldest first.
+    pub journal_outages: &'a [Window],
     /// The Eru's uid (its jitter) and `namespace/name` (`H` in its schedules).
     pub uid: &'a str,
     pub seed: &'a str,
@@ -311,13 +333,14 @@ pub struct Span<'a> {
 }
 
 impl<'a> Span<'a> {
-    /// `(after, now]` with no downtime, blackouts, queue or jitter seed.
+    /// `(after, now]` with no downtime, journal outage, blackouts, queue or jitter seed.
     pub fn new(after: DateTime<Utc>, now: DateTime<Utc>) -> Self {
         Self {
             after,
             now,
             downtime: &[],
             unrecorded: None,
+            journal_outages: &[],
             uid: "",
             seed: "",
             cluster_blackouts: &[],
@@ -394,10 +417,14 @@ pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
         } else if let Some(hit) = blackouts[i].find(fire) {
             note = Some(hit.note);
             (Reason::Blackout, Some(hit.window))
-        } else if let Some(window) = span.downtime.iter().find(|w| within(w, slot)) {
-            (Reason::OperatorDown, Some(*window))
+        } else if let Some(window) = containing(span.downtime, slot) {
+            (Reason::OperatorDown, Some(window))
         } else if let Some(window) = span.unrecorded.filter(|w| within(w, slot)) {
             (Reason::JournalLost, Some(window))
+        } else if let Some(window) = containing(span.journal_outages, slot) {
+            // it could not run then (nothing is patched without its record): whether a newer slot
+            // ran or its deadline passed afterwards follows from that
+            (Reason::JournalUnavailable, Some(window))
         } else if span.now <= deadline(fire, i) {
             (Reason::Superseded, None)
         } else if span.queued == Some(slot) {

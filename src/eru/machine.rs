@@ -17,7 +17,7 @@
 use chrono::{DateTime, Utc};
 use statig::prelude::*;
 
-use super::ledger::{Due, Epoch, Reason, SlotRecord, Window};
+use super::ledger::{self, Due, Epoch, Reason, SlotRecord, Window};
 use super::schedule::slot_text as text;
 use crate::machine::{Decision, EventName, Phase};
 
@@ -70,6 +70,9 @@ pub struct SlotsDue {
     /// The fleet has room for one more restart (`--max-concurrent-restarts`): without it the due
     /// slot waits, unaccounted, until a restart ends or its deadline passes.
     pub capacity: bool,
+    /// When the journal took no writes although the operator ran (since the cursor): a restart
+    /// in flight that a journal outage kept from landing is not `superseded` by the due slot.
+    pub journal_outages: Vec<Window>,
 }
 
 /// A decided restart whose patch has not landed yet, as the journal holds it.
@@ -123,6 +126,9 @@ pub struct Pending {
     pub retry_due: bool,
     /// An operator downtime since the restart was decided, if any.
     pub downtime: Option<Window>,
+    /// A journal outage between the restart's slot and its deadline, if any: the operator ran
+    /// but could journal nothing (not even a failed patch), so it could not go on with it.
+    pub journal_outage: Option<Window>,
 }
 
 /// Events of an Eru, derived by the reconciler from what it observed.
@@ -400,11 +406,14 @@ impl EruMachine {
                         (Reason::PatchFailed, None)
                     } else if pending.downtime.is_some() {
                         (Reason::OperatorDown, pending.downtime)
+                    } else if pending.journal_outage.is_some() {
+                        (Reason::JournalUnavailable, pending.journal_outage)
                     } else {
                         (Reason::PastDeadline, None)
                     };
                     let what = format!(
-                        "the restart patch did not land by {} (startingDeadlineSeconds)",
+                        "{}the restart patch did not land by {} (startingDeadlineSeconds)",
+                        outage_text(reason, window),
                         text(restart.deadline)
                     );
                     give_up(context, restart, reason, window, &what, None);
@@ -423,13 +432,20 @@ impl EruMachine {
                 record_slots(context, &slots.records);
                 match &slots.due {
                     Some(due) if due.slot > restart.slot => {
-                        let reason = if restart.attempts > 0 {
-                            Reason::PatchFailed
+                        let outage = ledger::overlapping(&slots.journal_outages, restart.slot, due.slot);
+                        let (reason, window) = if restart.attempts > 0 {
+                            (Reason::PatchFailed, None)
+                        } else if outage.is_some() {
+                            (Reason::JournalUnavailable, outage)
                         } else {
-                            Reason::Superseded
+                            (Reason::Superseded, None)
                         };
-                        let what = format!("superseded by slot {} before the patch landed", text(due.slot));
-                        give_up(context, restart, reason, None, &what, None);
+                        let what = format!(
+                            "{}superseded by slot {} before the patch landed",
+                            outage_text(reason, window),
+                            text(due.slot)
+                        );
+                        give_up(context, restart, reason, window, &what, None);
                         match start(context, due, slots) {
                             Handled => Transition(State::waiting()),
                             started => started,
@@ -591,6 +607,18 @@ fn skip_all(context: &mut EruDecision, slots: &SlotsDue, reason: Reason) -> Outc
     );
     record_slots(context, &records);
     Handled
+}
+
+/// What a journal outage adds to a given-up restart's reason: when the journal took no writes.
+fn outage_text(reason: Reason, window: Option<Window>) -> String {
+    match window {
+        Some((from, to)) if reason == Reason::JournalUnavailable => format!(
+            "the journal took no writes from {} to {}; ",
+            crate::journal::ts(from),
+            crate::journal::ts(to)
+        ),
+        _ => String::new(),
+    }
 }
 
 /// Gives up a restart whose patch never landed; its slot's record carries `note`, if any.

@@ -238,7 +238,10 @@ mod tests {
         ));
         assert!(text.contains(r#"eru_restarts_total{name="web",namespace="ns",outcome="failed"} 1"#));
         assert!(text.contains(r#"eru_next_fire_timestamp_seconds{name="web",namespace="ns"} 1800000000"#));
-        assert_eq!(text.matches(r#"name="web""#).count(), 4 + 17 + 1);
+        assert!(text.contains(
+            r#"eru_slots_total{name="web",namespace="ns",reason="journal_unavailable",result="missed"} 0"#
+        ));
+        assert_eq!(text.matches(r#"name="web""#).count(), 4 + 18 + 1);
         eru.forget("ns", "web");
         assert!(!metrics.render().contains(r#"name="web""#));
     }

@@ -11,7 +11,7 @@ use super::{
     Blackout, Eru, EruStatus,
     blackout::Blackouts,
     context::EruContext,
-    ledger::{Epoch, EpochSpec},
+    ledger::{Epoch, EpochSpec, Window},
     machine::Restart,
     schedule::Schedule,
     target::TargetView,
@@ -95,6 +95,9 @@ pub struct Observed {
     /// Operator runs `(started, last heartbeat)` since the cursor (and the one before), oldest
     /// first.
     pub runs: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// When the journal took no writes although the operator ran, ending after the cursor, oldest
+    /// first: the journaled outages and the one still open.
+    pub journal_outages: Vec<Window>,
 }
 
 impl Observed {
@@ -116,6 +119,8 @@ pub async fn observe(context: &EruContext, eru: &Eru, now: DateTime<Utc>) -> Res
     );
     let meta = eru.meta();
     let created = meta.creation_timestamp.as_ref().and_then(time_of).unwrap_or(now);
+    // the open outage before the journaled ones (see `Journal::outage_now`)
+    let open_outage = journal.outage_now(now);
     let ledger = journal.ledger(&uid).await?;
     let since = ledger
         .as_ref()
@@ -146,6 +151,17 @@ pub async fn observe(context: &EruContext, eru: &Eru, now: DateTime<Utc>) -> Res
         .iter()
         .filter_map(|r| Some((parse_ts(&r.started_at)?, parse_ts(&r.heartbeat_at)?)))
         .collect();
+    let mut journal_outages: Vec<Window> = journal
+        .outages_since(since)
+        .await?
+        .iter()
+        .filter_map(|o| Some((parse_ts(&o.started_at)?, parse_ts(&o.ended_at)?)))
+        .collect();
+    // an outage that ended between the two reads is in both: its journaled window, which ends
+    // when writes worked again, is the one
+    if let Some(open) = open_outage.filter(|o| journal_outages.iter().all(|j| j.0 != o.0)) {
+        journal_outages.push(open);
+    }
 
     let spec = EpochSpec::of(&eru.spec);
     let mut keys: Vec<&str> = vec![&spec.target];
@@ -182,5 +198,6 @@ pub async fn observe(context: &EruContext, eru: &Eru, now: DateTime<Utc>) -> Res
         ledger,
         epochs,
         runs,
+        journal_outages,
     })
 }

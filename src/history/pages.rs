@@ -124,13 +124,16 @@ pub struct TransitionPage {
     pub next_cursor: Option<String>,
 }
 
-/// When the operator was down.
+/// The stretch of time that explains a slot; what it is depends on the reason (see
+/// `MissedItem.window`).
 #[derive(Debug, Serialize, ToSchema, PartialEq)]
 pub struct Window {
-    /// The last heartbeat before the downtime.
+    /// Where it starts (e.g. the last heartbeat before a downtime, the last journal write that
+    /// worked before a journal outage).
     #[schema(format = DateTime)]
     pub start: String,
-    /// The start of the next operator run.
+    /// Where it ends (e.g. the start of the next operator run, the first journal write that
+    /// worked again).
     #[schema(format = DateTime)]
     pub end: String,
 }
@@ -156,7 +159,9 @@ pub struct MissedItem {
     pub reason: Option<String>,
     /// For `operator_down`: when no operator ran (the last heartbeat before, the next start).
     /// For `journal_lost`: what no readable journal covers (the last slot the cluster remembers,
-    /// this journal's first run). Null otherwise.
+    /// this journal's first run).
+    /// For `journal_unavailable`: when the operator ran but its journal took no writes (the last
+    /// journal write that worked, the first that worked again).
     /// For `blackout`: the window the restart instant fell in. Null otherwise.
     #[schema(required = true)]
     pub window: Option<Window>,

@@ -333,6 +333,7 @@ pub enum Outcome {
 pub enum Reason {
     OperatorDown,
     JournalLost,
+    JournalUnavailable,
     PastDeadline,
     PatchFailed,
     Suspended,

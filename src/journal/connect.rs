@@ -170,10 +170,12 @@ impl Journal {
     }
 
     fn on(pool: AnyPool, backend: Backend) -> Self {
-        let writer = writer::Writer::spawn(pool.clone());
+        let outages = std::sync::Arc::default();
+        let writer = writer::Writer::spawn(pool.clone(), std::sync::Arc::clone(&outages));
         Self {
             pool,
             writer,
+            outages,
             backend,
         }
     }

@@ -1,10 +1,12 @@
-//! The journal: the history of every transition, evaluated slot, restart, spec epoch and
-//! operator run, and each Eru's ledger row (cursor and counters), kept in SQLite (WAL, the
+//! The journal: the history of every transition, evaluated slot, restart, spec epoch, operator
+//! run and journal outage, and each Eru's ledger row (cursor and counters), kept in SQLite (WAL, the
 //! embedded default) or PostgreSQL, picked at runtime ([`Journal::connect`]). This is the only
 //! module that speaks SQL, and it speaks it once for both: `$N` placeholders, `ON CONFLICT`,
 //! `RETURNING`, only integer and text columns, and times as fixed-width text, so text order is
 //! time order on either. Appends are idempotent on unique keys, so a reconcile replayed after a
 //! crash writes nothing twice.
+
+use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use sqlx::{AnyPool, Row};
@@ -26,6 +28,7 @@ pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
 
 mod connect;
 mod lock;
+mod outage;
 mod read;
 mod retention;
 mod rows;
@@ -41,12 +44,13 @@ pub use retention::Pruned;
 pub use rows::*;
 pub use writer::BatchObserver;
 
-/// The journal handle; cheap to clone. Appends go through one writer task (group commit); reads
-/// use the pool.
+/// The journal handle; cheap to clone. Appends and heartbeats go through one writer task (group
+/// commit), which also keeps track of journal outages; reads use the pool.
 #[derive(Clone, Debug)]
 pub struct Journal {
     pool: AnyPool,
     writer: writer::Writer,
+    outages: Arc<outage::Outages>,
     backend: Backend,
 }
 
@@ -74,7 +78,8 @@ impl Journal {
         self.writer.observe(observer);
     }
 
-    /// Records the start of an operator process; returns its run id.
+    /// Records the start of an operator process; returns its run id (which the journal outages
+    /// this process sees are recorded under).
     pub async fn start_run(&self, version: &str, instance: &str, at: DateTime<Utc>) -> Result<i64> {
         let row = sqlx::query(
             "INSERT INTO operator_runs (started_at, heartbeat_at, version, instance)
@@ -86,17 +91,25 @@ impl Journal {
         .bind(instance)
         .fetch_one(&self.pool)
         .await?;
-        Ok(row.try_get(0)?)
+        let run = row.try_get(0)?;
+        self.outages.started(run, at);
+        Ok(run)
     }
 
-    /// Proves the run is still alive at `at`.
+    /// Proves the run is still alive at `at` (written by the writer task, with the appends: a
+    /// heartbeat that works after an outage journals the outage's window too).
     pub async fn heartbeat(&self, run: i64, at: DateTime<Utc>) -> Result<()> {
-        sqlx::query("UPDATE operator_runs SET heartbeat_at = $1 WHERE id = $2")
-            .bind(ts(at))
-            .bind(run)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.writer.heartbeat(run, at).await
+    }
+
+    /// The journal outage this process is in at `now`, without I/O: from the last write that
+    /// worked before writes began to fail, to `now`; `None` while writes work. An outage that
+    /// has ended is in [`Journal::outages_since`] (the write that ended it journaled it).
+    ///
+    /// Read this before the journaled ones: an outage that ends between the two reads is then
+    /// seen in one or the other, never in neither.
+    pub fn outage_now(&self, now: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        self.outages.at(now)
     }
 
     /// Records a clean stop.
@@ -112,15 +125,47 @@ impl Journal {
     /// The operator runs that were alive at or after `since`, and the last one before it (whose
     /// heartbeat starts a downtime), oldest first. Bounded by what happened since `since`.
     pub async fn runs_since(&self, since: DateTime<Utc>) -> Result<Vec<OperatorRun>> {
-        let mut runs: Vec<OperatorRun> = sqlx::query_as(
-            "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
-                            ORDER BY heartbeat_at DESC LIMIT 1) AS before
-             UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
-        )
-        .bind(ts(since))
-        .fetch_all(&self.pool)
-        .await?;
+        let mut runs: Vec<OperatorRun> = self
+            .reached(
+                sqlx::query_as(
+                    "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
+                                    ORDER BY heartbeat_at DESC LIMIT 1) AS before
+                     UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
+                )
+                .bind(ts(since))
+                .fetch_all(&self.pool),
+            )
+            .await?;
         runs.sort_by(|a, b| (&a.started_at, a.id).cmp(&(&b.started_at, b.id)));
         Ok(runs)
     }
+
+    /// Runs one of a reconcile's reads. One that cannot reach the database (down, unreachable, no
+    /// connection within the pool's timeout) opens an outage as a failed write does: a pass that
+    /// cannot read cannot journal either, and an outage shorter than the heartbeat that no write
+    /// happened to hit would otherwise go unnoticed (its slots blamed on lateness).
+    async fn reached<T>(&self, read: impl Future<Output = sqlx::Result<T>>) -> Result<T> {
+        let attempted = Utc::now();
+        let result = read.await;
+        if let Err(e) = &result
+            && unreachable(e)
+            && let Some(since) = self.outages.failed(attempted)
+        {
+            tracing::warn!(since = %ts(since), error = %e, "journal unreachable");
+        }
+        Ok(result?)
+    }
+}
+
+/// Whether `e` says the database could not be reached at all (rather than refusing a statement).
+/// A closed pool is not one: that is this process shutting down.
+fn unreachable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::WorkerCrashed
+    )
 }

@@ -9,26 +9,42 @@ use super::*;
 impl Journal {
     /// This Eru's ledger row (cursor and counters), if the journal has one.
     pub async fn ledger(&self, uid: &str) -> Result<Option<LedgerRow>> {
-        Ok(sqlx::query_as("SELECT * FROM eru_ledger WHERE uid = $1")
-            .bind(uid)
-            .fetch_optional(&self.pool)
-            .await?)
+        self.reached(
+            sqlx::query_as("SELECT * FROM eru_ledger WHERE uid = $1")
+                .bind(uid)
+                .fetch_optional(&self.pool),
+        )
+        .await
     }
 
     /// This Eru's spec epochs that matter from `since` on: the one in force at `since` and every
     /// later one, oldest first.
     pub async fn epochs(&self, uid: &str, since: DateTime<Utc>) -> Result<Vec<EpochRow>> {
-        let mut rows: Vec<EpochRow> = sqlx::query_as(
-            "SELECT * FROM (SELECT * FROM spec_epochs WHERE uid = $1 AND effective_from <= $2
-                            ORDER BY effective_from DESC, generation DESC LIMIT 1) AS in_force
-             UNION ALL SELECT * FROM spec_epochs WHERE uid = $1 AND effective_from > $2",
-        )
-        .bind(uid)
-        .bind(ts(since))
-        .fetch_all(&self.pool)
-        .await?;
+        let mut rows: Vec<EpochRow> = self
+            .reached(
+                sqlx::query_as(
+                    "SELECT * FROM (SELECT * FROM spec_epochs WHERE uid = $1 AND effective_from <= $2
+                                    ORDER BY effective_from DESC, generation DESC LIMIT 1) AS in_force
+                     UNION ALL SELECT * FROM spec_epochs WHERE uid = $1 AND effective_from > $2",
+                )
+                .bind(uid)
+                .bind(ts(since))
+                .fetch_all(&self.pool),
+            )
+            .await?;
         rows.sort_by(|a, b| (&a.effective_from, a.generation).cmp(&(&b.effective_from, b.generation)));
         Ok(rows)
+    }
+
+    /// The journal outages that ended after `since` (those that can hold a slot after it), oldest
+    /// first. Bounded by what happened since `since`.
+    pub async fn outages_since(&self, since: DateTime<Utc>) -> Result<Vec<OutageRow>> {
+        self.reached(
+            sqlx::query_as("SELECT * FROM journal_outages WHERE ended_at > $1 ORDER BY started_at, id")
+                .bind(ts(since))
+                .fetch_all(&self.pool),
+        )
+        .await
     }
 
     /// The restart recorded for this object's slot, if any.
@@ -44,12 +60,14 @@ impl Journal {
 
     /// This object's restart still in progress, if any.
     pub async fn open_restart(&self, uid: &str) -> Result<Option<RestartRow>> {
-        Ok(sqlx::query_as(
-            "SELECT * FROM restarts WHERE uid = $1 AND outcome = 'in_progress' ORDER BY slot DESC LIMIT 1",
+        self.reached(
+            sqlx::query_as(
+                "SELECT * FROM restarts WHERE uid = $1 AND outcome = 'in_progress' ORDER BY slot DESC LIMIT 1",
+            )
+            .bind(uid)
+            .fetch_optional(&self.pool),
         )
-        .bind(uid)
-        .fetch_optional(&self.pool)
-        .await?)
+        .await
     }
 
     /// Every restart still in progress (of the objects in `namespace`, or of all).

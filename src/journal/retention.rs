@@ -2,7 +2,7 @@
 //! transaction, so appends are never held up for long). Totals do not change: each Eru's counters
 //! live in its ledger row, which only goes once its Eru has been deleted for longer than the
 //! retention. Nothing accounting still needs is pruned: restarts in progress, the spec epoch in
-//! force at an Eru's cursor, and the operator runs since the oldest cursor.
+//! force at an Eru's cursor, and the operator runs and journal outages since the oldest cursor.
 
 use chrono::{DateTime, Utc};
 
@@ -16,12 +16,13 @@ pub struct Pruned {
     pub restarts: u64,
     pub epochs: u64,
     pub runs: u64,
+    pub outages: u64,
     pub ledgers: u64,
 }
 
 impl Pruned {
     pub fn total(&self) -> u64 {
-        self.transitions + self.slots + self.restarts + self.epochs + self.runs + self.ledgers
+        self.transitions + self.slots + self.restarts + self.epochs + self.runs + self.outages + self.ledgers
     }
 }
 
@@ -29,7 +30,7 @@ impl Pruned {
 type Statement = (fn(&mut Pruned) -> &mut u64, &'static str);
 
 /// Each statement deletes at most `$2` rows older than `$1`, by primary key.
-const STATEMENTS: [Statement; 6] = [
+const STATEMENTS: [Statement; 7] = [
     (
         |p| &mut p.transitions,
         "DELETE FROM transitions WHERE id IN (SELECT id FROM transitions WHERE at < $1 LIMIT $2)",
@@ -66,6 +67,16 @@ const STATEMENTS: [Statement; 6] = [
              AND id != (SELECT coalesce(max(id), 0) FROM operator_runs
                         WHERE heartbeat_at < (SELECT coalesce(min(accounted_through), $1) FROM eru_ledger
                                               WHERE deleted_at IS NULL))
+           LIMIT $2)",
+    ),
+    // outages that ended before the oldest live cursor: accounting reads only those ending after
+    // an Eru's cursor
+    (
+        |p| &mut p.outages,
+        "DELETE FROM journal_outages WHERE id IN (SELECT id FROM journal_outages
+           WHERE ended_at < $1
+             AND ended_at < (SELECT coalesce(min(accounted_through), $1) FROM eru_ledger
+                             WHERE deleted_at IS NULL)
            LIMIT $2)",
     ),
     (

@@ -58,7 +58,8 @@ pub struct NewSlot {
     pub slot_count: i64,
     pub result: SlotResult,
     pub reason: &'static str,
-    /// The window the reason names (`operator_down`, `journal_lost`, `blackout`).
+    /// The window the reason names (`operator_down`, `journal_lost`, `journal_unavailable`,
+    /// `blackout`).
     pub window: Option<(DateTime<Utc>, DateTime<Utc>)>,
     /// What the reason alone does not say.
     pub note: Option<String>,
@@ -279,6 +280,16 @@ pub struct OperatorRun {
     pub stopped_at: Option<String>,
     pub version: String,
     pub instance: String,
+}
+
+/// A journal outage: the journal took no writes in `(started_at, ended_at]` (from the last write
+/// that worked to the first that worked again), as the operator run `run_id` saw it.
+#[derive(Clone, Debug, FromRow, Serialize, PartialEq)]
+pub struct OutageRow {
+    pub id: i64,
+    pub run_id: Option<i64>,
+    pub started_at: String,
+    pub ended_at: String,
 }
 
 /// Filters shared by the journal queries (all optional).

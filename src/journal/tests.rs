@@ -54,6 +54,7 @@ on_both!(
     open_restarts_filter_by_namespace_or_not,
     listings_filter_and_page_alike,
     a_free_text_nul_is_kept_as_a_replacement_character,
+    an_outage_is_journaled_by_the_first_write_that_works_again on file,
 );
 
 fn object() -> ObjectKey {
@@ -118,6 +119,7 @@ async fn migrations_create_every_table(journal: Journal) {
     let tables: Vec<String> = sqlx::query_scalar(sql).fetch_all(&journal.pool).await.unwrap();
     for t in [
         "eru_ledger",
+        "journal_outages",
         "operator_runs",
         "restarts",
         "slots",
@@ -545,6 +547,15 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
         })
         .await
         .unwrap();
+    // journal outages: one long gone, one before the cutoff and the cursor, one after the cutoff
+    let mut conn = journal.pool.acquire().await.unwrap();
+    for (n, d) in [-50, 10, 25].into_iter().enumerate() {
+        let start = day(d) - chrono::Duration::seconds(12);
+        write::outage_on(&mut conn, Some(n as i64), start, day(d))
+            .await
+            .unwrap();
+    }
+    drop(conn);
     let before = journal.ledger("u1").await.unwrap().unwrap();
 
     let cutoff = day(20);
@@ -563,6 +574,7 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
         pruned.restarts += p.restarts;
         pruned.transitions += p.transitions;
         pruned.epochs += p.epochs;
+        pruned.outages += p.outages;
         batches += 1;
     }
     assert!(batches >= 3, "{batches} batches");
@@ -570,6 +582,12 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
     assert_eq!(
         pruned.epochs, 1,
         "generation 1 is superseded by 2 before the cutoff and the cursor"
+    );
+    assert_eq!(pruned.outages, 2, "the outages that ended before the cutoff");
+    let outages = journal.outages_since(day(-100)).await.unwrap();
+    assert_eq!(
+        outages.iter().map(|o| o.ended_at.clone()).collect::<Vec<_>>(),
+        [ts(day(25))]
     );
     let all = Filter {
         limit: 1000,
@@ -780,4 +798,96 @@ async fn a_free_text_nul_is_kept_as_a_replacement_character(journal: Journal) {
     journal.append(&attempt).await.unwrap();
     let row = journal.open_restart("u1").await.unwrap().unwrap();
     assert_eq!(row.last_error.as_deref(), Some("bad\u{FFFD}byte"));
+}
+
+/// Makes every later transaction that journals a transition or a heartbeat fail at its COMMIT,
+/// as a full disk or a database gone away does (a deferred foreign key checked then); the
+/// returned statement lets them through again.
+async fn refuse_commits(journal: &Journal) -> &'static str {
+    let function = "CREATE FUNCTION gate_write() RETURNS trigger LANGUAGE plpgsql AS
+                    $$ BEGIN INSERT INTO gated VALUES (1); RETURN NULL; END $$";
+    let statements: &[&str] = match journal.backend() {
+        Backend::Sqlite => &[
+            "CREATE TABLE gate (id INTEGER PRIMARY KEY)",
+            "CREATE TABLE gated (gate INTEGER NOT NULL REFERENCES gate (id) DEFERRABLE INITIALLY DEFERRED)",
+            "CREATE TRIGGER gate_transitions AFTER INSERT ON transitions BEGIN INSERT INTO gated VALUES (1); END",
+            "CREATE TRIGGER gate_heartbeats AFTER UPDATE ON operator_runs BEGIN INSERT INTO gated VALUES (1); END",
+        ],
+        Backend::Postgres => &[
+            "CREATE TABLE gate (id BIGINT PRIMARY KEY)",
+            "CREATE TABLE gated (gate BIGINT NOT NULL REFERENCES gate (id) DEFERRABLE INITIALLY DEFERRED)",
+            function,
+            "CREATE TRIGGER gate_transitions AFTER INSERT ON transitions FOR EACH ROW EXECUTE FUNCTION gate_write()",
+            "CREATE TRIGGER gate_heartbeats AFTER UPDATE ON operator_runs FOR EACH ROW EXECUTE FUNCTION gate_write()",
+        ],
+    };
+    for sql in statements {
+        sqlx::query(sqlx::AssertSqlSafe(*sql))
+            .execute(&journal.pool)
+            .await
+            .unwrap();
+    }
+    "INSERT INTO gate (id) VALUES (1)"
+}
+
+async fn an_outage_is_journaled_by_the_first_write_that_works_again(journal: Journal) {
+    let run = journal.start_run("0.1.0", "test", Utc::now()).await.unwrap();
+    journal.heartbeat(run, Utc::now()).await.unwrap();
+    let last_worked = Utc::now();
+    assert_eq!(journal.outage_now(Utc::now()), None);
+    let let_through = refuse_commits(&journal).await;
+
+    // writes fail: an outage is open from the last write that worked, in memory only
+    let failed_at = Utc::now();
+    assert!(journal.append(&entry()).await.is_err());
+    let (since, until) = journal.outage_now(Utc::now()).expect("an open outage");
+    assert!(since <= last_worked && since < failed_at, "{since} {last_worked}");
+    assert!(until > failed_at);
+    assert!(
+        journal.heartbeat(run, Utc::now()).await.is_err(),
+        "a heartbeat fails the same"
+    );
+    assert_eq!(
+        journal.outage_now(Utc::now()).map(|o| o.0),
+        Some(since),
+        "still the same outage"
+    );
+    let long_ago = since - chrono::Duration::days(1);
+    assert!(
+        journal.outages_since(long_ago).await.unwrap().is_empty(),
+        "nothing journaled while writes fail (not even the outage: its insert failed with them)"
+    );
+
+    // the first write that works journals the outage with itself
+    sqlx::query(let_through).execute(&journal.pool).await.unwrap();
+    let back = Utc::now();
+    journal.append(&entry()).await.unwrap();
+    let done = Utc::now();
+    assert_eq!(journal.outage_now(Utc::now()), None);
+    let outages = journal.outages_since(long_ago).await.unwrap();
+    assert_eq!(outages.len(), 1, "{outages:?}");
+    let outage = &outages[0];
+    assert_eq!(outage.run_id, Some(run));
+    assert_eq!(outage.started_at, ts(since));
+    let ended = parse_ts(&outage.ended_at).unwrap();
+    assert!(back <= ended && ended <= done, "{back} {ended} {done}");
+    assert_eq!(
+        journal.ledger("u1").await.unwrap().unwrap().missed_slots,
+        1,
+        "the entry went in with it"
+    );
+    // bounded by its end: an outage that ended before a cursor is not read for it
+    assert!(journal.outages_since(ended).await.unwrap().is_empty());
+
+    // writes keep working: no second outage; a later one starts after the last write that worked
+    journal.heartbeat(run, Utc::now()).await.unwrap();
+    assert_eq!(journal.outages_since(long_ago).await.unwrap().len(), 1);
+    let mut conn = journal.pool.acquire().await.unwrap();
+    write::outage_on(&mut conn, Some(run), since, done).await.unwrap();
+    drop(conn);
+    assert_eq!(
+        journal.outages_since(long_ago).await.unwrap().len(),
+        1,
+        "written once per run and start"
+    );
 }

@@ -336,3 +336,33 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
     }
     Ok(done)
 }
+
+/// Moves the heartbeat of `run` to `at` on `conn` (inside the caller's transaction).
+pub(super) async fn heartbeat_on(conn: &mut sqlx::AnyConnection, run: i64, at: DateTime<Utc>) -> Result<()> {
+    sqlx::query("UPDATE operator_runs SET heartbeat_at = $1 WHERE id = $2")
+        .bind(ts(at))
+        .bind(run)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Records on `conn` (inside the transaction of the write that ended it) that the journal took no
+/// writes in `(since, until]`, as seen by `run`. Keyed by run and start: written once.
+pub(super) async fn outage_on(
+    conn: &mut sqlx::AnyConnection,
+    run: Option<i64>,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO journal_outages (run_id, started_at, ended_at) VALUES ($1, $2, $3)
+         ON CONFLICT (run_id, started_at) DO NOTHING",
+    )
+    .bind(run)
+    .bind(ts(since))
+    .bind(ts(until))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}

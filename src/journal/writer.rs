@@ -1,28 +1,60 @@
-//! Group commit: one task writes every entry. Entries that queue up while a transaction commits
-//! go into the next transaction together (a failing entry fails alone: see [`commit`]), so a
-//! burst of N concurrent reconciles costs a few fsyncs instead of N. A caller gets its answer only
-//! once its batch is durable: nothing is acted on before its record is on disk.
+//! Group commit: one task writes every entry and heartbeat. Writes that queue up while a
+//! transaction commits go into the next transaction together (a failing entry fails alone: see
+//! [`commit`]), so a burst of N concurrent reconciles costs a few fsyncs instead of N. A caller
+//! gets its answer only once its batch is durable: nothing is acted on before its record is on
+//! disk.
+//!
+//! Being the only writer, the task also knows when the journal stops taking writes: a transaction
+//! that fails opens an outage ([`Outages`]), and the first one that commits afterwards records the
+//! outage's window in itself, before any caller of that batch hears back.
 
 use std::{
     sync::{Arc, OnceLock},
     time::{Duration, Instant},
 };
 
+use chrono::{DateTime, Utc};
 use sqlx::{AnyConnection, AnyPool, Connection};
 use tokio::sync::{mpsc, oneshot};
+use tracing::{info, warn};
 
-use super::{Appended, Entry, write};
+use super::{
+    Appended, Entry,
+    outage::{Open, Outages},
+    ts, write,
+};
 use crate::{Error, Result};
 
 /// Entries per transaction at most.
 const MAX_BATCH: usize = 512;
 
-/// Called after every commit with the batch's size and how long it took.
+/// Called after every commit of appends with how many it held and how long it took.
 pub type BatchObserver = Box<dyn Fn(usize, Duration) + Send + Sync>;
 
+/// What a job writes.
+enum Work {
+    /// One reconcile's records (boxed: a heartbeat is a few bytes).
+    Entry(Box<Entry>),
+    /// The operator run `run` is alive at `at`.
+    Heartbeat { run: i64, at: DateTime<Utc> },
+}
+
 struct Job {
-    entry: Entry,
+    work: Work,
     reply: oneshot::Sender<Result<Appended>>,
+}
+
+impl Job {
+    /// Writes the job on `conn` (inside the batch's transaction).
+    async fn write_on(&self, conn: &mut AnyConnection) -> Result<Appended> {
+        match &self.work {
+            Work::Entry(entry) => write::append_on(conn, entry).await,
+            Work::Heartbeat { run, at } => {
+                write::heartbeat_on(conn, *run, *at).await?;
+                Ok(Appended::default())
+            }
+        }
+    }
 }
 
 /// The handle of the writer task; cheap to clone.
@@ -39,11 +71,11 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    /// Starts the writer task on `pool`.
-    pub(super) fn spawn(pool: AnyPool) -> Self {
+    /// Starts the writer task on `pool`; it keeps `outages` up to date.
+    pub(super) fn spawn(pool: AnyPool, outages: Arc<Outages>) -> Self {
         let (jobs, rx) = mpsc::unbounded_channel();
         let observer = Arc::new(OnceLock::new());
-        tokio::spawn(run(pool, rx, observer.clone()));
+        tokio::spawn(run(pool, rx, observer.clone(), outages));
         Self { jobs, observer }
     }
 
@@ -54,28 +86,59 @@ impl Writer {
 
     /// Writes `entry` in the next batch; returns once that batch committed.
     pub(super) async fn append(&self, entry: Entry) -> Result<Appended> {
+        self.write(Work::Entry(Box::new(entry))).await
+    }
+
+    /// Writes the heartbeat of `run` at `at` in the next batch; returns once that batch committed.
+    pub(super) async fn heartbeat(&self, run: i64, at: DateTime<Utc>) -> Result<()> {
+        self.write(Work::Heartbeat { run, at }).await.map(|_| ())
+    }
+
+    async fn write(&self, work: Work) -> Result<Appended> {
         let (reply, answer) = oneshot::channel();
         let stopped = || Error::JournalWrite("the journal writer has stopped".into());
-        self.jobs.send(Job { entry, reply }).map_err(|_| stopped())?;
+        self.jobs.send(Job { work, reply }).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 }
 
-async fn run(pool: AnyPool, mut rx: mpsc::UnboundedReceiver<Job>, observer: Arc<OnceLock<BatchObserver>>) {
+async fn run(
+    pool: AnyPool,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+    observer: Arc<OnceLock<BatchObserver>>,
+    outages: Arc<Outages>,
+) {
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
         let started = Instant::now();
-        let results = match commit(&pool, &jobs).await {
-            Ok(results) => results,
+        let attempted = Utc::now();
+        let open = outages.open();
+        // the outage state changes before any caller hears back: a pass that learns its batch
+        // failed (or worked) then reads the state that batch left
+        let results = match commit(&pool, &jobs, open).await {
+            Ok((results, at)) => {
+                outages.wrote(at);
+                if let Some(open) = open {
+                    info!(since = %ts(open.since), until = %ts(at), "journal writable again; its outage is journaled");
+                }
+                results
+            }
             Err(e) => {
                 let message = e.to_string();
+                if let Some(since) = outages.failed(attempted) {
+                    warn!(since = %ts(since), error = %message, "journal writes fail");
+                }
                 jobs.iter()
                     .map(|_| Err(Error::JournalWrite(message.clone())))
                     .collect()
             }
         };
-        if let Some(observe) = observer.get() {
-            observe(jobs.len(), started.elapsed());
+        // the batch's appends (a heartbeat is no reconcile's record)
+        let appends = jobs.iter().filter(|j| matches!(j.work, Work::Entry(_))).count();
+        if let Some(observe) = observer.get()
+            && appends > 0
+        {
+            observe(appends, started.elapsed());
         }
         for (job, result) in jobs.drain(..).zip(results) {
             let _ = job.reply.send(result);
@@ -83,15 +146,19 @@ async fn run(pool: AnyPool, mut rx: mpsc::UnboundedReceiver<Job>, observer: Arc<
     }
 }
 
-/// Writes `jobs` in one transaction. Most often every entry writes, and the batch goes in as it
-/// is; when one fails, the transaction is rolled back and the batch written again with each entry
-/// under a savepoint of its own, so it fails alone (three statements more per entry, paid only
-/// then).
-async fn commit(pool: &AnyPool, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
+/// What a batch's jobs got, and the instant its transaction was about to commit.
+type Committed<T> = Result<(Vec<T>, DateTime<Utc>)>;
+
+/// Writes `jobs` in one transaction, with the `open` outage's window if there is one (ending now:
+/// this is the first write that works again). Most often every entry writes, and the batch goes
+/// in as it is; when one fails, the transaction is rolled back and the batch written again with
+/// each entry under a savepoint of its own, so it fails alone (three statements more per entry,
+/// paid only then).
+async fn commit(pool: &AnyPool, jobs: &[Job], open: Option<Open>) -> Committed<Result<Appended>> {
     let mut conn = pool.acquire().await?;
-    let results = match commit_all(&mut conn, jobs).await {
-        Ok(appended) => Ok(appended.into_iter().map(Ok).collect()),
-        Err(_) => commit_each(&mut conn, jobs).await,
+    let results = match commit_all(&mut conn, jobs, open).await {
+        Ok((appended, at)) => Ok((appended.into_iter().map(Ok).collect(), at)),
+        Err(_) => commit_each(&mut conn, jobs, open).await,
     };
     if results.is_err() {
         // SQLite keeps a transaction whose COMMIT failed (disk full) open, holding the write
@@ -102,22 +169,27 @@ async fn commit(pool: &AnyPool, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
     results
 }
 
-async fn commit_all(conn: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Appended>> {
+async fn commit_all(conn: &mut AnyConnection, jobs: &[Job], open: Option<Open>) -> Committed<Appended> {
     let mut tx = conn.begin().await?;
     let mut appended = Vec::with_capacity(jobs.len());
     for job in jobs {
-        appended.push(write::append_on(&mut tx, &job.entry).await?);
+        appended.push(job.write_on(&mut tx).await?);
     }
+    let at = close(&mut tx, open).await?;
     tx.commit().await?;
-    Ok(appended)
+    Ok((appended, at))
 }
 
-async fn commit_each(conn: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Result<Appended>>> {
+async fn commit_each(
+    conn: &mut AnyConnection,
+    jobs: &[Job],
+    open: Option<Open>,
+) -> Committed<Result<Appended>> {
     let mut tx = conn.begin().await?;
     let mut results = Vec::with_capacity(jobs.len());
     for job in jobs {
         let mut savepoint = tx.begin().await?;
-        match write::append_on(&mut savepoint, &job.entry).await {
+        match job.write_on(&mut savepoint).await {
             Ok(appended) => {
                 savepoint.commit().await?;
                 results.push(Ok(appended));
@@ -128,6 +200,17 @@ async fn commit_each(conn: &mut AnyConnection, jobs: &[Job]) -> Result<Vec<Resul
             }
         }
     }
+    let at = close(&mut tx, open).await?;
     tx.commit().await?;
-    Ok(results)
+    Ok((results, at))
+}
+
+/// The instant the batch on `conn` is about to commit; the `open` outage's window, ending then,
+/// goes into the same transaction (the outage ends with this write, and is journaled by it).
+async fn close(conn: &mut AnyConnection, open: Option<Open>) -> Result<DateTime<Utc>> {
+    let at = Utc::now();
+    if let Some(open) = open {
+        write::outage_on(conn, open.run, open.since, at).await?;
+    }
+    Ok(at)
 }

@@ -78,6 +78,7 @@ fn observed(eru: &Eru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) -> Obs
             spec,
         }],
         runs: vec![(t(0, 0) - Duration::hours(1), now)],
+        journal_outages: Vec::new(),
     }
 }
 
@@ -353,5 +354,48 @@ fn a_not_rollable_target_skips_the_slot_with_the_note_and_gives_up_a_pending_res
     assert_eq!(
         gave_up.map(|r| (r.reason, r.note)),
         Some((Reason::TargetNotRollable, Some(note.to_string())))
+    );
+}
+
+#[test]
+fn slots_and_a_decided_restart_lost_to_a_journal_outage_are_journal_unavailable() {
+    // */5 s with a 2 s deadline; the journal took no writes from 03:00:01 to 03:00:13
+    let mut eru = eru("*/5 * * * * *", 1);
+    eru.spec.starting_deadline_seconds = 2;
+    let outage = (t(0, 1), t(0, 13));
+    let mut o = observed(&eru, t(0, 16), Some(t(0, 0)));
+    o.journal_outages = vec![outage];
+    let pass = decide(&eru, &o);
+    assert_eq!(
+        records(&pass),
+        [
+            (t(0, 5), Reason::JournalUnavailable),
+            (t(0, 10), Reason::JournalUnavailable)
+        ]
+    );
+    assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot == t(0, 15)));
+
+    // the restart of 03:00:00 was decided, then nothing could be journaled until past its deadline
+    o.open_restart = Some(OpenRestart {
+        restart: Restart {
+            slot: t(0, 0),
+            target: "web".into(),
+            deadline: t(0, 2),
+            attempts: 0,
+            last_error: None,
+        },
+        decided_at: t(0, 0),
+        patched_at: None,
+        next_attempt_at: None,
+    });
+    let pass = decide(&eru, &o);
+    let gave_up = pass.decision.records.iter().find_map(|r| match r {
+        EruRecord::GaveUp { record, .. } => Some((record.first, record.reason, record.window)),
+        _ => None,
+    });
+    assert_eq!(
+        gave_up,
+        Some((t(0, 0), Reason::JournalUnavailable, Some(outage))),
+        "was past_deadline"
     );
 }

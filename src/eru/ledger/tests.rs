@@ -557,3 +557,145 @@ fn dry_run_epochs_mark_the_due_slot() {
             .dry_run
     );
 }
+
+#[test]
+fn slots_in_a_journal_outage_are_journal_unavailable_not_past_deadline_or_superseded() {
+    // */5 s; the journal took no writes from 03:00:01 (its last write that worked) to 03:00:13
+    // (the first that worked again); the first pass after it runs at 03:00:16
+    let outage = (t(3, 0, 1), t(3, 0, 13));
+    let outages = [outage];
+    for deadline in [2, 300] {
+        let mut every_5s = spec("*/5 * * * * *");
+        every_5s.starting_deadline_seconds = deadline;
+        let epochs = [epoch(1, t(2, 0, 0), every_5s)];
+        let a = account(
+            &epochs,
+            &Span {
+                journal_outages: &outages,
+                ..Span::new(t(3, 0, 0), t(3, 0, 16))
+            },
+        );
+        assert_eq!(
+            reasons(&a),
+            [
+                (t(3, 0, 5), Reason::JournalUnavailable),
+                (t(3, 0, 10), Reason::JournalUnavailable),
+            ],
+            "deadline {deadline} s: was past_deadline (2 s) or superseded (300 s) before"
+        );
+        assert!(a.records.iter().all(|r| r.window == Some(outage)));
+        assert_eq!(
+            a.due.unwrap().slot,
+            t(3, 0, 15),
+            "the newest slot, after the outage, runs"
+        );
+    }
+    assert_eq!(Reason::JournalUnavailable.result(), SlotResult::Missed);
+    assert_eq!(Reason::JournalUnavailable.as_str(), "journal_unavailable");
+}
+
+#[test]
+fn a_journal_outage_holds_its_slots_only_and_yields_to_downtime_suspension_and_blackouts() {
+    let mut every_5s = spec("*/5 * * * * *");
+    every_5s.starting_deadline_seconds = 2;
+    let epochs = [epoch(1, t(2, 0, 0), every_5s.clone())];
+    // (start, end]: a slot at its start is not in it, one at its end is; one after is late
+    let outages = [(t(3, 0, 5), t(3, 0, 10))];
+    let a = account(
+        &epochs,
+        &Span {
+            journal_outages: &outages,
+            ..Span::new(t(3, 0, 0), t(3, 0, 19))
+        },
+    );
+    assert_eq!(
+        reasons(&a),
+        [
+            (t(3, 0, 5), Reason::PastDeadline),
+            (t(3, 0, 10), Reason::JournalUnavailable),
+            (t(3, 0, 15), Reason::PastDeadline),
+        ]
+    );
+    // no operator ran (a process that died in the outage loses its window in memory; a
+    // journaled one may overlap the next downtime): operator_down first
+    let down = [(t(3, 0, 7), t(3, 0, 12))];
+    let a = account(
+        &epochs,
+        &Span {
+            downtime: &down,
+            journal_outages: &outages,
+            ..Span::new(t(3, 0, 0), t(3, 0, 11))
+        },
+    );
+    assert_eq!(reasons(&a), [(t(3, 0, 5), Reason::PastDeadline)]);
+    let a = account(
+        &epochs,
+        &Span {
+            downtime: &down,
+            journal_outages: &outages,
+            ..Span::new(t(3, 0, 0), t(3, 0, 19))
+        },
+    );
+    assert_eq!(a.records[1].reason, Reason::OperatorDown);
+    assert_eq!(a.records[1].window, Some(down[0]));
+    // a lost journal's stretch is journal_lost first
+    let a = account(
+        &epochs,
+        &Span {
+            unrecorded: Some((t(3, 0, 0), t(3, 0, 12))),
+            journal_outages: &outages,
+            ..Span::new(t(3, 0, 0), t(3, 0, 19))
+        },
+    );
+    assert_eq!(a.records[1].reason, Reason::JournalLost);
+    // suspended and blacked-out slots would not have run anyway
+    let suspended = [epoch(
+        1,
+        t(2, 0, 0),
+        EpochSpec {
+            suspend: true,
+            ..every_5s.clone()
+        },
+    )];
+    let a = account(
+        &suspended,
+        &Span {
+            journal_outages: &outages,
+            ..Span::new(t(3, 0, 5), t(3, 0, 11))
+        },
+    );
+    assert_eq!(reasons(&a), [(t(3, 0, 10), Reason::Suspended)]);
+    let freeze = [crate::eru::Blackout {
+        name: Some("freeze".into()),
+        schedule: None,
+        duration_seconds: None,
+        start: Some(t(3, 0, 0)),
+        end: Some(t(3, 1, 0)),
+    }];
+    let a = account(
+        &epochs,
+        &Span {
+            journal_outages: &outages,
+            cluster_blackouts: &freeze,
+            ..Span::new(t(3, 0, 5), t(3, 0, 11))
+        },
+    );
+    assert_eq!(reasons(&a), [(t(3, 0, 10), Reason::Blackout)]);
+}
+
+#[test]
+fn a_slot_that_waited_for_a_place_through_a_journal_outage_is_journal_unavailable() {
+    // the queue is in memory and its place was not the cause: the journal took no writes
+    let outages = [(t(3, 0, 30), t(3, 6, 10))];
+    let a = account(
+        &every_minute(),
+        &Span {
+            queued: Some(t(3, 1, 0)),
+            journal_outages: &outages,
+            ..Span::new(t(3, 0, 0), t(3, 6, 30))
+        },
+    );
+    assert_eq!(a.records[0].reason, Reason::JournalUnavailable);
+    assert!(a.records.iter().all(|r| r.reason == Reason::JournalUnavailable));
+    assert_eq!(a.due.unwrap().slot, t(3, 6, 0));
+}

@@ -26,6 +26,7 @@ fn slots(slot: DateTime<Utc>, gate: Gate) -> SlotsDue {
         gate_note: None,
         template: None,
         capacity: true,
+        journal_outages: Vec::new(),
     }
 }
 
@@ -50,6 +51,7 @@ fn pending(now: DateTime<Utc>) -> Pending {
         note: None,
         retry_due: true,
         downtime: None,
+        journal_outage: None,
     }
 }
 
@@ -228,6 +230,100 @@ fn a_restart_never_attempted_before_the_deadline_is_operator_down_or_past_deadli
         panic!()
     };
     assert_eq!(record.reason, Reason::PastDeadline);
+}
+
+#[test]
+fn a_restart_whose_deadline_passed_in_a_journal_outage_is_journal_unavailable() {
+    let outage = (t(2), t(7));
+    let gave_up = |pending: Pending, state: State| {
+        let (state, decision) = dispatch(EruMachine, state, &EruEvent::RestartPending(pending));
+        assert_eq!(state, State::Waiting {});
+        let EruRecord::GaveUp { record, reason, .. } = &decision.records[0] else {
+            panic!("{decision:?}")
+        };
+        (record.reason, record.window, reason.clone())
+    };
+    let (reason, window, text) = gave_up(
+        Pending {
+            journal_outage: Some(outage),
+            ..pending(t(8))
+        },
+        restarting(t(1)),
+    );
+    assert_eq!((reason, window), (Reason::JournalUnavailable, Some(outage)));
+    assert_eq!(
+        text,
+        "journal_unavailable: the journal took no writes from 2026-11-22T03:02:00.000Z to \
+         2026-11-22T03:07:00.000Z; the restart patch did not land by 2026-11-22T03:06:00Z \
+         (startingDeadlineSeconds)"
+    );
+    // no operator at all comes first; patches the API refused say so
+    let down = (t(4), t(9));
+    let (reason, window, _) = gave_up(
+        Pending {
+            downtime: Some(down),
+            journal_outage: Some(outage),
+            ..pending(t(9))
+        },
+        restarting(t(1)),
+    );
+    assert_eq!((reason, window), (Reason::OperatorDown, Some(down)));
+    let attempted = State::Restarting {
+        restart: Restart {
+            attempts: 2,
+            last_error: Some("denied".into()),
+            ..Restart::decided(&due_at(t(1)))
+        },
+    };
+    let (reason, ..) = gave_up(
+        Pending {
+            journal_outage: Some(outage),
+            ..pending(t(8))
+        },
+        attempted,
+    );
+    assert_eq!(reason, Reason::PatchFailed);
+    // an outage before the deadline, over by then: the restart could not go on either
+    let (reason, window, _) = gave_up(
+        Pending {
+            journal_outage: Some((t(2), t(3))),
+            ..pending(t(8))
+        },
+        restarting(t(1)),
+    );
+    assert_eq!((reason, window), (Reason::JournalUnavailable, Some((t(2), t(3)))));
+}
+
+#[test]
+fn a_restart_a_journal_outage_kept_from_landing_is_not_superseded() {
+    let outage = (t(1), t(3));
+    let newer = SlotsDue {
+        journal_outages: vec![outage],
+        ..slots(t(4), Gate::Open)
+    };
+    let (state, decision) = dispatch(EruMachine, restarting(t(1)), &EruEvent::SlotsDue(newer));
+    assert!(matches!(state, State::Restarting { ref restart } if restart.slot == t(4)));
+    let EruRecord::GaveUp { record, reason, .. } = &decision.records[0] else {
+        panic!("{decision:?}")
+    };
+    assert_eq!(
+        (record.first, record.reason, record.window),
+        (t(1), Reason::JournalUnavailable, Some(outage))
+    );
+    assert!(
+        reason.contains("superseded by slot 2026-11-22T03:04:00Z"),
+        "{reason}"
+    );
+    // an outage after the newer slot came due does not explain it
+    let later = SlotsDue {
+        journal_outages: vec![(t(4), t(6))],
+        ..slots(t(4), Gate::Open)
+    };
+    let (_, decision) = dispatch(EruMachine, restarting(t(1)), &EruEvent::SlotsDue(later));
+    let EruRecord::GaveUp { record, .. } = &decision.records[0] else {
+        panic!("{decision:?}")
+    };
+    assert_eq!(record.reason, Reason::Superseded);
 }
 
 #[test]

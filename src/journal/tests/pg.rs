@@ -186,7 +186,7 @@ async fn operators_starting_at_once_migrate_once() {
         .fetch_one(&journals[0].pool)
         .await
         .unwrap();
-    assert_eq!(applied, 2, "0001 and 0005");
+    assert_eq!(applied, 3, "0001, 0005 and 0006");
     for j in &journals {
         j.close().await;
     }
@@ -262,5 +262,96 @@ async fn compared_text_is_byte_ordered_whatever_the_server_locale() {
             assert_eq!(collation.as_deref(), Some("C"), "{column}");
         }
     }
+    db.close().await;
+}
+
+/// A TCP proxy to the test server on a loopback port of its own, which a test takes down (every
+/// connection through it cut, new ones refused) and brings back on the same port: the database
+/// gone away and back, as the journal sees it.
+struct Proxy {
+    port: u16,
+    serving: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Proxy {
+    async fn start() -> Self {
+        let mut proxy = Self {
+            port: 0,
+            serving: None,
+        };
+        proxy.up().await;
+        proxy
+    }
+
+    /// Listens again (on the same port after the first time).
+    async fn up(&mut self) {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
+            .await
+            .unwrap();
+        self.port = listener.local_addr().unwrap().port();
+        let upstream = host_port();
+        self.serving = Some(tokio::spawn(async move {
+            // dropped with this task: every connection through the proxy ends with it
+            let mut connections = tokio::task::JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                connections.spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        }));
+    }
+
+    /// Cuts every connection and refuses new ones.
+    async fn down(&mut self) {
+        if let Some(serving) = self.serving.take() {
+            serving.abort();
+            let _ = serving.await;
+        }
+    }
+
+    /// `url` (of the test server) through this proxy.
+    fn url(&self, url: &str) -> String {
+        url.replacen(&host_port(), &format!("127.0.0.1:{}", self.port), 1)
+    }
+}
+
+#[tokio::test]
+async fn a_database_gone_away_is_an_outage_journaled_once_it_is_back() {
+    let db = Database::fresh().await;
+    let mut proxy = Proxy::start().await;
+    let journal = Journal::connect(&proxy.url(&db.url)).await.unwrap();
+    let run = journal.start_run("0.1.0", "test", Utc::now()).await.unwrap();
+    journal.heartbeat(run, Utc::now()).await.unwrap();
+    let last_worked = Utc::now();
+
+    // gone: a pass's first read finds no connection (after the pool's 4 s), and that alone opens
+    // the outage (no write needed: one shorter than a heartbeat would go unnoticed otherwise)
+    proxy.down().await;
+    let read = journal.ledger("u1").await;
+    assert!(read.is_err(), "{read:?}");
+    let (since, _) = journal
+        .outage_now(Utc::now())
+        .expect("a read that cannot reach the database opens an outage");
+    assert!(since <= last_worked, "{since} {last_worked}");
+
+    // back: the first write that works journals it
+    proxy.up().await;
+    let back = Utc::now();
+    journal.append(&entry()).await.unwrap();
+    assert_eq!(journal.outage_now(Utc::now()), None);
+    let outages = journal
+        .outages_since(since - chrono::Duration::days(1))
+        .await
+        .unwrap();
+    assert_eq!(outages.len(), 1, "{outages:?}");
+    assert_eq!(
+        (outages[0].run_id, outages[0].started_at.as_str()),
+        (Some(run), ts(since).as_str())
+    );
+    assert!(parse_ts(&outages[0].ended_at).unwrap() >= back);
+    journal.close().await;
     db.close().await;
 }
