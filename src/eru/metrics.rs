@@ -218,6 +218,37 @@ impl TextSeries for PerEru {
 mod tests {
     use super::*;
 
+    /// Across chunk boundaries every Eru is rendered once per family, each family in one block.
+    #[test]
+    fn chunks_render_every_eru_once() {
+        let metrics = Metrics::new();
+        let eru = EruMetrics::register(&metrics);
+        let n = 2 * crate::metrics::CHUNK + 7;
+        for i in 0..n {
+            eru.init("ns", &format!("e{i:04}"));
+            eru.set_next(
+                "ns",
+                &format!("e{i:04}"),
+                chrono::DateTime::from_timestamp(1_800_000_000, 0),
+            );
+        }
+        assert!(metrics.chunks().count() > 3 * 3, "more than one chunk per family");
+        let text = metrics.render();
+        for i in 0..n {
+            let needle =
+                format!(r#"eru_next_fire_timestamp_seconds{{name="e{i:04}",namespace="ns"}} 1800000000"#);
+            assert_eq!(text.matches(&needle).count(), 1, "{needle}");
+        }
+        for name in [
+            "eru_restarts_total",
+            "eru_slots_total",
+            "eru_next_fire_timestamp_seconds",
+        ] {
+            assert_eq!(text.matches(&format!("# TYPE {name} ")).count(), 1, "{name}");
+        }
+        assert_eq!(text.matches("eru_slots_total{").count(), n * SLOT_SERIES);
+    }
+
     #[test]
     fn an_erus_series_start_at_zero_and_leave_with_it() {
         let metrics = Metrics::new();
