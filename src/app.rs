@@ -281,12 +281,20 @@ fn lean_workload(meta: &mut ObjectMeta, template: Option<&mut lean::Template>) {
     lean_meta(meta, |e| e.manager.as_deref() == Some(eru::RESTART_MANAGER));
     meta.labels = None;
     meta.owner_references = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
+    ours_only(&mut meta.annotations);
+    if let Some(template) = template.and_then(|t| t.metadata.as_mut()) {
+        ours_only(&mut template.annotations);
     }
-    let template = template.and_then(|t| t.metadata.as_mut());
-    if let Some(annotations) = template.and_then(|t| t.annotations.as_mut()) {
-        annotations.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
+}
+
+/// Keeps only the `mtsre.meitu.com/` annotations; none is `None` (an emptied map may keep its
+/// node, ~600 bytes).
+fn ours_only(annotations: &mut Option<std::collections::BTreeMap<String, String>>) {
+    if let Some(map) = annotations.as_mut() {
+        map.retain(|k, _| k.starts_with(eru::ANNOTATION_PREFIX));
+        if map.is_empty() {
+            *annotations = None;
+        }
     }
 }
 
@@ -585,6 +593,36 @@ mod tests {
         assert_eq!(lean.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
         let template = lean.spec.as_ref().unwrap().template.clone();
         assert_eq!(template.metadata.unwrap().annotations.map(|a| a.len()), Some(1));
+    }
+
+    /// A cached Eru still tells when its spec was last written, by whom it is not kept.
+    #[test]
+    fn a_lean_eru_keeps_when_its_spec_was_written() {
+        let full: eru::Eru = serde_json::from_value(serde_json::json!({
+            "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru",
+            "metadata": {"name": "web", "namespace": "shop",
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                "managedFields": [
+                    {"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "mtsre.meitu.com/v1",
+                     "time": "2026-11-20T00:00:00Z", "fieldsType": "FieldsV1",
+                     "fieldsV1": {"f:metadata": {"f:annotations": {}}, "f:spec": {"f:schedule": {}}}},
+                    {"manager": "kubectl-edit", "operation": "Update", "time": "2026-11-21T00:00:00Z",
+                     "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}},
+                    {"manager": "eru-operator", "operation": "Apply", "subresource": "status",
+                     "time": "2026-11-22T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]},
+            "spec": {"schedule": "0 3 * * *", "target": {"kind": "Deployment", "name": "web"}}
+        }))
+        .unwrap();
+        let mut lean = full.clone();
+        lean_meta(&mut lean.metadata, writes_spec);
+        let written = |e: &eru::Eru| crate::runtime::managed_at(&e.metadata, writes_spec);
+        assert_eq!(written(&lean), written(&full));
+        assert!(written(&lean).is_some());
+        assert_eq!(lean.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
+        assert!(
+            lean.metadata.annotations.is_none(),
+            "only the last-applied annotation was there"
+        );
     }
 
     /// The managedFields and annotations of a workload as the API server sends them.

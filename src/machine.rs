@@ -162,6 +162,20 @@ impl StatusMemo {
         }
     }
 
+    /// Drops what is remembered of object `uid` once its cache holds `resource_version`, another
+    /// version than the write was based on: the cache has moved past it. Called as the cache
+    /// applies each watch event, so an object that is not reconciled again (an Eru waiting months
+    /// for its next slot) is not remembered for months.
+    pub fn settle(&self, uid: &str, resource_version: &str) {
+        let mut written = self.written.lock().expect("status memo lock");
+        if written
+            .get(uid)
+            .is_some_and(|(based_on, _)| based_on != resource_version)
+        {
+            written.remove(uid);
+        }
+    }
+
     /// How many writes the caches have yet to show.
     pub fn pending(&self) -> usize {
         self.written.lock().expect("status memo lock").len()
@@ -296,6 +310,26 @@ mod tests {
         memo.forget("u");
         assert_eq!(memo.pending(), 0);
         assert_eq!(memo.current("u", "1", Some(&cached)), Some(cached));
+    }
+
+    #[test]
+    fn status_memo_settles_as_the_cache_moves() {
+        let memo = StatusMemo::default();
+        memo.remember("u", "1", &"Stable".to_string());
+        memo.settle("u", "1");
+        assert_eq!(
+            memo.pending(),
+            1,
+            "the cache still holds the version the write was based on"
+        );
+        memo.settle("other", "7");
+        assert_eq!(memo.pending(), 1, "another object's event settles nothing");
+        memo.settle("u", "2");
+        assert_eq!(
+            memo.pending(),
+            0,
+            "the cache moved past the write, without a pass"
+        );
     }
 
     #[test]

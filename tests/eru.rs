@@ -366,6 +366,56 @@ async fn annotation_creates_updates_and_deletes_an_eru_but_never_a_users() {
     assert!(mine.labels().get("app.kubernetes.io/managed-by").is_none());
 }
 
+/// Annotations changed while the operator was down are acted on at its start, although plain
+/// workloads (most of a fleet) are no longer looked at: an automatic Eru whose workload lost the
+/// annotation is deleted, a workload annotated meanwhile gets one, and a user's Eru named like a
+/// plain workload is left alone.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn annotations_changed_while_the_operator_was_down_are_acted_on_at_its_start() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-auto-down").await;
+    let mut operator = Operator::start(&client, &ns.name, &[]).await;
+    let on = json!({"metadata": {"annotations": {"mtsre.meitu.com/eru": "true"}}});
+    deployment(&client, &ns.name, "was", 1, on.clone()).await;
+    deployment(&client, &ns.name, "plain", 1, json!({})).await;
+    let users = json!({"schedule": "0 1 * * *", "target": {"kind": "Deployment", "name": "plain"}});
+    create_eru(&client, &ns.name, "plain", users).await.unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    wait_for("the automatic Eru", Duration::from_secs(30), || async {
+        erus.get_opt("was").await.ok().flatten()
+    })
+    .await;
+    operator.stop();
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let off = json!({"metadata": {"annotations": {"mtsre.meitu.com/eru": null}}});
+    deployments
+        .patch("was", &PatchParams::default(), &Patch::Merge(off))
+        .await
+        .unwrap();
+    deployment(&client, &ns.name, "new", 1, on).await;
+    operator.restart().await;
+    wait_for(
+        "the Eru of the workload that lost its annotation to be deleted",
+        Duration::from_secs(30),
+        || async { erus.get_opt("was").await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    wait_for(
+        "the Eru of the workload annotated meanwhile",
+        Duration::from_secs(30),
+        || async { erus.get_opt("new").await.ok().flatten() },
+    )
+    .await;
+    let plain = erus.get("plain").await.unwrap();
+    assert_eq!(plain.spec.schedule, "0 1 * * *", "a user's Eru is never touched");
+    assert!(
+        events(&client, &ns.name, "plain", "EruConflict").await.is_empty(),
+        "a plain workload has no conflict to report"
+    );
+}
+
 #[tokio::test]
 #[ignore = "needs the local cluster: hack/test.sh"]
 async fn paused_target_is_skipped_and_an_invalid_schedule_recovers() {

@@ -29,7 +29,7 @@ use kube::{
     api::{DeleteParams, ObjectMeta, Patch, PatchParams},
     runtime::{
         Controller,
-        controller::Action,
+        controller::{self, Action},
         events::EventType,
         reflector::{ObjectRef, Store},
     },
@@ -46,7 +46,7 @@ use crate::{
     Result,
     runtime::{
         Context, MANAGER, drive, shutdown_requested,
-        watch::{Shared, Synced, only_changes},
+        watch::{Shared, Synced, only_changes, relevant_changes},
     },
 };
 
@@ -68,6 +68,14 @@ pub enum AutoAction {
 /// Whether `eru` is an automatic Eru (created by the operator).
 fn is_automatic(eru: &Eru) -> bool {
     eru.labels().get(MANAGED_BY.0).map(String::as_str) == Some(MANAGED_BY.1)
+}
+
+/// Whether `workload` has any automatic-Eru annotation (`mtsre.meitu.com/eru*`).
+fn annotated(workload: &impl Resource) -> bool {
+    workload
+        .annotations()
+        .keys()
+        .any(|k| k.starts_with(AUTO_ANNOTATION))
 }
 
 /// Whether `eru` is the automatic Eru of `workload`.
@@ -238,8 +246,9 @@ fn named_by<K: Workload>(eru: &str, namespace: &str) -> Vec<ObjectRef<K>> {
 }
 
 /// The controller of the automatic Erus of kind `K`. A workload is reconciled when its
-/// `mtsre.meitu.com/eru*` annotations change (not on every status update), and when an Eru that
-/// may be its automatic one ([`named_by`]) is edited or deleted.
+/// `mtsre.meitu.com/eru*` annotations change (not on every status update) and when an Eru that
+/// may be its automatic one ([`named_by`]) is edited or deleted; workloads with neither such
+/// annotations nor an automatic Eru are never looked at.
 fn controller_of<K: Workload>(
     context: Arc<AutoContext>,
     shutdown: watch::Receiver<bool>,
@@ -249,39 +258,58 @@ fn controller_of<K: Workload>(
     impl Future<Output = ()> + use<K>,
     impl Future<Output = ()> + use<K>,
 ) {
-    let annotations_change = only_changes(workloads.subscribe(), |w: &K| {
-        let mut hasher = DefaultHasher::new();
-        w.annotations()
-            .iter()
-            .filter(|(k, _)| k.starts_with(AUTO_ANNOTATION))
-            .for_each(|entry| entry.hash(&mut hasher));
-        hasher.finish()
+    // A workload is looked at only when it has automatic-Eru annotations or an automatic Eru:
+    // with thousands of plain workloads a start costs no pass (and no controller slot) for each.
+    let erus_store = erus.store.clone();
+    let relevant = relevant_changes(workloads.subscribe(), move |w: &K| {
+        let has_eru = || {
+            [w.name_any(), suffixed(K::KIND, &w.name_any())]
+                .iter()
+                .any(|name| {
+                    let namespace = w.namespace().unwrap_or_default();
+                    erus_store
+                        .get(&ObjectRef::new(name).within(&namespace))
+                        .is_some_and(|eru| is_ours(&eru, w))
+                })
+        };
+        (annotated(w) || has_eru()).then(|| {
+            let mut hasher = DefaultHasher::new();
+            w.annotations()
+                .iter()
+                .filter(|(k, _)| k.starts_with(AUTO_ANNOTATION))
+                .for_each(|entry| entry.hash(&mut hasher));
+            hasher.finish()
+        })
     });
     let spec_changes = only_changes(erus.subscribe(), |eru: &Eru| {
         eru.metadata.generation.unwrap_or(0) as u64
     });
-    // only workloads that exist: an Eru of another kind's workload names none of this kind
+    // of the workloads an Eru may belong to, those that exist and to which it matters: an
+    // automatic Eru to every one (it may be theirs), another Eru to annotated ones (a conflict)
     let existing = |store: Store<K>| {
-        move |refs: Vec<ObjectRef<K>>| -> Vec<ObjectRef<K>> {
-            refs.into_iter().filter(|r| store.get(r).is_some()).collect()
+        move |refs: Vec<ObjectRef<K>>, automatic: bool| -> Vec<ObjectRef<K>> {
+            refs.into_iter()
+                .filter(|r| store.get(r).is_some_and(|w| automatic || annotated(w.as_ref())))
+                .collect()
         }
     };
-    // a deleted Eru asks the workloads it may have belonged to again
+    // a deleted Eru asks the annotated workloads it may have belonged to again
     let in_store = existing(workloads.store.clone());
     let deleted = futures::stream::unfold(erus.deletions(), |mut gone| async move {
         let g = gone.recv().await?;
         Some((named_by::<K>(&g.name, &g.namespace), gone))
     })
-    .flat_map(move |refs| futures::stream::iter(in_store(refs)));
+    .flat_map(move |refs| futures::stream::iter(in_store(refs, false)));
     let in_store = existing(workloads.store.clone());
-    let controller = Controller::for_shared_stream(annotations_change, workloads.store.clone())
+    let controller = Controller::for_shared_stream(relevant, workloads.store.clone())
         .watches_shared_stream(spec_changes, move |eru: Arc<Eru>| {
-            in_store(named_by::<K>(
-                &eru.name_any(),
-                &eru.namespace().unwrap_or_default(),
-            ))
+            in_store(
+                named_by::<K>(&eru.name_any(), &eru.namespace().unwrap_or_default()),
+                is_automatic(&eru),
+            )
         })
         .reconcile_on(deleted)
+        .with_config(controller::Config::default().concurrency(context.ctx.settings.concurrency))
         .graceful_shutdown_on(shutdown_requested(shutdown));
     let synced = {
         let (workloads_synced, erus_synced) = (workloads.synced.clone(), erus.synced.clone());

@@ -16,6 +16,7 @@ use kube::{
         controller::{self, Action},
         events::EventType,
         reflector::ObjectRef,
+        watcher,
     },
 };
 use tokio::sync::watch;
@@ -65,6 +66,16 @@ pub fn controller(
     let targets = Targets::default();
     let index = targets.clone();
     erus.on_event(move |event| index.observe(event));
+    let memo = ctx.clone();
+    erus.on_stored(move |event| {
+        if let watcher::Event::Apply(eru) | watcher::Event::InitApply(eru) = event {
+            let meta = eru.meta();
+            memo.statuses.settle(
+                meta.uid.as_deref().unwrap_or_default(),
+                meta.resource_version.as_deref().unwrap_or_default(),
+            );
+        }
+    });
     let gone = erus.deletions();
     let spec_changes = only_changes(erus.subscribe(), |eru: &Eru| {
         eru.metadata.generation.unwrap_or(0) as u64

@@ -46,14 +46,17 @@ where
     controller
         .reconcile_all_on(ctx.leadership.promoted())
         .run(
+            // boxed: the controller keeps a slot per reconcile in flight, and its table keeps the
+            // capacity of the largest burst (every object at start), so a slot is a pointer, not
+            // the whole future (about 1 KB for the automatic-Eru controllers)
             move |obj, context| {
                 let ctx = ctx.clone();
-                async move {
+                Box::pin(async move {
                     if !ctx.leadership.is_leader() {
                         return Ok(Action::await_change());
                     }
                     instrumented(&ctx, kind, reconcile(obj, context)).await
-                }
+                })
             },
             |_, error, _| retry_after(error),
             context,

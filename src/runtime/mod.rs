@@ -63,10 +63,25 @@ pub fn managed_at(
 /// Whether a managedFields entry owns fields of the object's `spec` (not a subresource's).
 pub fn writes_spec(entry: &ManagedFieldsEntry) -> bool {
     entry.subresource.as_deref().unwrap_or_default().is_empty()
-        && entry
-            .fields_v1
-            .as_ref()
-            .is_some_and(|f| f.0.get("f:spec").is_some())
+        && top_level_fields(entry).any(|f| f == "f:spec")
+}
+
+/// The top-level keys of a managedFields entry's field set: of the set as the API server sends
+/// it (a JSON object), or as a lean cache keeps it (the list of those keys, see
+/// [`watch::lean_meta`]).
+pub fn top_level_fields(entry: &ManagedFieldsEntry) -> impl Iterator<Item = &str> {
+    use serde_json::Value;
+    let fields = entry.fields_v1.as_ref().map(|f| &f.0);
+    let object = fields
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|o| o.keys().map(String::as_str));
+    let listed = fields
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str);
+    object.chain(listed)
 }
 
 /// Readiness of the process, reported by `/readyz`.
