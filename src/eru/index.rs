@@ -3,23 +3,21 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    hash::{DefaultHasher, Hash, Hasher},
     sync::{Arc, RwLock},
 };
 
 use kube::{ResourceExt, runtime::reflector::ObjectRef, runtime::watcher};
 
 use super::{Eru, Target, TargetKind};
+use crate::runtime::watch::stable_hash;
 
-/// A (namespace, name) pair by its hash: at 10,000 Erus the index holds ~130 bytes an Eru where
-/// string keys took ~500. Two pairs colliding (1 in 10^11 at that size) would make a workload's
-/// event also reconcile an Eru that does not target it, which costs a pass and changes nothing.
+/// A (namespace, name) pair by its [`stable_hash`]: with string keys the index took ~400 bytes an
+/// Eru (massif, 10,000 Erus). Two pairs colliding would make a workload's event also reconcile
+/// an Eru that does not target it, which costs a pass and changes nothing.
 type Key = u64;
 
 fn key(namespace: &str, name: &str) -> Key {
-    let mut hasher = DefaultHasher::new();
-    (namespace, name).hash(&mut hasher);
-    hasher.finish()
+    stable_hash((namespace, name))
 }
 
 #[derive(Debug, Default)]

@@ -291,13 +291,19 @@ pub fn relevant_changes<K: Resource + Send + Sync + 'static>(
     })
 }
 
-/// A uid's hash, the same in every process (SipHash with fixed keys): two of the uids of one
-/// cache colliding is a 1-in-10^11 event at 10,000 objects, and would cost one skipped trigger.
-fn uid_hash(uid: &str) -> u64 {
-    use std::hash::{DefaultHasher, Hash, Hasher};
+/// A 64-bit hash of `value`, the same in every process (SipHash with fixed keys), for maps that
+/// key thousands of objects by hash instead of by string: two of 10,000 keys collide with a
+/// chance of about 1 in 10^11.
+pub fn stable_hash(value: impl std::hash::Hash) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
     let mut hasher = DefaultHasher::new();
-    uid.hash(&mut hasher);
+    value.hash(&mut hasher);
     hasher.finish()
+}
+
+/// A uid's [`stable_hash`]; a collision would cost one skipped trigger.
+fn uid_hash(uid: &str) -> u64 {
+    stable_hash(uid)
 }
 
 /// Objects a shared store may queue for a slow subscriber before the watch waits for it.
