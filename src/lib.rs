@@ -22,6 +22,7 @@ pub mod http;
 pub mod journal;
 pub mod machine;
 pub mod memcached;
+pub mod memory;
 pub mod metrics;
 pub mod podset;
 pub mod runtime;

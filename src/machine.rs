@@ -12,6 +12,8 @@
 use std::{collections::HashMap, sync::Mutex};
 
 use serde::{Serialize, de::DeserializeOwned};
+
+use crate::memory::{shrink_after_burst, stable_hash};
 use statig::blocking::{IntoStateMachine, IntoStateMachineExt, State, Superstate};
 
 /// A state's stable name: `status.phase`, journal columns and metric labels.
@@ -121,6 +123,12 @@ where
     running.state().clone()
 }
 
+/// A digest of a status as this operator serializes it: two statuses with the same digest are the
+/// same (a cache may keep the digest of a status instead of all of it).
+pub fn status_digest<S: Serialize>(status: &S) -> u64 {
+    stable_hash(serde_json::to_string(status).unwrap_or_default())
+}
+
 /// The status each object was last written with, and the resourceVersion that write was based on.
 ///
 /// Right after a status patch the watch cache may still hold the version the patch was based
@@ -141,14 +149,20 @@ impl StatusMemo {
         resource_version: &str,
         cached: Option<&S>,
     ) -> Option<S> {
+        self.written(uid, resource_version).or_else(|| cached.cloned())
+    }
+
+    /// The status written for object `uid` on top of `resource_version`, while its cache still
+    /// holds that version (the write is not in the cache yet).
+    pub fn written<S: DeserializeOwned>(&self, uid: &str, resource_version: &str) -> Option<S> {
         let mut written = self.written.lock().expect("status memo lock");
         match written.get(uid) {
             Some((based_on, status)) if based_on == resource_version => serde_json::from_str(status).ok(),
             Some(_) => {
                 written.remove(uid); // the cache moved past the write
-                cached.cloned()
+                None
             }
-            None => cached.cloned(),
+            None => None,
         }
     }
 
@@ -173,6 +187,7 @@ impl StatusMemo {
             .is_some_and(|(based_on, _)| based_on != resource_version)
         {
             written.remove(uid);
+            shrink_after_burst(&mut written);
         }
     }
 
@@ -183,7 +198,9 @@ impl StatusMemo {
 
     /// Forgets a deleted object.
     pub fn forget(&self, uid: &str) {
-        self.written.lock().expect("status memo lock").remove(uid);
+        let mut written = self.written.lock().expect("status memo lock");
+        written.remove(uid);
+        shrink_after_burst(&mut written);
     }
 }
 

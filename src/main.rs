@@ -255,7 +255,7 @@ fn run(args: RunArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     init_tracing(&args);
-    limit_malloc_arenas();
+    eru::memory::one_malloc_arena();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -271,23 +271,6 @@ fn run(args: RunArgs) -> ExitCode {
         }
     }
 }
-
-/// glibc gives each thread that contends for the heap an arena of its own (up to eight per core)
-/// and keeps in each what a burst freed. With two, the operator holding 1,000 Deployments and
-/// 1,000 Erus measured 39.6 MB instead of 47.6 MB, and 51 MB instead of 70 MB at the peak of their
-/// shared slot (`hack/scale.sh 1000`). `MALLOC_ARENA_MAX` in the environment still decides.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn limit_malloc_arenas() {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: sets one allocator parameter; called before the runtime starts any thread.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
-        }
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn limit_malloc_arenas() {}
 
 fn init_tracing(args: &RunArgs) {
     let filter = tracing_subscriber::EnvFilter::new(&args.log_level);

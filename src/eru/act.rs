@@ -14,7 +14,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::{
-    Eru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, Target, TargetKind,
+    CachedEru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, Target, TargetKind,
     context::EruContext,
     machine::{EruAction, EruDecision, EruEvent, EruMachine, State, retry_delay},
     record::{self, slot_text},
@@ -36,7 +36,12 @@ pub struct Acted {
 }
 
 /// Performs `actions` for `eru`, which the machine left in `state`.
-pub async fn act(context: &EruContext, eru: &Eru, mut state: State, actions: &[EruAction]) -> Result<Acted> {
+pub async fn act(
+    context: &EruContext,
+    eru: &CachedEru,
+    mut state: State,
+    actions: &[EruAction],
+) -> Result<Acted> {
     let ctx = &context.ctx;
     let mut patch_error = None;
     let mut retry_at = None;
@@ -111,7 +116,7 @@ pub async fn act(context: &EruContext, eru: &Eru, mut state: State, actions: &[E
 /// [`Target::key`]) names, with server-side apply (only our annotation).
 async fn patch_restart(
     context: &EruContext,
-    eru: &Eru,
+    eru: &CachedEru,
     target: &str,
     slot: DateTime<Utc>,
 ) -> kube::Result<()> {

@@ -38,7 +38,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use super::{
-    AUTO_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_SUSPEND_ANNOTATION, AUTO_TIMEZONE_ANNOTATION,
+    AUTO_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_SUSPEND_ANNOTATION, AUTO_TIMEZONE_ANNOTATION, CachedEru,
     DEFAULT_STARTING_DEADLINE_SECONDS, Eru, EruSpec, Target, TargetKind, context::Workloads,
     target::Workload,
 };
@@ -66,7 +66,7 @@ pub enum AutoAction {
 }
 
 /// Whether `eru` is an automatic Eru (created by the operator).
-fn is_automatic(eru: &Eru) -> bool {
+fn is_automatic(eru: &CachedEru) -> bool {
     eru.labels().get(MANAGED_BY.0).map(String::as_str) == Some(MANAGED_BY.1)
 }
 
@@ -79,7 +79,7 @@ fn annotated(workload: &impl Resource) -> bool {
 }
 
 /// Whether `eru` is the automatic Eru of `workload`.
-fn is_ours(eru: &Eru, workload: &impl Resource) -> bool {
+fn is_ours(eru: &CachedEru, workload: &impl Resource) -> bool {
     is_automatic(eru)
         && eru
             .owner_references()
@@ -96,7 +96,7 @@ pub fn suffixed(kind: TargetKind, name: &str) -> String {
 /// The name of `workload`'s automatic Eru, given the Erus of its namespace (`existing`): the one it
 /// has, else its own name unless another workload's automatic Eru has it, else
 /// [`suffixed`].
-pub fn eru_name<K: Workload>(workload: &K, existing: impl Fn(&str) -> Option<Arc<Eru>>) -> String {
+pub fn eru_name<K: Workload>(workload: &K, existing: impl Fn(&str) -> Option<Arc<CachedEru>>) -> String {
     let name = workload.name_any();
     let other = suffixed(K::KIND, &name);
     let own = |n: &str| existing(n).is_some_and(|eru| is_ours(&eru, workload));
@@ -146,7 +146,7 @@ pub fn desired<K: Workload>(workload: &K, name: &str, default_schedule: &str) ->
 /// its automatic Eru ([`eru_name`]) and the action on it.
 pub fn decide<K: Workload>(
     workload: &K,
-    existing: impl Fn(&str) -> Option<Arc<Eru>>,
+    existing: impl Fn(&str) -> Option<Arc<CachedEru>>,
     default_schedule: &str,
 ) -> (String, AutoAction) {
     let wanted = workload.annotations().get(AUTO_ANNOTATION).map(String::as_str) == Some("true");
@@ -183,7 +183,7 @@ pub fn decide<K: Workload>(
 
 struct AutoContext {
     ctx: Arc<Context>,
-    erus: Store<Eru>,
+    erus: Store<CachedEru>,
     erus_synced: Synced,
     /// Per workload uid, the problem last reported (a conflict, or the apply the API refused):
     /// reported again only when it changes. Entries exist only while a problem does.
@@ -212,7 +212,7 @@ pub fn controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
     workloads: Workloads<'_>,
-    erus: &mut Shared<Eru>,
+    erus: &mut Shared<CachedEru>,
 ) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
     let context = Arc::new(AutoContext {
         ctx,
@@ -253,7 +253,7 @@ fn controller_of<K: Workload>(
     context: Arc<AutoContext>,
     shutdown: watch::Receiver<bool>,
     workloads: &Shared<K>,
-    erus: &mut Shared<Eru>,
+    erus: &mut Shared<CachedEru>,
 ) -> (
     impl Future<Output = ()> + use<K>,
     impl Future<Output = ()> + use<K>,
@@ -281,7 +281,7 @@ fn controller_of<K: Workload>(
             hasher.finish()
         })
     });
-    let spec_changes = only_changes(erus.subscribe(), |eru: &Eru| {
+    let spec_changes = only_changes(erus.subscribe(), |eru: &CachedEru| {
         eru.metadata.generation.unwrap_or(0) as u64
     });
     // of the workloads an Eru may belong to, those that exist and to which it matters: an
@@ -302,7 +302,7 @@ fn controller_of<K: Workload>(
     .flat_map(move |refs| futures::stream::iter(in_store(refs, false)));
     let in_store = existing(workloads.store.clone());
     let controller = Controller::for_shared_stream(relevant, workloads.store.clone())
-        .watches_shared_stream(spec_changes, move |eru: Arc<Eru>| {
+        .watches_shared_stream(spec_changes, move |eru: Arc<CachedEru>| {
             in_store(
                 named_by::<K>(&eru.name_any(), &eru.namespace().unwrap_or_default()),
                 is_automatic(&eru),
@@ -437,12 +437,17 @@ mod tests {
         .unwrap()
     }
 
-    /// The Erus of a namespace, by name.
-    fn erus(erus: &[&Eru]) -> impl Fn(&str) -> Option<Arc<Eru>> {
-        let by_name: HashMap<String, Arc<Eru>> = erus
-            .iter()
-            .map(|e| (e.name_any(), Arc::new((*e).clone())))
-            .collect();
+    /// An Eru as the cache holds it.
+    fn cached(eru: &Eru) -> CachedEru {
+        let mut cached: CachedEru = serde_json::from_value(serde_json::to_value(eru).unwrap()).unwrap();
+        cached.lean();
+        cached
+    }
+
+    /// The Erus of a namespace, by name, as cached.
+    fn erus(erus: &[&Eru]) -> impl Fn(&str) -> Option<Arc<CachedEru>> {
+        let by_name: HashMap<String, Arc<CachedEru>> =
+            erus.iter().map(|e| (e.name_any(), Arc::new(cached(e)))).collect();
         move |name| by_name.get(name).cloned()
     }
 
@@ -489,7 +494,7 @@ mod tests {
         assert_eq!(eru.owner_references()[0].uid, "dep-uid");
         assert_eq!(eru.owner_references()[0].kind, "Deployment");
         assert_eq!(eru.labels()[MANAGED_BY.0], MANAGER);
-        assert!(is_ours(&eru, &d));
+        assert!(is_ours(&cached(&eru), &d));
     }
 
     #[test]

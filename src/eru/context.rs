@@ -8,7 +8,7 @@ use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::{
-    Eru, Target, TargetKind,
+    CachedEru, Target, TargetKind,
     blackout::ClusterBlackouts,
     fleet::Fleet,
     metrics::EruMetrics,
@@ -16,6 +16,7 @@ use super::{
 };
 use crate::runtime::{
     Context,
+    wakes::FarWakes,
     watch::{Shared, Synced},
 };
 
@@ -96,11 +97,13 @@ pub struct EruContext {
     pub ctx: Arc<Context>,
     pub metrics: EruMetrics,
     /// The Erus' own cache (a reconcile checks its Eru is still there before it keeps series).
-    pub erus: Store<Eru>,
+    pub erus: Store<CachedEru>,
     pub targets: TargetCaches,
     pub options: Options,
     /// Restart places and the queue for them.
     pub fleet: Fleet,
     /// Set once the restarts in flight were counted from the journal.
     pub fleet_loaded: tokio::sync::OnceCell<()>,
+    /// Erus waiting for a wake-up beyond the scheduler's horizon (most wait for their next slot).
+    pub far: FarWakes,
 }

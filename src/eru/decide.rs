@@ -11,7 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 use tracing::debug;
 
 use super::{
-    Eru,
+    CachedEru,
     ledger::{self, Epoch, Span, Window, effective_from},
     machine::{
         EruDecision, EruEvent, EruMachine, EruRecord, Gate, InFlight, Pending, Seed, SlotsDue, State,
@@ -58,7 +58,7 @@ impl Pass {
 }
 
 /// Decides one pass for `eru` from what was observed.
-pub fn decide(eru: &Eru, observed: &Observed) -> Pass {
+pub fn decide(eru: &CachedEru, observed: &Observed) -> Pass {
     let name = eru.metadata.name.as_deref().unwrap_or_default();
     let now = observed.now;
     let known = observed.known.as_ref();
@@ -375,7 +375,10 @@ fn in_flight(observed: &Observed) -> Option<InFlight> {
 /// A restart the status shows rolling out whose journal is gone (the journal has no ledger for
 /// this Eru) and whose slot the target's template carries: the pass takes it over, so its end is
 /// recorded. Its slot, target and when it landed.
-fn rolling_out_unjournaled(eru: &Eru, observed: &Observed) -> Option<(DateTime<Utc>, String, DateTime<Utc>)> {
+fn rolling_out_unjournaled(
+    eru: &CachedEru,
+    observed: &Observed,
+) -> Option<(DateTime<Utc>, String, DateTime<Utc>)> {
     if observed.ledger.is_some() {
         return None;
     }
@@ -395,7 +398,7 @@ fn rolling_out_unjournaled(eru: &Eru, observed: &Observed) -> Option<(DateTime<U
 
 /// How long a rollout may take: the spec's, else the tracked target's (a Deployment's progress
 /// deadline; 600 s for the other kinds).
-fn rollout_timeout(eru: &Eru, observed: &Observed, target: Option<&str>) -> Duration {
+fn rollout_timeout(eru: &CachedEru, observed: &Observed, target: Option<&str>) -> Duration {
     Duration::seconds(eru.spec.rollout_timeout_seconds.unwrap_or_else(|| {
         target
             .and_then(|t| observed.targets.get(t))

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::{
-    Eru, KIND,
+    CachedEru, KIND,
     context::EruContext,
     ledger::{Reason, SlotRecord},
     machine::RestartOutcome,
@@ -35,7 +35,7 @@ pub const ERU_DELETED: &str = "eru_deleted";
 /// Follows Eru deletions until the watch ends.
 pub async fn follow(
     context: Arc<EruContext>,
-    erus: Store<Eru>,
+    erus: Store<CachedEru>,
     synced: Synced,
     gone: mpsc::UnboundedReceiver<Gone>,
 ) {
@@ -62,6 +62,7 @@ pub async fn follow(
         let namesake = erus.get(&ObjectRef::new(&g.name).within(&g.namespace));
         if namesake.is_none() {
             context.metrics.forget(&g.namespace, &g.name);
+            context.far.cancel(&g.namespace, &g.name);
         }
         abandon_open(&context, &g.uid).await;
         let deleted = Entry {

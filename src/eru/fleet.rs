@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 
-use super::Eru;
+use super::CachedEru;
 
 /// The caps; `None` is unlimited.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -69,7 +69,7 @@ pub struct Fleet {
     limits: Limits,
     inner: Mutex<Inner>,
     /// Erus to reconcile now: a place freed up for them.
-    wake: mpsc::UnboundedSender<ObjectRef<Eru>>,
+    wake: mpsc::UnboundedSender<ObjectRef<CachedEru>>,
 }
 
 impl Inner {
@@ -125,7 +125,7 @@ impl Inner {
 
 impl Fleet {
     /// A fleet with `limits`; the receiver yields Erus to reconcile because a place freed up.
-    pub fn new(limits: Limits) -> (Self, mpsc::UnboundedReceiver<ObjectRef<Eru>>) {
+    pub fn new(limits: Limits) -> (Self, mpsc::UnboundedReceiver<ObjectRef<CachedEru>>) {
         let (wake, rx) = mpsc::unbounded_channel();
         (
             Self {
@@ -244,7 +244,7 @@ mod tests {
     fn fleet(
         total: Option<usize>,
         per_namespace: Option<usize>,
-    ) -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<Eru>>) {
+    ) -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<CachedEru>>) {
         Fleet::new(Limits { total, per_namespace })
     }
 

@@ -2,14 +2,14 @@
 //! StatefulSet or DaemonSet event finds its Erus with one lookup instead of a scan of every Eru.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{BTreeSet, HashMap, HashSet},
     sync::{Arc, RwLock},
 };
 
 use kube::{ResourceExt, runtime::reflector::ObjectRef, runtime::watcher};
 
-use super::{Eru, Target, TargetKind};
-use crate::runtime::watch::stable_hash;
+use super::{CachedEru, Target, TargetKind};
+use crate::memory::{shrink_after_burst, stable_hash};
 
 /// A (namespace, name) pair by its [`stable_hash`]: with string keys the index took ~400 bytes an
 /// Eru (massif, 10,000 Erus). Two pairs colliding would make a workload's event also reconcile
@@ -22,10 +22,11 @@ fn key(namespace: &str, name: &str) -> Key {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// (namespace, target's journal key: [`Target::key`]) → its Erus (each by key and name).
-    by_target: HashMap<Key, Vec<(Key, String)>>,
-    /// (namespace, Eru name) → its target's key.
-    target_of: HashMap<Key, Key>,
+    /// (target, Eru) pairs, each by key: a target's Erus are a range (a map of lists took a list
+    /// per target, ~200 bytes an Eru with the rest).
+    pairs: BTreeSet<(Key, Key)>,
+    /// Eru → its target and its name.
+    erus: HashMap<Key, (Key, Box<str>)>,
     /// Erus seen since a relist began (the others are gone when it ends).
     relisted: Option<HashSet<Key>>,
 }
@@ -33,21 +34,14 @@ struct Inner {
 impl Inner {
     /// Files the Eru `eru` (named `name`) under `target`, or nowhere.
     fn set(&mut self, eru: Key, name: &str, target: Option<Key>) {
-        if let Some(old) = self.target_of.remove(&eru)
-            && let Some(erus) = self.by_target.get_mut(&old)
-        {
-            erus.retain(|(k, _)| *k != eru);
-            if erus.is_empty() {
-                self.by_target.remove(&old);
-            }
+        if let Some((old, _)) = self.erus.remove(&eru) {
+            self.pairs.remove(&(old, eru));
         }
         if let Some(target) = target {
-            self.by_target
-                .entry(target)
-                .or_default()
-                .push((eru, name.to_string()));
-            self.target_of.insert(eru, target);
+            self.pairs.insert((target, eru));
+            self.erus.insert(eru, (target, name.into()));
         }
+        shrink_after_burst(&mut self.erus);
     }
 }
 
@@ -57,7 +51,7 @@ pub struct Targets(Arc<RwLock<Inner>>);
 
 impl Targets {
     /// Follows one event of the Eru watch.
-    pub fn observe(&self, event: &watcher::Event<Eru>) {
+    pub fn observe(&self, event: &watcher::Event<CachedEru>) {
         let mut inner = self.0.write().expect("target index lock");
         match event {
             watcher::Event::Apply(eru) | watcher::Event::InitApply(eru) => {
@@ -76,7 +70,7 @@ impl Targets {
             watcher::Event::InitDone => {
                 if let Some(seen) = inner.relisted.take() {
                     let gone: Vec<Key> = inner
-                        .target_of
+                        .erus
                         .keys()
                         .filter(|k| !seen.contains(*k))
                         .copied()
@@ -90,22 +84,22 @@ impl Targets {
     }
 
     /// The Erus in `namespace` that target the workload `name` of `kind`.
-    pub fn erus_of(&self, namespace: &str, kind: TargetKind, name: &str) -> Vec<ObjectRef<Eru>> {
-        let target = Target {
-            kind,
-            name: name.to_string(),
-        }
-        .key();
+    pub fn erus_of(&self, namespace: &str, kind: TargetKind, name: &str) -> Vec<ObjectRef<CachedEru>> {
+        let target = key(
+            namespace,
+            &Target {
+                kind,
+                name: name.to_string(),
+            }
+            .key(),
+        );
         let inner = self.0.read().expect("target index lock");
         inner
-            .by_target
-            .get(&key(namespace, &target))
-            .map(|erus| {
-                erus.iter()
-                    .map(|(_, n)| ObjectRef::new(n).within(namespace))
-                    .collect()
-            })
-            .unwrap_or_default()
+            .pairs
+            .range((target, Key::MIN)..=(target, Key::MAX))
+            .filter_map(|(_, eru)| inner.erus.get(eru))
+            .map(|(_, n)| ObjectRef::new(n).within(namespace))
+            .collect()
     }
 }
 
@@ -115,7 +109,7 @@ mod tests {
 
     use super::*;
 
-    fn eru_of(name: &str, kind: &str, target: &str) -> Eru {
+    fn eru_of(name: &str, kind: &str, target: &str) -> CachedEru {
         serde_json::from_value(json!({
             "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru",
             "metadata": {"name": name, "namespace": "ns"},
@@ -124,7 +118,7 @@ mod tests {
         .unwrap()
     }
 
-    fn eru(name: &str, target: &str) -> Eru {
+    fn eru(name: &str, target: &str) -> CachedEru {
         eru_of(name, "Deployment", target)
     }
 

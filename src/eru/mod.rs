@@ -284,6 +284,7 @@ pub struct LastRestart {
 pub mod act;
 pub mod auto;
 pub mod blackout;
+pub mod cached;
 pub mod context;
 pub mod decide;
 pub mod deleted;
@@ -299,6 +300,8 @@ pub mod record;
 pub mod schedule;
 pub mod status;
 pub mod target;
+
+pub use cached::CachedEru;
 
 /// The kind's name in the journal, metrics and Events.
 pub const KIND: &str = "Eru";

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use kube::{Resource, ResourceExt};
 
 use super::{
-    Blackout, Eru, EruStatus,
+    Blackout, CachedEru, EruStatus,
     blackout::Blackouts,
     context::EruContext,
     ledger::{Epoch, EpochSpec, Window},
@@ -19,7 +19,8 @@ use super::{
 use crate::{
     Result,
     journal::{LedgerRow, RestartRow, parse_ts},
-    runtime::{managed_at, time_of, writes_spec},
+    machine::status_digest,
+    runtime::time_of,
 };
 
 /// A restart the journal holds in progress.
@@ -63,6 +64,9 @@ pub struct Observed {
     pub now: DateTime<Utc>,
     /// The freshest status this operator knows (its own last write, if the cache lags).
     pub known: Option<EruStatus>,
+    /// The [`status_digest`] of the whole known status (a cached one lacks its conditions'
+    /// reasons and messages): a pass writes its status only when it differs.
+    pub known_digest: Option<u64>,
     /// The current spec's schedule, or why the spec (its schedule, time zone or blackouts)
     /// cannot be used.
     pub schedule: Result<Schedule, String>,
@@ -108,15 +112,22 @@ impl Observed {
 }
 
 /// Observes `eru` at `now`.
-pub async fn observe(context: &EruContext, eru: &Eru, now: DateTime<Utc>) -> Result<Observed> {
+pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) -> Result<Observed> {
     let journal = &context.ctx.journal;
     let uid = eru.uid().unwrap_or_default();
     let namespace = eru.namespace().unwrap_or_default();
-    let known = context.ctx.statuses.current(
-        &uid,
-        &eru.resource_version().unwrap_or_default(),
-        eru.status.as_ref(),
-    );
+    // the status written last, until the cache shows it; else the cached one
+    let (known, known_digest) = match context
+        .ctx
+        .statuses
+        .written::<EruStatus>(&uid, &eru.resource_version().unwrap_or_default())
+    {
+        Some(written) => {
+            let digest = status_digest(&written);
+            (Some(written), Some(digest))
+        }
+        None => (eru.status(), eru.status_digest()),
+    };
     let meta = eru.meta();
     let created = meta.creation_timestamp.as_ref().and_then(time_of).unwrap_or(now);
     // the open outage before the journaled ones (see `Journal::outage_now`)
@@ -182,6 +193,7 @@ pub async fn observe(context: &EruContext, eru: &Eru, now: DateTime<Utc>) -> Res
     Ok(Observed {
         now,
         known,
+        known_digest,
         schedule,
         queued: context.fleet.waiting(&uid),
         uid,
@@ -191,7 +203,7 @@ pub async fn observe(context: &EruContext, eru: &Eru, now: DateTime<Utc>) -> Res
         capacity: true,
         generation: meta.generation.unwrap_or(1),
         created,
-        spec_written_at: managed_at(meta, writes_spec),
+        spec_written_at: eru.spec_written_at(),
         spec,
         targets,
         open_restart,

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::{
-    Eru, KIND,
+    CachedEru, KIND,
     act::act,
     context::{EruContext, Options, TargetCaches, Workloads},
     decide::{Pass, decide},
@@ -39,9 +39,10 @@ use super::{
 };
 use crate::{
     Result,
-    machine::Phase,
+    machine::{Phase, status_digest},
     runtime::{
         Context, drive, shutdown_requested,
+        wakes::{self, FarWakes, Wake},
         watch::{Shared, only_changes},
     },
 };
@@ -57,11 +58,12 @@ const SLOT_MARGIN: StdDuration = StdDuration::from_millis(2);
 pub fn controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
-    erus: &mut Shared<Eru>,
+    erus: &mut Shared<CachedEru>,
     workloads: Workloads<'_>,
     options: Options,
 ) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
     let (fleet, freed) = Fleet::new(options.limits);
+    let far = FarWakes::default();
     let freed = futures::stream::unfold(freed, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     let targets = Targets::default();
     let index = targets.clone();
@@ -77,7 +79,7 @@ pub fn controller(
         }
     });
     let gone = erus.deletions();
-    let spec_changes = only_changes(erus.subscribe(), |eru: &Eru| {
+    let spec_changes = only_changes(erus.subscribe(), |eru: &CachedEru| {
         eru.metadata.generation.unwrap_or(0) as u64
     });
     let controller = Controller::for_shared_stream(spec_changes, erus.store.clone())
@@ -85,6 +87,7 @@ pub fn controller(
         .watches_shared_stream(seen(workloads.statefulsets), erus_of::<StatefulSet>(&targets))
         .watches_shared_stream(seen(workloads.daemonsets), erus_of::<DaemonSet>(&targets))
         .reconcile_on(freed)
+        .reconcile_on(far.due_stream())
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
         .graceful_shutdown_on(shutdown_requested(shutdown.clone()));
     let target_caches = TargetCaches::of(&workloads);
@@ -101,6 +104,7 @@ pub fn controller(
         targets: target_caches,
         fleet,
         fleet_loaded: Default::default(),
+        far,
         options: options.clone(),
     });
     let reload = options
@@ -129,7 +133,9 @@ fn seen<K: Workload>(cache: &Shared<K>) -> impl futures::Stream<Item = Arc<K>> +
 }
 
 /// The Erus that target a workload of kind `K`, from the index.
-fn erus_of<K: Workload>(targets: &Targets) -> impl Fn(Arc<K>) -> Vec<ObjectRef<Eru>> + Send + Sync + 'static {
+fn erus_of<K: Workload>(
+    targets: &Targets,
+) -> impl Fn(Arc<K>) -> Vec<ObjectRef<CachedEru>> + Send + Sync + 'static {
     let targets = targets.clone();
     move |workload| {
         targets.erus_of(
@@ -141,7 +147,7 @@ fn erus_of<K: Workload>(targets: &Targets) -> impl Fn(Arc<K>) -> Vec<ObjectRef<E
 }
 
 /// One pass over `eru`.
-async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
+async fn reconcile(eru: Arc<CachedEru>, context: Arc<EruContext>) -> Result<Action> {
     let ctx = &context.ctx;
     // an unsynced cache would show the target as missing and abandon a restart in flight
     context.targets.synced().await;
@@ -218,7 +224,9 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
             queued: queued.as_ref(),
         },
     );
-    ctx.apply_status(eru.as_ref(), observed.known.as_ref(), &status)?;
+    if observed.known_digest != Some(status_digest(&status)) {
+        ctx.write_status(eru.as_ref(), &status)?;
+    }
     debug!(eru = %name, ?observed_in, ?journaled_in, ?acted_in, done_in = ?began.elapsed(), "pass timings");
 
     let wake = match (&acted.state, acted.patched_at, acted.retry_at) {
@@ -232,7 +240,7 @@ async fn reconcile(eru: Arc<Eru>, context: Arc<EruContext>) -> Result<Action> {
         _ if queued.is_some() => queued.as_ref().map(|q| q.deadline + Duration::milliseconds(1)),
         _ => wake,
     };
-    Ok(requeue(backlog, next_slot, wake))
+    Ok(requeue(&context, &eru, backlog, next_slot, wake))
 }
 
 /// Counts the restarts in flight from the journal, once, before the first pass gives a place.
@@ -255,7 +263,7 @@ async fn count_in_flight(context: &EruContext) -> Result<()> {
 
 /// Keeps the Eru's place while a restart is in flight; otherwise, unless it just queued, frees
 /// its place (or its turn) for the next in line.
-fn settle_place(context: &EruContext, eru: &Eru, state: &State, queued: bool) {
+fn settle_place(context: &EruContext, eru: &CachedEru, state: &State, queued: bool) {
     let uid = eru.uid().unwrap_or_default();
     if state.slot().is_some() {
         context.fleet.hold(&uid, &eru.namespace().unwrap_or_default());
@@ -267,7 +275,7 @@ fn settle_place(context: &EruContext, eru: &Eru, state: &State, queued: bool) {
 }
 
 /// Tells the user that slots between `from` and `to` cannot be accounted.
-fn report_gap(context: &EruContext, eru: &Eru, from: DateTime<Utc>, to: DateTime<Utc>) {
+fn report_gap(context: &EruContext, eru: &CachedEru, from: DateTime<Utc>, to: DateTime<Utc>) {
     let note = format!(
         "slots between {} and {} are not accounted: the journal holds no record of this Eru before {} \
          and its spec changed since the last slot the cluster remembers, so which slots there were is unknown",
@@ -283,23 +291,42 @@ fn report_gap(context: &EruContext, eru: &Eru, from: DateTime<Utc>, to: DateTime
 
 /// When to come back: at once with a backlog; else at the next slot, or when the restart in
 /// flight needs a look (a retry, its deadline, its rollout's timeout: no Deployment event may come
-/// when a rollout stalls) if that is sooner.
-fn requeue(backlog: bool, next: Option<DateTime<Utc>>, restart: Option<DateTime<Utc>>) -> Action {
+/// when a rollout stalls) if that is sooner. A wake-up beyond the scheduler's horizon waits in
+/// the far timer ([`crate::runtime::wakes`]), which hands the Eru back a minute early for a
+/// pass that requeues it to the millisecond.
+fn requeue(
+    context: &EruContext,
+    eru: &CachedEru,
+    backlog: bool,
+    next: Option<DateTime<Utc>>,
+    restart: Option<DateTime<Utc>>,
+) -> Action {
     if backlog {
         return Action::requeue(StdDuration::from_millis(10));
     }
-    let wake = match (next, restart) {
+    let at = match (next, restart) {
         (Some(n), Some(d)) => Some(n.min(d)),
         (n, d) => n.or(d),
     };
-    match wake {
-        Some(t) => Action::requeue((t - Utc::now()).to_std().unwrap_or_default() + SLOT_MARGIN),
-        None => Action::await_change(),
+    let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
+    match at.map(|t| wakes::wake(Utc::now(), t)) {
+        Some(Wake::Far(at)) => {
+            context.far.wake_at(&namespace, &name, at);
+            Action::await_change()
+        }
+        Some(Wake::Requeue(after)) => {
+            context.far.cancel(&namespace, &name);
+            Action::requeue(after + SLOT_MARGIN)
+        }
+        None => {
+            context.far.cancel(&namespace, &name);
+            Action::await_change()
+        }
     }
 }
 
 /// Whether `eru` left the cache (or was replaced by a namesake) while its pass ran.
-fn deleted_meanwhile(context: &EruContext, eru: &Eru) -> bool {
+fn deleted_meanwhile(context: &EruContext, eru: &CachedEru) -> bool {
     context
         .erus
         .get(&ObjectRef::from_obj(eru))
@@ -307,8 +334,11 @@ fn deleted_meanwhile(context: &EruContext, eru: &Eru) -> bool {
 }
 
 /// Forgets a deleted Eru: its status memo, phase, per-Eru series and place in the fleet.
-fn forget(context: &EruContext, eru: &Eru) {
+fn forget(context: &EruContext, eru: &CachedEru) {
     context.fleet.leave(&eru.uid().unwrap_or_default(), Utc::now());
+    context
+        .far
+        .cancel(&eru.namespace().unwrap_or_default(), &eru.name_any());
     context.ctx.forget(KIND, eru);
     context
         .metrics

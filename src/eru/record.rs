@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use kube::runtime::events::EventType;
 
 use super::{
-    Eru, KIND,
+    CachedEru, KIND,
     context::EruContext,
     ledger::{Reason, SlotRecord},
     machine::{EruDecision, EruRecord, RestartOutcome},
@@ -26,7 +26,7 @@ pub use super::schedule::slot_text;
 /// restart being rolled out landed, for the duration of a finished one.
 pub async fn journal(
     context: &EruContext,
-    eru: &Eru,
+    eru: &CachedEru,
     decision: &EruDecision,
     now: DateTime<Utc>,
     patched_at: Option<DateTime<Utc>>,
@@ -69,7 +69,7 @@ fn slot_row(object: &ObjectKey, r: &SlotRecord, now: DateTime<Utc>) -> NewSlot {
 }
 
 /// The journal rows for `records`.
-pub fn entry(eru: &Eru, records: &[EruRecord], now: DateTime<Utc>) -> Entry {
+pub fn entry(eru: &CachedEru, records: &[EruRecord], now: DateTime<Utc>) -> Entry {
     let object = object_key(KIND, eru);
     let uid = &object.uid;
     let mut entry = Entry::default();
@@ -191,7 +191,7 @@ pub fn entry(eru: &Eru, records: &[EruRecord], now: DateTime<Utc>) -> Entry {
 /// Counts journaled slots, landed patches and finished restarts.
 fn count(
     context: &EruContext,
-    eru: &Eru,
+    eru: &CachedEru,
     records: &[EruRecord],
     now: DateTime<Utc>,
     patched_at: Option<DateTime<Utc>>,
@@ -238,7 +238,7 @@ fn count(
 }
 
 /// Tells the user how journaled restarts went (an Event each).
-fn announce(context: &EruContext, eru: &Eru, records: &[EruRecord]) {
+fn announce(context: &EruContext, eru: &CachedEru, records: &[EruRecord]) {
     for record in records {
         let (type_, why, action, note) = match record {
             EruRecord::Finished {

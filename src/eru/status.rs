@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Eru, EruStatus, LastRestart, machine::State, observe::Observed, record::slot_text};
+use super::{CachedEru, EruStatus, LastRestart, machine::State, observe::Observed, record::slot_text};
 use crate::{
     conditions::condition,
     journal::{EruSummary, RestartRow, parse_ts},
@@ -35,7 +35,7 @@ pub struct Queued {
 /// The status to write: phase and slot from the machine, conditions from what was observed and
 /// the restart patch's result, history fields from the journal's summary.
 pub fn status(
-    eru: &Eru,
+    eru: &CachedEru,
     observed: &Observed,
     state: &State,
     next: Option<DateTime<Utc>>,

@@ -153,6 +153,15 @@ impl Context {
         if known == Some(status) {
             return Ok(());
         }
+        self.write_status(obj, status)
+    }
+
+    /// Queues `status` for `obj` (see [`Context::apply_status`]), whatever is known of it.
+    pub fn write_status<K, S>(&self, obj: &K, status: &S) -> Result<()>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+        S: serde::Serialize,
+    {
         let uid = obj.meta().uid.clone().unwrap_or_default();
         self.status_writer.write(
             &uid,

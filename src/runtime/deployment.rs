@@ -2,7 +2,7 @@
 //! with it, an Eru its target. Pure.
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+use k8s_openapi::api::apps::v1::Deployment;
 
 use super::lean;
 
@@ -37,7 +37,11 @@ impl DeploymentView {
         Self::from_parts(
             deployment.metadata.generation,
             spec.map(|s| (s.paused, s.replicas, s.progress_deadline_seconds)),
-            deployment.status.as_ref(),
+            deployment
+                .status
+                .as_ref()
+                .map(lean::DeploymentStatus::from)
+                .as_ref(),
         )
     }
 
@@ -56,12 +60,10 @@ impl DeploymentView {
     fn from_parts(
         generation: Option<i64>,
         spec: Option<(Option<bool>, Option<i32>, Option<i32>)>,
-        status: Option<&DeploymentStatus>,
+        status: Option<&lean::DeploymentStatus>,
     ) -> Self {
         let (paused, replicas, progress_deadline_seconds) = spec.unwrap_or_default();
         let status = status.cloned().unwrap_or_default();
-        let conditions = status.conditions.unwrap_or_default();
-        let progressing = conditions.iter().find(|c| c.type_ == "Progressing");
         DeploymentView {
             paused: paused.unwrap_or(false),
             desired: replicas.unwrap_or(1),
@@ -70,13 +72,9 @@ impl DeploymentView {
             ready: status.ready_replicas.unwrap_or(0),
             available: status.available_replicas.unwrap_or(0),
             caught_up: status.observed_generation >= generation,
-            deadline_exceeded: progressing
-                .is_some_and(|c| c.reason.as_deref() == Some("ProgressDeadlineExceeded")),
+            deadline_exceeded: status.progressing.deadline_exceeded,
             progress_deadline_seconds: progress_deadline_seconds.unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS),
-            available_since: progressing
-                .filter(|c| c.status == "True" && c.reason.as_deref() == Some("NewReplicaSetAvailable"))
-                .and_then(|c| c.last_update_time.as_ref())
-                .and_then(time_of),
+            available_since: status.progressing.available_since.as_ref().and_then(time_of),
         }
     }
 

@@ -13,6 +13,7 @@ pub mod leader;
 pub mod lean;
 pub mod status;
 pub mod urgent;
+pub mod wakes;
 pub mod watch;
 
 use std::sync::{

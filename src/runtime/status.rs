@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::{MANAGER, urgent::Urgent};
+use crate::memory::shrink_after_burst;
 
 /// Status writes in flight at once.
 const CONCURRENCY: usize = 8;
@@ -92,7 +93,17 @@ impl StatusWriter {
 
     /// Forgets a deleted object's pending status.
     pub fn forget(&self, uid: &str) {
-        self.pending.lock().expect("status queue lock").remove(uid);
+        let mut pending = self.pending.lock().expect("status queue lock");
+        pending.remove(uid);
+        shrink_after_burst(&mut pending);
+    }
+
+    /// Takes the pending status of `uid` out of the queue.
+    fn take(&self, uid: &str) -> Option<Pending> {
+        let mut queue = self.pending.lock().expect("status queue lock");
+        let pending = queue.remove(uid);
+        shrink_after_burst(&mut queue);
+        pending
     }
 
     async fn run(self, client: Client, rx: mpsc::UnboundedReceiver<String>) {
@@ -108,7 +119,7 @@ impl StatusWriter {
     /// unless a newer status arrived meanwhile.
     async fn send(&self, client: &Client, uid: String) {
         self.urgent.yield_to().await;
-        let Some(pending) = self.pending.lock().expect("status queue lock").remove(&uid) else {
+        let Some(pending) = self.take(&uid) else {
             return; // written already (the uid was queued twice), or forgotten
         };
         let api: Api<DynamicObject> =

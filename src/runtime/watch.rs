@@ -30,6 +30,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 
 use super::shutdown_requested;
+use crate::memory::stable_hash;
 
 /// The annotation `kubectl apply` keeps the whole last applied object in; no controller reads it.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -109,44 +110,42 @@ impl Gone {
     }
 }
 
-/// What a deletion-tracking watch remembers of each object it has seen (for relists), by
-/// [`uid_hash`].
-#[derive(Default)]
-struct Seen(HashMap<u64, Gone>);
+/// How a deletion-tracking watch tells what left: a `Delete` says so; a relist (the watch was
+/// down) says it by omission, so the objects cached when it began are kept (the store still
+/// holds them until it ends) and those the new listing lacks are gone. Nothing is kept between
+/// relists (a map of every object's uid, namespace and name took ~170 bytes an object).
+struct Seen<K>(Option<Vec<Arc<K>>>);
 
-impl Seen {
+impl<K> Default for Seen<K> {
+    fn default() -> Self {
+        Self(None)
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + Clone> Seen<K> {
     /// Feeds one watch event (after the reflector applied it to `store`); returns what left.
-    fn observe<K: Resource<DynamicType = ()> + Clone>(
-        &mut self,
-        event: &watcher::Event<K>,
-        store: &Store<K>,
-    ) -> Vec<Gone> {
+    fn observe(&mut self, event: &watcher::Event<K>, store: &Store<K>) -> Vec<Gone> {
         match event {
-            watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => {
-                let gone = Gone::of(obj);
-                self.0.insert(uid_hash(&gone.uid), gone);
+            watcher::Event::Apply(_) | watcher::Event::InitApply(_) => vec![],
+            watcher::Event::Delete(obj) => vec![Gone::of(obj)],
+            // the store swaps the new listing in at `InitDone`: until then it holds the old one
+            watcher::Event::Init => {
+                self.0 = Some(store.state());
                 vec![]
             }
-            watcher::Event::Delete(obj) => {
-                let gone = Gone::of(obj);
-                self.0.remove(&uid_hash(&gone.uid));
-                vec![gone]
-            }
             watcher::Event::InitDone => {
+                let before = self.0.take().unwrap_or_default();
                 let live: HashSet<u64> = store
                     .state()
                     .iter()
                     .map(|o| uid_hash(o.meta().uid.as_deref().unwrap_or_default()))
                     .collect();
-                let left: Vec<u64> = self
-                    .0
-                    .keys()
-                    .filter(|uid| !live.contains(*uid))
-                    .copied()
-                    .collect();
-                left.into_iter().filter_map(|uid| self.0.remove(&uid)).collect()
+                before
+                    .iter()
+                    .filter(|o| !live.contains(&uid_hash(o.meta().uid.as_deref().unwrap_or_default())))
+                    .map(|o| Gone::of(o.as_ref()))
+                    .collect()
             }
-            watcher::Event::Init => vec![],
         }
     }
 }
@@ -289,16 +288,6 @@ pub fn relevant_changes<K: Resource + Send + Sync + 'static>(
         };
         futures::future::ready(changed)
     })
-}
-
-/// A 64-bit hash of `value`, the same in every process (SipHash with fixed keys), for maps that
-/// key thousands of objects by hash instead of by string: two of 10,000 keys collide with a
-/// chance of about 1 in 10^11.
-pub fn stable_hash(value: impl std::hash::Hash) -> u64 {
-    use std::hash::{DefaultHasher, Hasher};
-    let mut hasher = DefaultHasher::new();
-    value.hash(&mut hasher);
-    hasher.finish()
 }
 
 /// A uid's [`stable_hash`]; a collision would cost one skipped trigger.

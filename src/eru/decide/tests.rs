@@ -23,7 +23,7 @@ fn t(m: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 3, m, s).unwrap()
 }
 
-fn eru(schedule: &str, generation: i64) -> Eru {
+fn eru(schedule: &str, generation: i64) -> CachedEru {
     serde_json::from_value(json!({
         "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru",
         "metadata": {"name": "web", "namespace": "ns", "uid": "u1", "generation": generation,
@@ -49,11 +49,12 @@ fn target(template_slot: Option<DateTime<Utc>>) -> TargetView {
 }
 
 /// An operator that has run since 02:00 and a journal that accounted the Eru up to `cursor`.
-fn observed(eru: &Eru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) -> Observed {
+fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) -> Observed {
     let spec = EpochSpec::of(&eru.spec);
     Observed {
         now,
         known: None,
+        known_digest: None,
         schedule: Schedule::parse(&eru.spec.schedule, None).map_err(|e| e.to_string()),
         uid: "u1".into(),
         seed: "ns/nightly".into(),
@@ -261,7 +262,7 @@ fn a_rollout_a_lost_journal_left_in_progress_is_taken_over() {
 
 /// An Eru of `schedule` on the StatefulSet `web` (its journal key `StatefulSet/web`), whose
 /// strategy is `strategy`.
-fn statefulset_eru(schedule: &str, strategy: serde_json::Value) -> (Eru, Observed, DateTime<Utc>) {
+fn statefulset_eru(schedule: &str, strategy: serde_json::Value) -> (CachedEru, Observed, DateTime<Utc>) {
     let mut eru = eru(schedule, 1);
     eru.spec.target.kind = crate::eru::TargetKind::StatefulSet;
     let now = t(5, 0) + Duration::milliseconds(3);
