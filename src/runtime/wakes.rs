@@ -52,8 +52,8 @@ pub fn wake(now: DateTime<Utc>, at: DateTime<Utc>) -> Wake {
 struct Waiting {
     /// Milliseconds since the epoch.
     at: i64,
-    namespace: Box<str>,
-    name: Box<str>,
+    /// `namespace/name`, one allocation.
+    object: Box<str>,
 }
 
 #[derive(Debug, Default)]
@@ -82,8 +82,7 @@ impl FarWakes {
             k,
             Waiting {
                 at,
-                namespace: namespace.into(),
-                name: name.into(),
+                object: format!("{namespace}/{name}").into_boxed_str(),
             },
         );
         if let Some(old) = old {
@@ -111,8 +110,8 @@ impl FarWakes {
         self.len() == 0
     }
 
-    /// Takes out the objects due at `now`, earliest first, as `(namespace, name)`.
-    fn due(&self, now: DateTime<Utc>) -> Vec<(Box<str>, Box<str>)> {
+    /// Takes out the objects due at `now`, earliest first, as `namespace/name`.
+    fn due(&self, now: DateTime<Utc>) -> Vec<Box<str>> {
         let mut inner = self.0.lock().expect("far wakes lock");
         let now = now.timestamp_millis();
         let mut due = Vec::new();
@@ -122,7 +121,7 @@ impl FarWakes {
             }
             inner.queue.pop_first();
             if let Some(w) = inner.by_object.remove(&k) {
-                due.push((w.namespace, w.name));
+                due.push(w.object);
             }
         }
         shrink_after_burst(&mut inner.by_object);
@@ -147,8 +146,10 @@ impl FarWakes {
         let wakes = self.clone();
         tokio::spawn(async move {
             loop {
-                for (namespace, name) in wakes.due(Utc::now()) {
-                    if tx.send(ObjectRef::<K>::new(&name).within(&namespace)).is_err() {
+                for object in wakes.due(Utc::now()) {
+                    // names and namespaces hold no '/'
+                    let (namespace, name) = object.split_once('/').unwrap_or(("", &object));
+                    if tx.send(ObjectRef::<K>::new(name).within(namespace)).is_err() {
                         return;
                     }
                 }
@@ -202,8 +203,11 @@ mod tests {
         assert_eq!(wakes.len(), 3, "a rescheduled object waits once");
         assert!(wakes.due(t("2026-11-28T23:59:59Z")).is_empty());
         let due = wakes.due(t("2026-11-30T00:00:00Z"));
-        let names: Vec<_> = due.iter().map(|(ns, n)| format!("{ns}/{n}")).collect();
-        assert_eq!(names, ["ns/a", "ns/b"], "earliest first, its latest wish");
+        assert_eq!(
+            due,
+            ["ns/a".into(), "ns/b".into()],
+            "earliest first, its latest wish"
+        );
         assert_eq!(wakes.len(), 1);
         wakes.cancel("other", "a");
         assert!(wakes.is_empty() && wakes.due(t("2030-01-01T00:00:00Z")).is_empty());
