@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Prints the path of a helm binary of the pinned version (hack/versions.env), building it once
+# from the Go module proxy into the cache (no GitHub download), like hack/cluster.sh does for the
+# control plane. Later calls only print the path.
+#
+#   "$(hack/helm.sh)" lint --strict charts/eru-operator
+#
+# Environment: ERU_CACHE, the cache root (default ${XDG_CACHE_HOME:-~/.cache}/eru).
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=hack/versions.env source-path=SCRIPTDIR/..
+source "$repo/hack/versions.env"
+
+cache_root=${ERU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eru}
+bin_dir="$cache_root/helm-${HELM_VERSION}"
+helm="$bin_dir/helm"
+say() { printf '[helm] %s\n' "$*" >&2; }
+
+if [ ! -x "$helm" ]; then
+  command -v go >/dev/null || { say "error: go is required to build helm (Go >= 1.26)"; exit 1; }
+  mkdir -p "$cache_root"
+  # One build at a time (a second caller waits, then finds the binary).
+  exec 9>"$cache_root/.helm-build.lock"
+  flock 9
+  if [ ! -x "$helm" ]; then
+    start=$SECONDS
+    tmp="$bin_dir.tmp.$$"
+    trap 'rm -rf "$tmp"' EXIT
+    mkdir -p "$tmp"
+    say "building helm $HELM_VERSION into $bin_dir (a few minutes on 2 cores; cached afterwards)"
+    CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-trimpath GOBIN="$tmp" go install \
+      -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+      "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+    rm -rf "$bin_dir" && mv "$tmp" "$bin_dir"
+    say "built helm $HELM_VERSION in $((SECONDS - start)) s"
+  fi
+fi
+echo "$helm"
