@@ -8,6 +8,8 @@ command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)
 # the contract tests' tools live in a virtualenv (hack/pytools.sh)
 python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
+# the docs and chart checks, hack/prometheusrule.py
+python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 command -v flock >/dev/null || missing+=(util-linux)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v shellcheck >/dev/null || missing+=(shellcheck)

@@ -35,6 +35,10 @@ trap cleanup EXIT
 echo "== shellcheck, import layering"
 shellcheck hack/*.sh .ci/run  # .shellcheckrc: follow sourced files
 python3 hack/imports.py
+echo "== docs: links and runbook anchors (hack/docs-check.py)"
+python3 hack/docs-check.py
+echo "== Helm chart: lint, renders deploy/, monitoring objects, schema (hack/chart-check.sh static)"
+hack/chart-check.sh static
 echo "== cargo fmt --check, clippy"
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
@@ -57,6 +61,9 @@ if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   started_cluster=1
   hack/cluster.sh up --name "$cluster"
   eval "$(hack/cluster.sh env --name "$cluster")"
+  # on the fresh cluster, before the e2e tests install the CRDs: helm must create them
+  echo "== Helm chart on the cluster: dry-run=server of both value sets, helm install (hack/chart-check.sh cluster)"
+  hack/chart-check.sh cluster
 fi
 [ -n "${KUBECONFIG:-}" ] || { echo "KUBECONFIG is not set" >&2; exit 1; }
 echo "== end-to-end tests against $KUBECONFIG"
