@@ -415,8 +415,9 @@ proptest! {
 #[test]
 fn the_document_lists_exactly_the_reasons_outcomes_and_kinds_the_operator_journals() {
     use eru::{
-        eru::{ledger::Reason, machine::RestartOutcome},
+        eru::ledger::Reason,
         history::params::{self, vocabulary},
+        journal::vocab::RestartOutcome,
     };
     use kube::Resource;
     let reasons: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();

@@ -1,7 +1,5 @@
-//! Step 4 of the Eru pass: the decided actions in the cluster — the restart patch and Events. The
-//! patch's result goes back into the machine as an event in the same pass (`RestartPatched`, or
-//! `PatchFailed` with the next try after a backoff), and what that decides is journaled before the
-//! pass goes on.
+//! Step 4 of the Eru pass: the plan's actions in the cluster — the restart patch and Events. The
+//! patch's result goes back to the plan ([`Fed`]), which decides what follows in the same pass.
 
 use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
 use chrono::{DateTime, Utc};
@@ -14,102 +12,82 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::{
-    CachedEru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, Target, TargetKind,
-    context::EruContext,
-    machine::{EruAction, EruDecision, EruEvent, EruMachine, State, retry_delay},
-    record::{self, slot_text},
-    target::Workload,
+    CachedEru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, Target, TargetKind, context::EruContext,
+    events::EruAction, machine::State, plan::Fed, record::slot_text, target::Workload,
 };
-use crate::{Result, machine::step, runtime::api_message};
+use crate::runtime::api_message;
 
 /// Test-only failpoint: hang right after the restart patch (the e2e test SIGKILLs the operator
 /// there to prove a slot is never restarted twice).
 const FAILPOINT_ENV: &str = "ERU_FAILPOINT";
 
-/// The state after acting, the API's message if the restart patch failed (and when to try
-/// again), and when the patch landed if it did.
-pub struct Acted {
-    pub state: State,
-    pub patch_error: Option<String>,
-    pub retry_at: Option<DateTime<Utc>>,
-    pub patched_at: Option<DateTime<Utc>>,
-}
-
-/// Performs `actions` for `eru`, which the machine left in `state`.
-pub async fn act(
-    context: &EruContext,
-    eru: &CachedEru,
-    mut state: State,
-    actions: &[EruAction],
-) -> Result<Acted> {
-    let ctx = &context.ctx;
-    let mut patch_error = None;
-    let mut retry_at = None;
-    let mut patched_at = None;
-    for action in actions {
-        match action {
-            EruAction::PatchRestart { slot, target } => {
-                let State::Restarting { restart } = &state else {
-                    continue;
-                };
-                if restart.slot != *slot || Utc::now() > restart.deadline {
-                    // given up or superseded within this pass, or the deadline passed while the
-                    // pass was journaling: never patched (the next pass gives it up)
-                    continue;
+/// Performs `action` for `eru`, whose plan is in `state`; returns what the plan must hear back.
+pub async fn act(context: &EruContext, eru: &CachedEru, state: &State, action: &EruAction) -> Option<Fed> {
+    let publish = |reason, action, note| {
+        context
+            .ctx
+            .publish(eru, EventType::Warning, reason, action, Some(note))
+    };
+    match action {
+        EruAction::PatchRestart { slot, target } => {
+            let State::Restarting { restart } = state else {
+                return None;
+            };
+            if restart.slot != *slot || Utc::now() > restart.deadline {
+                // given up or superseded within this pass, or the deadline passed while the
+                // pass was journaling: never patched (the next pass gives it up)
+                return None;
+            }
+            let result = patch_restart(context, eru, target, *slot).await;
+            let at = Utc::now();
+            Some(match result {
+                Ok(()) => {
+                    info!(eru = %eru.name_any(), slot = %slot_text(*slot), "restart patched");
+                    if std::env::var(FAILPOINT_ENV).as_deref() == Ok("hang-after-restart-patch") {
+                        warn!("failpoint hang-after-restart-patch: waiting to be killed");
+                        std::future::pending::<()>().await;
+                    }
+                    Fed::Patched { at }
                 }
-                let failures = restart.attempts + 1;
-                let result = patch_restart(context, eru, target, *slot).await;
-                let now = Utc::now();
-                let event = match result {
-                    Ok(()) => {
-                        info!(eru = %eru.name_any(), slot = %slot_text(*slot), "restart patched");
-                        if std::env::var(FAILPOINT_ENV).as_deref() == Ok("hang-after-restart-patch") {
-                            warn!("failpoint hang-after-restart-patch: waiting to be killed");
-                            std::future::pending::<()>().await;
-                        }
-                        patched_at = Some(now);
-                        EruEvent::RestartPatched { at: now }
-                    }
-                    Err(e) => {
-                        let message = api_message(&e);
-                        warn!(eru = %eru.name_any(), slot = %slot_text(*slot), error = %message, "restart patch failed");
-                        patch_error = Some(message.clone());
-                        retry_at = Some(now + retry_delay(failures));
-                        EruEvent::PatchFailed {
-                            message,
-                            at: now,
-                            retry_at: now + retry_delay(failures),
-                        }
-                    }
-                };
-                let mut result = EruDecision::default();
-                state = step(EruMachine, state, &event, &mut result);
-                record::journal(context, eru, &result, now, patched_at).await?;
-            }
-            EruAction::ReportInvalid { reason } => ctx.publish(
-                eru,
-                EventType::Warning,
-                "InvalidSpec",
-                "Validate",
-                Some(reason.clone()),
-            ),
-            EruAction::ReportTargetMissing => {
-                let note = format!(
-                    "{} {} not found in namespace {}",
-                    eru.spec.target.kind.as_str(),
-                    eru.spec.target.name,
-                    eru.namespace().unwrap_or_default()
-                );
-                ctx.publish(eru, EventType::Warning, "TargetMissing", "Observe", Some(note))
-            }
+                Err(e) => {
+                    let message = api_message(&e);
+                    warn!(eru = %eru.name_any(), slot = %slot_text(*slot), error = %message, "restart patch failed");
+                    Fed::PatchFailed { message, at }
+                }
+            })
+        }
+        EruAction::ReportInvalid { reason } => {
+            publish("InvalidSpec", "Validate", reason.clone());
+            None
+        }
+        EruAction::ReportTargetMissing => {
+            let note = format!(
+                "{} {} not found in namespace {}",
+                eru.spec.target.kind.as_str(),
+                eru.spec.target.name,
+                eru.namespace().unwrap_or_default()
+            );
+            publish("TargetMissing", "Observe", note);
+            None
+        }
+        EruAction::ReportGap { from, to } => {
+            let note = gap_note(*from, *to);
+            warn!(eru = %eru.name_any(), %note, "ledger gap");
+            publish("LedgerGap", "Account", note);
+            None
         }
     }
-    Ok(Acted {
-        state,
-        patch_error,
-        retry_at,
-        patched_at,
-    })
+}
+
+/// What the user is told of slots that cannot be accounted.
+fn gap_note(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
+    format!(
+        "slots between {} and {} are not accounted: the journal holds no record of this Eru before {} \
+         and its spec changed since the last slot the cluster remembers, so which slots there were is unknown",
+        slot_text(from),
+        slot_text(to),
+        slot_text(to)
+    )
 }
 
 /// Sets the slot on the pod template of the workload `target` (a journal key:

@@ -21,11 +21,12 @@ use tracing::{info, warn};
 use super::{
     CachedEru, KIND,
     context::EruContext,
+    events::{EruRecord, RestartOutcome},
     ledger::{Reason, SlotRecord},
-    machine::RestartOutcome,
+    record,
 };
 use crate::{
-    journal::{Entry, FinishedRestart, NewSlot, ObjectKey, RestartRow, parse_ts},
+    journal::{Entry, ObjectKey, RestartRow, parse_ts},
     runtime::watch::{Gone, Synced},
 };
 
@@ -58,13 +59,14 @@ pub async fn follow(
     while let Some(g) = gone.recv().await {
         info!(namespace = %g.namespace, name = %g.name, "Eru deleted: forgetting its series");
         context.ctx.forget_uid(KIND, &g.uid);
+        // counted (and announced) before its series go
+        abandon_open(&context, &g.uid).await;
         // per-Eru series are labelled by name: keep them if a namesake was created meanwhile
         let namesake = erus.get(&ObjectRef::new(&g.name).within(&g.namespace));
         if namesake.is_none() {
             context.metrics.forget(&g.namespace, &g.name);
             context.far.cancel(&g.namespace, &g.name);
         }
-        abandon_open(&context, &g.uid).await;
         let deleted = Entry {
             deleted: vec![(g.uid.clone(), Utc::now())],
             ..Entry::default()
@@ -83,52 +85,56 @@ pub async fn abandon_open(context: &EruContext, uid: &str) {
     }
 }
 
-/// Finishes `rows` as abandoned because their Eru was deleted.
+/// Finishes `rows` as abandoned because their Eru was deleted, through the commit path (journal,
+/// metrics, Events) like every other record; the per-Eru series it touches are forgotten after,
+/// unless a namesake lives.
 async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
-    if rows.is_empty() {
-        return;
-    }
     let now = Utc::now();
-    let mut entry = Entry::default();
     for row in &rows {
-        let Some(slot) = parse_ts(&row.slot) else { continue };
-        entry.restarts_finished.push(FinishedRestart {
+        let object = ObjectKey {
+            kind: KIND,
+            namespace: row.namespace.clone(),
+            name: row.name.clone(),
             uid: row.uid.clone(),
-            slot,
-            finished_at: now,
-            outcome: RestartOutcome::Abandoned.as_str(),
-            reason: Some(ERU_DELETED.into()),
-        });
-        if row.patched_at.is_none() {
-            // never landed: the slot was not restarted
-            let record = SlotRecord::one(slot, Reason::EruDeleted, None, &row.target);
-            entry.slots.push(NewSlot {
-                object: ObjectKey {
-                    kind: KIND,
-                    namespace: row.namespace.clone(),
-                    name: row.name.clone(),
-                    uid: row.uid.clone(),
-                },
-                target: record.target,
-                slot,
-                last_slot: slot,
-                slot_count: 1,
-                result: record.reason.result(),
-                reason: record.reason.as_str(),
-                window: None,
-                note: None,
-                evaluated_at: now,
-            });
-        }
-    }
-    match context.ctx.append(&entry).await {
-        Ok(_) => {
-            for r in &rows {
-                info!(namespace = %r.namespace, name = %r.name, slot = %r.slot, "Eru deleted: its restart in progress is abandoned");
+        };
+        let Some(record) = deleted_record(row) else {
+            warn!(namespace = %row.namespace, name = %row.name, slot = %row.slot, "a restart in progress with an unreadable slot: left open");
+            continue;
+        };
+        match record::commit_records(context, &object, &[record], now).await {
+            Ok(_) => {
+                info!(namespace = %row.namespace, name = %row.name, slot = %row.slot, "Eru deleted: its restart in progress is abandoned")
+            }
+            Err(e) => {
+                warn!(error = %e, "could not journal the restart of a deleted Eru (retried at the next start)")
             }
         }
-        Err(e) => {
-            warn!(error = %e, "could not journal the restarts of deleted Erus (retried at the next start)")
+        if context
+            .erus
+            .get(&ObjectRef::new(&row.name).within(&row.namespace))
+            .is_none()
+        {
+            context.metrics.forget(&row.namespace, &row.name);
         }
     }
+}
+
+/// The record of a deleted Eru's restart in progress: given up (its slot `skipped/eru_deleted`) if
+/// its patch never landed, else finished `abandoned`; `None` if the row's times do not parse.
+fn deleted_record(row: &RestartRow) -> Option<EruRecord> {
+    let slot = parse_ts(&row.slot)?;
+    Some(match row.patched_at.as_deref() {
+        None => EruRecord::GaveUp {
+            slot,
+            reason: ERU_DELETED.into(),
+            record: SlotRecord::one(slot, Reason::EruDeleted, None, &row.target),
+        },
+        Some(patched_at) => EruRecord::Finished {
+            slot,
+            patched_at: parse_ts(patched_at)?,
+            outcome: RestartOutcome::Abandoned,
+            finished_at: None,
+            reason: Some(ERU_DELETED.into()),
+        },
+    })
 }

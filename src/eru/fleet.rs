@@ -18,6 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 
 use super::CachedEru;
+pub use super::events::Grant;
 
 /// The caps; `None` is unlimited.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,17 +51,6 @@ struct Inner {
     waiting: BTreeMap<(DateTime<Utc>, String), Waiter>,
     /// uid → the slot it waits with.
     waiting_slot: HashMap<String, DateTime<Utc>>,
-}
-
-/// Whether a due slot may start now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Grant {
-    Granted,
-    /// It waits; `ahead` slots wait before it, `in_flight` restarts hold the places.
-    Queued {
-        ahead: usize,
-        in_flight: usize,
-    },
 }
 
 /// The fleet's places and queue.

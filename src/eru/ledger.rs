@@ -22,121 +22,12 @@ use super::{
     hash::{fnv1a64, splitmix64},
     schedule::Schedule,
 };
-use crate::journal::SlotResult;
+pub use crate::journal::vocab::Reason;
 
 /// Slots enumerated per pass at most.
 pub const SLOT_BUDGET: usize = 20_000;
 /// Individual slot records per pass at most; the rest are summarized.
 pub const RECORD_CAP: usize = 50;
-
-/// Why a slot was not restarted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Reason {
-    /// No operator was running at the slot (with the window: last heartbeat, next start).
-    OperatorDown,
-    /// The journal that would hold the slot's record is gone (lost or replaced, or another
-    /// replica's), and the slot was not restarted (the target's `restartedAt` is older). The
-    /// window runs from the last slot the cluster remembers to this journal's first run.
-    JournalLost,
-    /// The operator ran, but its journal took no writes (disk full, database down), so it could
-    /// not restart the slot (nothing is patched without its record). The window runs from the
-    /// last journal write that worked to the first that worked again.
-    JournalUnavailable,
-    /// Noticed later than `startingDeadlineSeconds`.
-    PastDeadline,
-    /// The restart was decided but every patch the API server was sent failed until the
-    /// deadline (the restart's reason in `/history` has the API's message).
-    PatchFailed,
-    /// The Eru was suspended.
-    Suspended,
-    /// The Eru's spec had become invalid before the restart could start.
-    SpecInvalid,
-    /// The target was paused.
-    TargetPaused,
-    /// The target was not fully available before the restart.
-    TargetUnhealthy,
-    /// A newer slot came due while this one could still run: only the newest runs (one restart
-    /// covers both).
-    Superseded,
-    /// The previous restart of this Eru was still rolling out.
-    ConcurrentRollout,
-    /// The target did not exist.
-    TargetMissing,
-    /// The Eru was deleted after deciding the restart and before its patch landed.
-    EruDeleted,
-    /// The restart instant fell in a blackout window (the record names the window).
-    Blackout,
-    /// The slot waited for a free restart under `--max-concurrent-restarts` (or the namespace
-    /// cap) until its starting deadline passed.
-    FleetCapacity,
-    /// The Eru (or the operator) runs dry: the restart was journaled, not patched.
-    DryRun,
-    /// The target cannot be rolled by a pod-template change (an `OnDelete` strategy, a
-    /// partition): the record says which.
-    TargetNotRollable,
-}
-
-impl Reason {
-    /// Every reason.
-    pub const ALL: [Reason; 17] = [
-        Reason::OperatorDown,
-        Reason::JournalLost,
-        Reason::JournalUnavailable,
-        Reason::PastDeadline,
-        Reason::PatchFailed,
-        Reason::Suspended,
-        Reason::SpecInvalid,
-        Reason::TargetPaused,
-        Reason::TargetUnhealthy,
-        Reason::Superseded,
-        Reason::ConcurrentRollout,
-        Reason::TargetMissing,
-        Reason::EruDeleted,
-        Reason::Blackout,
-        Reason::FleetCapacity,
-        Reason::DryRun,
-        Reason::TargetNotRollable,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::OperatorDown => "operator_down",
-            Reason::JournalLost => "journal_lost",
-            Reason::JournalUnavailable => "journal_unavailable",
-            Reason::PastDeadline => "past_deadline",
-            Reason::PatchFailed => "patch_failed",
-            Reason::Suspended => "suspended",
-            Reason::SpecInvalid => "spec_invalid",
-            Reason::TargetPaused => "target_paused",
-            Reason::TargetUnhealthy => "target_unhealthy",
-            Reason::Superseded => "superseded",
-            Reason::ConcurrentRollout => "concurrent_rollout",
-            Reason::TargetMissing => "target_missing",
-            Reason::EruDeleted => "eru_deleted",
-            Reason::Blackout => "blackout",
-            Reason::FleetCapacity => "fleet_capacity",
-            Reason::DryRun => "dry_run",
-            Reason::TargetNotRollable => "target_not_rollable",
-        }
-    }
-
-    /// [`Reason::result`] as its label value.
-    pub fn reason_result(self) -> &'static str {
-        self.result().as_str()
-    }
-
-    /// Missed: the operator could not act. Skipped: it chose not to.
-    pub fn result(self) -> SlotResult {
-        match self {
-            Reason::OperatorDown
-            | Reason::JournalLost
-            | Reason::JournalUnavailable
-            | Reason::PastDeadline
-            | Reason::PatchFailed => SlotResult::Missed,
-            _ => SlotResult::Skipped,
-        }
-    }
-}
 
 /// A stretch of time `(start, end]`: when no operator ran, what no readable journal covers, when
 /// the journal took no writes.

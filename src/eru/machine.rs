@@ -14,285 +14,15 @@
 //! reason (`patch_failed`, `suspended`, `target_paused`, ...). It is never patched afterwards.
 //! The idle states follow the spec; a slot due while one of them holds is skipped with its reason.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use statig::prelude::*;
 
-use super::ledger::{self, Due, Epoch, Reason, SlotRecord, Window};
-use super::schedule::slot_text as text;
-use crate::machine::{Decision, EventName, Phase};
-
-/// Whether the target may be restarted now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gate {
-    Open,
-    Paused,
-    Unhealthy,
-    Missing,
-    /// A pod-template change would not roll every pod (an `OnDelete` strategy, a partition); why
-    /// travels beside the gate as a note.
-    NotRollable,
-}
-
-impl Gate {
-    /// Why a closed gate holds a restart back.
-    pub fn reason(self) -> Option<Reason> {
-        match self {
-            Gate::Open => None,
-            Gate::Paused => Some(Reason::TargetPaused),
-            Gate::Unhealthy => Some(Reason::TargetUnhealthy),
-            Gate::Missing => Some(Reason::TargetMissing),
-            Gate::NotRollable => Some(Reason::TargetNotRollable),
-        }
-    }
-}
-
-/// The slot a target's pod template carries, and when that patch landed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Template {
-    pub slot: DateTime<Utc>,
-    pub landed_at: DateTime<Utc>,
-}
-
-/// Slots that came due since the cursor.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SlotsDue {
-    /// Missed or skipped slots (accounted, not restartable).
-    pub records: Vec<SlotRecord>,
-    /// The slot to restart now, if any.
-    pub due: Option<Due>,
-    /// The gate of the due slot's target.
-    pub gate: Gate,
-    /// What a closed gate's reason alone does not say (why the target is not rollable): the
-    /// skipped slot's note.
-    pub gate_note: Option<String>,
-    /// What the due slot's target template carries (a restart that landed earlier).
-    pub template: Option<Template>,
-    /// The fleet has room for one more restart (`--max-concurrent-restarts`): without it the due
-    /// slot waits, unaccounted, until a restart ends or its deadline passes.
-    pub capacity: bool,
-    /// When the journal took no writes although the operator ran (since the cursor): a restart
-    /// in flight that a journal outage kept from landing is not `superseded` by the due slot.
-    pub journal_outages: Vec<Window>,
-}
-
-/// A decided restart whose patch has not landed yet, as the journal holds it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Restart {
-    pub slot: DateTime<Utc>,
-    pub target: String,
-    /// Never patched after this instant.
-    pub deadline: DateTime<Utc>,
-    /// Failed patches so far, and the API's message of the last one.
-    pub attempts: u32,
-    pub last_error: Option<String>,
-}
-
-impl Restart {
-    fn decided(due: &Due) -> Self {
-        Self {
-            slot: due.slot,
-            target: due.target.clone(),
-            deadline: due.deadline,
-            attempts: 0,
-            last_error: None,
-        }
-    }
-
-    /// The restart's reason when given up for `reason`: the reason's name, what happened, and the
-    /// last API message if patches failed.
-    fn give_up_text(&self, reason: Reason, what: &str) -> String {
-        let mut text = format!("{}: {what}", reason.as_str());
-        if let Some(error) = &self.last_error {
-            let n = self.attempts;
-            text.push_str(&format!(
-                "; last error ({n} failed patch{}): {error}",
-                if n == 1 { "" } else { "es" }
-            ));
-        }
-        text
-    }
-}
-
-/// What a restart that has not landed must do now.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pending {
-    pub now: DateTime<Utc>,
-    /// Why it may not go on (the Eru suspended or invalid, the target paused, unhealthy, not
-    /// rollable or gone).
-    pub blocked: Option<Reason>,
-    /// What that reason alone does not say (why the target is not rollable).
-    pub note: Option<String>,
-    /// The backoff since the last failed patch is over (or there was none).
-    pub retry_due: bool,
-    /// An operator downtime since the restart was decided, if any.
-    pub downtime: Option<Window>,
-    /// A journal outage between the restart's slot and its deadline, if any: the operator ran
-    /// but could journal nothing (not even a failed patch), so it could not go on with it.
-    pub journal_outage: Option<Window>,
-}
-
-/// Events of an Eru, derived by the reconciler from what it observed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EruEvent {
-    /// The schedule or time zone does not parse.
-    SpecInvalid {
-        reason: String,
-    },
-    /// The spec's target does not exist.
-    TargetMissing,
-    /// The spec is valid and the target exists.
-    SpecReady {
-        suspend: bool,
-    },
-    SlotsDue(SlotsDue),
-    /// A decided restart has not landed: patch it, wait for the backoff, or give it up.
-    RestartPending(Pending),
-    /// The target's template carries the slot being restarted.
-    RestartPatched {
-        at: DateTime<Utc>,
-    },
-    /// The restart patch failed; the next try is due at `retry_at`.
-    PatchFailed {
-        message: String,
-        at: DateTime<Utc>,
-        retry_at: DateTime<Utc>,
-    },
-    RolloutProgressed,
-    RolloutDone {
-        finished_at: DateTime<Utc>,
-    },
-    RolloutFailed {
-        finished_at: DateTime<Utc>,
-        reason: String,
-    },
-    /// The target being rolled out disappeared.
-    TargetGone,
-}
-
-impl EventName for EruEvent {
-    fn name(&self) -> &'static str {
-        match self {
-            EruEvent::SpecInvalid { .. } => "SpecInvalid",
-            EruEvent::TargetMissing => "TargetMissing",
-            EruEvent::SpecReady { .. } => "SpecReady",
-            EruEvent::SlotsDue(_) => "SlotDue",
-            EruEvent::RestartPending(_) => "RestartPending",
-            EruEvent::RestartPatched { .. } => "RestartPatched",
-            EruEvent::PatchFailed { .. } => "PatchFailed",
-            EruEvent::RolloutProgressed => "RolloutProgressed",
-            EruEvent::RolloutDone { .. } => "RolloutDone",
-            EruEvent::RolloutFailed { .. } => "RolloutFailed",
-            EruEvent::TargetGone => "TargetGone",
-        }
-    }
-}
-
-/// How a restart ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RestartOutcome {
-    Succeeded,
-    Failed,
-    Abandoned,
-    /// Journaled by a dry run: nothing was patched.
-    DryRun,
-}
-
-impl RestartOutcome {
-    pub const ALL: [RestartOutcome; 4] = [
-        RestartOutcome::Succeeded,
-        RestartOutcome::Failed,
-        RestartOutcome::Abandoned,
-        RestartOutcome::DryRun,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RestartOutcome::Succeeded => "succeeded",
-            RestartOutcome::Failed => "failed",
-            RestartOutcome::Abandoned => "abandoned",
-            RestartOutcome::DryRun => "dry_run",
-        }
-    }
-}
-
-/// What the cluster remembers of an Eru's ledger (its status) when the journal has none of it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Seed {
-    pub accounted_through: Option<DateTime<Utc>>,
-    pub missed_slots: i64,
-    pub last_missed: Option<DateTime<Utc>>,
-    pub last_success: Option<DateTime<Utc>>,
-    pub last_failure: Option<DateTime<Utc>>,
-}
-
-/// What the journal gets from a pass, before anything is acted on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EruRecord {
-    /// The journal starts this Eru's ledger from what its status remembers.
-    Seed(Seed),
-    /// A generation's spec took effect.
-    Epoch(Epoch),
-    /// The cursor moves here: slots up to it are accounted elsewhere (status, the target's
-    /// template) or cannot be (their spec is unknown).
-    Advance(DateTime<Utc>),
-    /// Missed or skipped slots.
-    Slots(Vec<SlotRecord>),
-    /// A restart of a slot was decided (before its patch is sent).
-    Decided {
-        slot: DateTime<Utc>,
-        deadline: DateTime<Utc>,
-        target: String,
-    },
-    /// The restart's patch landed: the slot fired.
-    Patched {
-        slot: DateTime<Utc>,
-        at: DateTime<Utc>,
-        target: String,
-    },
-    /// A restart patch failed.
-    Attempt {
-        slot: DateTime<Utc>,
-        at: DateTime<Utc>,
-        error: String,
-        retry_at: DateTime<Utc>,
-    },
-    /// A restart whose patch landed ended.
-    Finished {
-        slot: DateTime<Utc>,
-        outcome: RestartOutcome,
-        /// When it ended, if the machine knows (else: when it was journaled).
-        finished_at: Option<DateTime<Utc>>,
-        reason: Option<String>,
-    },
-    /// A dry run's slot: the restart journaled as decided and ended `dry_run` (what would have
-    /// been patched in `patch`), its slot recorded `skipped/dry_run`.
-    DryRun {
-        slot: DateTime<Utc>,
-        deadline: DateTime<Utc>,
-        target: String,
-        patch: String,
-    },
-    /// A restart whose patch never landed was given up: abandoned, its slot recorded.
-    GaveUp {
-        slot: DateTime<Utc>,
-        reason: String,
-        record: SlotRecord,
-    },
-}
-
-/// What the reconciler does in the cluster once the pass is journaled.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EruAction {
-    /// Set the slot on the target's pod template (idempotent: keyed by the slot).
-    PatchRestart { slot: DateTime<Utc>, target: String },
-    /// Tell the user the spec is invalid (an Event).
-    ReportInvalid { reason: String },
-    /// Tell the user the target does not exist (an Event).
-    ReportTargetMissing,
-}
-
-/// What one Eru pass decided.
-pub type EruDecision = Decision<EruAction, EruRecord>;
+use super::{
+    events::{EruAction, EruDecision, EruEvent, EruRecord, Restart, RestartOutcome, Rollout, SlotsDue},
+    ledger::{self, Due, Reason, SlotRecord, Window},
+    schedule::slot_text as text,
+};
+use crate::machine::Phase;
 
 /// The Eru machine.
 #[derive(Default)]
@@ -317,7 +47,7 @@ impl EruMachine {
             EruEvent::SlotsDue(slots) => {
                 record_slots(context, &slots.records);
                 match &slots.due {
-                    Some(due) => start(context, due, slots),
+                    Some(due) => start(context, due, slots, false),
                     None => Handled,
                 }
             }
@@ -356,6 +86,31 @@ impl EruMachine {
         }
     }
 
+    /// A due slot whose gate is open, asking the fleet for a place: granted, its restart is
+    /// decided; refused, it waits (unaccounted) for a place or its deadline. Lives within one
+    /// pass (between the plan and the fleet's answer): never restored.
+    #[state]
+    fn starting(
+        due: &Due,
+        superseding: &bool,
+        event: &EruEvent,
+        context: &mut EruDecision,
+    ) -> Outcome<State> {
+        let _ = superseding; // only the phase shown while it asks (see `Phase`)
+        match event {
+            EruEvent::Place { granted: true } => {
+                context.record(EruRecord::Decided {
+                    slot: due.slot,
+                    deadline: due.deadline,
+                    target: due.target.clone(),
+                });
+                Transition(State::restarting(Restart::decided(due)))
+            }
+            EruEvent::Place { granted: false } => Transition(State::waiting()),
+            _ => Handled,
+        }
+    }
+
     /// The restart is decided and journaled; its patch has not landed yet.
     #[state(superstate = "busy")]
     fn restarting(restart: &Restart, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
@@ -366,7 +121,11 @@ impl EruMachine {
                     at: *at,
                     target: restart.target.clone(),
                 });
-                Transition(State::rolling_out(restart.slot))
+                Transition(State::rolling_out(Rollout {
+                    slot: restart.slot,
+                    target: restart.target.clone(),
+                    patched_at: *at,
+                }))
             }
             EruEvent::PatchFailed {
                 message,
@@ -382,6 +141,7 @@ impl EruMachine {
                 Transition(State::restarting(Restart {
                     attempts: restart.attempts + 1,
                     last_error: Some(message.clone()),
+                    next_attempt_at: Some(*retry_at),
                     ..restart.clone()
                 }))
             }
@@ -446,7 +206,7 @@ impl EruMachine {
                             text(due.slot)
                         );
                         give_up(context, restart, reason, window, &what, None);
-                        match start(context, due, slots) {
+                        match start(context, due, slots, true) {
                             Handled => Transition(State::waiting()),
                             started => started,
                         }
@@ -458,12 +218,14 @@ impl EruMachine {
         }
     }
 
-    /// The target rolls out the restart of `slot`.
+    /// The target rolls out the restart of `rollout.slot`.
     #[state(superstate = "busy")]
-    fn rolling_out(slot: &DateTime<Utc>, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+    fn rolling_out(rollout: &Rollout, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+        let slot = &rollout.slot;
         let finish = |context: &mut EruDecision, outcome, finished_at, reason| {
             context.record(EruRecord::Finished {
                 slot: *slot,
+                patched_at: rollout.patched_at,
                 outcome,
                 finished_at,
                 reason,
@@ -541,22 +303,26 @@ fn record_slots(context: &mut EruDecision, records: &[SlotRecord]) {
 }
 
 /// Starts the restart of `due` if its gate is open (recording it as landed if the target already
-/// carries it), else records it skipped.
-fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue) -> Outcome<State> {
-    let decided = EruRecord::Decided {
-        slot: due.slot,
-        deadline: due.deadline,
-        target: due.target.clone(),
-    };
+/// carries it), else records it skipped. An open gate asks the fleet for a place first
+/// ([`State::Starting`]); `superseding` tells that it replaces a restart that never landed.
+fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue, superseding: bool) -> Outcome<State> {
     if let Some(template) = slots.template.filter(|t| t.slot == due.slot) {
         // landed before a crash, or by another replica: never patched twice
-        context.record(decided);
+        context.record(EruRecord::Decided {
+            slot: due.slot,
+            deadline: due.deadline,
+            target: due.target.clone(),
+        });
         context.record(EruRecord::Patched {
             slot: due.slot,
             at: template.landed_at,
             target: due.target.clone(),
         });
-        return Transition(State::rolling_out(due.slot));
+        return Transition(State::rolling_out(Rollout {
+            slot: due.slot,
+            target: due.target.clone(),
+            patched_at: template.landed_at,
+        }));
     }
     match slots.gate.reason() {
         None if due.dry_run => {
@@ -568,12 +334,7 @@ fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue) -> Outcome<Stat
             });
             Handled
         }
-        // queued for fleet capacity: the slot stays unaccounted until it runs or its deadline
-        None if !slots.capacity => Handled,
-        None => {
-            context.record(decided);
-            Transition(State::restarting(Restart::decided(due)))
-        }
+        None => Transition(State::starting(due.clone(), superseding)),
         Some(reason) => {
             let record = SlotRecord::one(due.slot, reason, None, &due.target);
             let record = match &slots.gate_note {
@@ -650,6 +411,11 @@ impl Phase for State {
             State::TargetMissing {} => "TargetMissing",
             State::Restarting { .. } => "Restarting",
             State::RollingOut { .. } => "RollingOut",
+            // what it showed before it asked: a slot that waits for a place is not a phase
+            State::Starting {
+                superseding: true, ..
+            } => "Restarting",
+            State::Starting { .. } => "Waiting",
         }
     }
 }
@@ -659,7 +425,28 @@ impl State {
     pub fn slot(&self) -> Option<DateTime<Utc>> {
         match self {
             State::Restarting { restart } => Some(restart.slot),
-            State::RollingOut { slot } => Some(*slot),
+            State::RollingOut { rollout } => Some(rollout.slot),
+            _ => None,
+        }
+    }
+
+    /// The due slot asking the fleet for a place, and its deadline.
+    pub fn asks_place(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        match self {
+            State::Starting { due, .. } => Some((due.slot, due.deadline)),
+            _ => None,
+        }
+    }
+
+    /// When the restart in flight needs the next look, whatever happens in the cluster: a retry
+    /// or its deadline before its patch landed; its rollout's timeout (a stalled rollout sends no
+    /// event) after.
+    pub fn wake(&self, now: DateTime<Utc>, rollout_timeout: Duration) -> Option<DateTime<Utc>> {
+        match self {
+            State::Restarting { restart } => Some(restart.wake(now)),
+            State::RollingOut { rollout } => {
+                Some(rollout.patched_at + rollout_timeout + Duration::seconds(1))
+            }
             _ => None,
         }
     }
@@ -670,8 +457,8 @@ impl State {
 pub enum InFlight {
     /// Decided; its patch has not landed.
     Pending(Restart),
-    /// Its patch landed at this slot; the rollout is being tracked.
-    Landed(DateTime<Utc>),
+    /// Its patch landed; the rollout is being tracked.
+    Landed(Rollout),
 }
 
 /// Restores the machine: a restart in flight comes from the journal (never from `status.phase`,
@@ -679,7 +466,7 @@ pub enum InFlight {
 pub fn restore(phase: Option<&str>, in_flight: Option<InFlight>) -> State {
     match in_flight {
         Some(InFlight::Pending(restart)) => State::Restarting { restart },
-        Some(InFlight::Landed(slot)) => State::RollingOut { slot },
+        Some(InFlight::Landed(rollout)) => State::RollingOut { rollout },
         None => match phase {
             Some("Suspended") => State::Suspended {},
             Some("Invalid") => State::Invalid {},

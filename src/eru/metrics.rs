@@ -10,7 +10,7 @@ use std::{
 
 use prometheus::{Histogram, IntGauge};
 
-use super::{ledger::Reason, machine::RestartOutcome};
+use super::{events::RestartOutcome, ledger::Reason};
 use crate::metrics::{CHUNK, Cursor, Metrics, TextSeries, histogram, register, text_header, text_sample};
 
 /// Handles of the Eru series. Cheap to clone.

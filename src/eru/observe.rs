@@ -11,8 +11,8 @@ use super::{
     Blackout, CachedEru, EruStatus,
     blackout::Blackouts,
     context::EruContext,
+    events::Restart,
     ledger::{Epoch, EpochSpec, Window},
-    machine::Restart,
     schedule::Schedule,
     target::TargetView,
 };
@@ -30,8 +30,6 @@ pub struct OpenRestart {
     pub decided_at: DateTime<Utc>,
     /// When its patch landed, if it did.
     pub patched_at: Option<DateTime<Utc>>,
-    /// When the next patch is due after a failed one.
-    pub next_attempt_at: Option<DateTime<Utc>>,
 }
 
 impl OpenRestart {
@@ -50,64 +48,91 @@ impl OpenRestart {
                     .unwrap_or(slot + chrono::Duration::seconds(super::DEFAULT_STARTING_DEADLINE_SECONDS)),
                 attempts: row.attempts.max(0) as u32,
                 last_error: row.last_error.clone(),
+                next_attempt_at: row.next_attempt_at.as_deref().and_then(parse_ts),
             },
             decided_at,
             patched_at: row.patched_at.as_deref().and_then(parse_ts),
-            next_attempt_at: row.next_attempt_at.as_deref().and_then(parse_ts),
         })
     }
 }
 
-/// Everything one pass decides from.
+/// Everything one pass decides from, in three parts by where it comes from.
 #[derive(Clone, Debug)]
 pub struct Observed {
     pub now: DateTime<Utc>,
+    pub cluster: Cluster,
+    pub journal: Journaled,
+    pub operator: Operator,
+}
+
+/// What the cluster says: the Eru (from the watch cache, or the status this operator wrote last)
+/// and the workloads it targets.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    /// The Eru's uid (its jitter) and `namespace/name` (`H` in its schedules).
+    pub uid: String,
+    pub seed: String,
+    pub generation: i64,
+    pub created: DateTime<Utc>,
+    /// When the API server recorded the last write of the spec (managedFields).
+    pub spec_written_at: Option<DateTime<Utc>>,
+    /// The current generation as an epoch (its `from` not yet decided: see the plan).
+    pub spec: EpochSpec,
+    /// `spec.rolloutTimeoutSeconds`, if set.
+    pub rollout_timeout_seconds: Option<i64>,
+    /// The current spec's schedule, or why the spec (its schedule, time zone or blackouts)
+    /// cannot be used.
+    pub schedule: Result<Schedule, String>,
     /// The freshest status this operator knows (its own last write, if the cache lags).
     pub known: Option<EruStatus>,
     /// The [`status_digest`] of the whole known status (a cached one lacks its conditions'
     /// reasons and messages): a pass writes its status only when it differs.
     pub known_digest: Option<u64>,
-    /// The current spec's schedule, or why the spec (its schedule, time zone or blackouts)
-    /// cannot be used.
-    pub schedule: Result<Schedule, String>,
-    /// The Eru's uid (its jitter) and `namespace/name` (`H` in its schedules).
-    pub uid: String,
-    pub seed: String,
-    /// The operator's cluster-wide blackouts.
-    pub cluster_blackouts: Arc<Vec<Blackout>>,
-    /// The operator runs dry (`--dry-run`).
-    pub dry_run_all: bool,
-    /// The fleet has a place for a restart this pass (see [`super::fleet`]).
-    pub capacity: bool,
-    /// The slot this Eru waits with for a place, if it waits.
-    pub queued: Option<DateTime<Utc>>,
-    /// The current generation as an epoch (its `from` not yet decided: see `decide`).
-    pub spec: EpochSpec,
-    pub generation: i64,
-    pub created: DateTime<Utc>,
-    /// When the API server recorded the last write of the spec (managedFields).
-    pub spec_written_at: Option<DateTime<Utc>>,
     /// The targets the pass may need (the spec's, the restart's, the epochs'), as cached, by
     /// their journal key ([`super::Target::key`]); absent ones do not exist.
     pub targets: HashMap<String, TargetView>,
-    /// The restart the journal holds in progress, if any.
-    pub open_restart: Option<OpenRestart>,
-    /// The journal's ledger row for this Eru; `None` if the journal has never accounted it.
+}
+
+/// What the journal holds of the Eru, from its cursor on.
+#[derive(Clone, Debug, Default)]
+pub struct Journaled {
+    /// The ledger row; `None` if the journal has never accounted the Eru.
     pub ledger: Option<LedgerRow>,
-    /// Journaled epochs from the one in force at the journal's cursor on, oldest first.
+    /// Epochs from the one in force at the cursor on, oldest first.
     pub epochs: Vec<Epoch>,
+    /// The restart held in progress, if any.
+    pub open_restart: Option<OpenRestart>,
     /// Operator runs `(started, last heartbeat)` since the cursor (and the one before), oldest
     /// first.
     pub runs: Vec<(DateTime<Utc>, DateTime<Utc>)>,
     /// When the journal took no writes although the operator ran, ending after the cursor, oldest
     /// first: the journaled outages and the one still open.
-    pub journal_outages: Vec<Window>,
+    pub outages: Vec<Window>,
+}
+
+/// What the operator itself brings: its cluster-wide blackouts, its dry run, its fleet queue.
+#[derive(Clone, Debug, Default)]
+pub struct Operator {
+    pub cluster_blackouts: Arc<Vec<Blackout>>,
+    /// `--dry-run`.
+    pub dry_run_all: bool,
+    /// The slot this Eru waits with for a place in the fleet, if it waits.
+    pub queued: Option<DateTime<Utc>>,
 }
 
 impl Observed {
     /// The spec's target, if it exists.
     pub fn target(&self) -> Option<&TargetView> {
-        self.targets.get(&self.spec.target)
+        self.cluster.targets.get(&self.cluster.spec.target)
+    }
+
+    /// The journal's cursor, if it accounted the Eru.
+    pub fn journal_cursor(&self) -> Option<DateTime<Utc>> {
+        self.journal
+            .ledger
+            .as_ref()
+            .and_then(|l| l.accounted_through.as_deref())
+            .and_then(parse_ts)
     }
 }
 
@@ -190,26 +215,33 @@ pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) 
             Blackouts::compile(&eru.spec.blackouts, &[], tz, &seed).map_err(|e| e.to_string())?;
             Ok(s)
         });
+    let queued = context.fleet.waiting(&uid);
     Ok(Observed {
         now,
-        known,
-        known_digest,
-        schedule,
-        queued: context.fleet.waiting(&uid),
-        uid,
-        seed,
-        cluster_blackouts: context.options.blackouts.current(),
-        dry_run_all: context.options.dry_run,
-        capacity: true,
-        generation: meta.generation.unwrap_or(1),
-        created,
-        spec_written_at: eru.spec_written_at(),
-        spec,
-        targets,
-        open_restart,
-        ledger,
-        epochs,
-        runs,
-        journal_outages,
+        cluster: Cluster {
+            uid,
+            seed,
+            generation: meta.generation.unwrap_or(1),
+            created,
+            spec_written_at: eru.spec_written_at(),
+            spec,
+            rollout_timeout_seconds: eru.spec.rollout_timeout_seconds,
+            schedule,
+            known,
+            known_digest,
+            targets,
+        },
+        journal: Journaled {
+            ledger,
+            epochs,
+            open_restart,
+            runs,
+            outages: journal_outages,
+        },
+        operator: Operator {
+            cluster_blackouts: context.options.blackouts.current(),
+            dry_run_all: context.options.dry_run,
+            queued,
+        },
     })
 }

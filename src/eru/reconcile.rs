@@ -1,40 +1,37 @@
 //! The Eru controller and its pass, one step per module:
-//! [`observe`](super::observe) (watch caches and journal) → [`decide`](super::decide) (the
-//! machine; pure) → [`journal`](super::record) (transitions and records, one transaction) →
-//! [`act`](super::act) (restart patch, Events; results fed back) → [`status`](super::status) →
-//! requeue at the next slot (or the rollout's deadline).
+//! [`observe`](super::observe) (watch caches and journal) → [`plan`](super::plan) (the machine;
+//! pure) → [`commit`](super::record) (transitions and records, one transaction) →
+//! [`act`](super::act) (restart patch, Events; results fed back to the plan) →
+//! [`status`](super::status) → requeue at the plan's one wake-up instant.
 
 use std::{future::Future, sync::Arc, time::Duration as StdDuration};
 
 use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use kube::{
     Resource, ResourceExt,
     runtime::{
         Controller,
         controller::{self, Action},
-        events::EventType,
         reflector::ObjectRef,
         watcher,
     },
 };
 use tokio::sync::watch;
-use tracing::{debug, warn};
 
 use super::{
     CachedEru, KIND,
     act::act,
     context::{EruContext, Options, TargetCaches, Workloads},
-    decide::{Pass, decide},
     deleted,
-    fleet::{Fleet, Grant},
+    fleet::Fleet,
     index::Targets,
-    machine::State,
     metrics::EruMetrics,
     observe::observe,
-    record::{self, slot_text},
-    status::{FleetView, Queued, status},
+    plan::{Fed, Plan, plan},
+    record,
+    status::status,
     target::Workload,
 };
 use crate::{
@@ -146,105 +143,58 @@ fn erus_of<K: Workload>(
     }
 }
 
-/// One pass over `eru`.
+/// One pass over `eru`: observe → plan (the fleet's answer fed back) → commit → act (the patch's
+/// result fed back and committed) → status → requeue.
 async fn reconcile(eru: Arc<CachedEru>, context: Arc<EruContext>) -> Result<Action> {
-    let ctx = &context.ctx;
     // an unsynced cache would show the target as missing and abandon a restart in flight
     context.targets.synced().await;
     if eru.meta().deletion_timestamp.is_some() {
         forget(&context, &eru);
         return Ok(Action::await_change());
     }
-    let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
+    let (namespace, name, uid) = (
+        eru.namespace().unwrap_or_default(),
+        eru.name_any(),
+        eru.uid().unwrap_or_default(),
+    );
     context.metrics.init(&namespace, &name);
+    restore_fleet(&context).await?;
 
-    let began = std::time::Instant::now();
-    count_in_flight(&context).await?;
-    let mut observed = observe(&context, &eru, Utc::now()).await?;
-    let observed_in = began.elapsed();
-    let (mut pass, mut queued) = (decide(&eru, &observed), None);
-    if let Some((slot, deadline)) = pass.starts() {
-        let uid = eru.uid().unwrap_or_default();
-        let grant = context
-            .fleet
-            .request(&uid, &namespace, &name, slot, deadline, observed.now);
-        if let Grant::Queued { ahead, in_flight } = grant {
-            // no place: decided again without one (the slot waits, unaccounted)
-            observed.capacity = false;
-            pass = decide(&eru, &observed);
-            queued = Some(Queued {
-                slot,
-                deadline,
-                ahead,
-                in_flight,
-            });
+    let observed = observe(&context, &eru, Utc::now()).await?;
+    let mut plan = plan(&observed);
+    if let Some((slot, deadline)) = plan.asks_place() {
+        let grant = (context.fleet).request(&uid, &namespace, &name, slot, deadline, observed.now);
+        plan.after(Fed::Place(grant));
+    }
+    let decided = plan.take();
+    record::commit(&context, &eru, &decided, observed.now).await?;
+    for action in &decided.actions {
+        if let Some(result) = act(&context, &eru, &plan.state, action).await {
+            plan.after(result);
+            record::commit(&context, &eru, &plan.take(), Utc::now()).await?;
         }
     }
-    let Pass {
-        state,
-        decision,
-        backlog,
-        wake,
-        gap,
-        patched_at,
-        rollout_timeout,
-        next_fire,
-    } = pass;
-    record::journal(&context, &eru, &decision, observed.now, patched_at).await?;
-    let journaled_in = began.elapsed();
-    if let Some((from, to)) = gap {
-        report_gap(&context, &eru, from, to);
-    }
-    let acted = act(&context, &eru, state, &decision.actions).await?;
-    let acted_in = began.elapsed();
 
-    settle_place(&context, &eru, &acted.state, queued.is_some());
-    // the next slot: woken for it even while suspended, so skipped slots are journaled live
-    let next_slot = next_fire;
-    let next = next_slot.filter(|_| !eru.spec.suspend);
-    context.metrics.set_next(&namespace, &name, next);
-    ctx.metrics
-        .set_phase(KIND, &eru.uid().unwrap_or_default(), acted.state.phase());
+    settle_place(&context, &eru, &plan);
+    context.metrics.set_next(&namespace, &name, plan.next_restart());
+    context.ctx.metrics.set_phase(KIND, &uid, plan.state.phase());
     if deleted_meanwhile(&context, &eru) {
         // the deletion was handled while this pass ran; undo what the pass set again
         forget(&context, &eru);
-        deleted::abandon_open(&context, &eru.uid().unwrap_or_default()).await;
+        deleted::abandon_open(&context, &uid).await;
         return Ok(Action::await_change());
     }
-    let summary = ctx.journal.eru_summary(&eru.uid().unwrap_or_default()).await?;
-    let status = status(
-        &eru,
-        &observed,
-        &acted.state,
-        next,
-        &summary,
-        acted.patch_error,
-        FleetView {
-            capped: !context.fleet.limits().unlimited(),
-            queued: queued.as_ref(),
-        },
-    );
-    if observed.known_digest != Some(status_digest(&status)) {
-        ctx.write_status(eru.as_ref(), &status)?;
+    // the journal decides what is new (a replayed record is not), so totals are read from it
+    let summary = context.ctx.journal.eru_summary(&uid).await?;
+    let status = status(&eru, &plan, &summary, !context.fleet.limits().unlimited());
+    if observed.cluster.known_digest != Some(status_digest(&status)) {
+        context.ctx.write_status(eru.as_ref(), &status)?;
     }
-    debug!(eru = %name, ?observed_in, ?journaled_in, ?acted_in, done_in = ?began.elapsed(), "pass timings");
-
-    let wake = match (&acted.state, acted.patched_at, acted.retry_at) {
-        // landed in this pass: the rollout's deadline counts from now
-        (State::RollingOut { .. }, Some(at), _) => Some(at + rollout_timeout + Duration::seconds(1)),
-        // refused in this pass: the next try after the backoff (or the deadline, if sooner)
-        (State::Restarting { restart }, _, Some(retry)) => {
-            Some(retry.min(restart.deadline + Duration::milliseconds(1)))
-        }
-        // waiting for a place: woken when one frees up, else at the deadline to record it
-        _ if queued.is_some() => queued.as_ref().map(|q| q.deadline + Duration::milliseconds(1)),
-        _ => wake,
-    };
-    Ok(requeue(&context, &eru, backlog, next_slot, wake))
+    Ok(requeue(&context, &eru, plan.backlog, plan.wake()))
 }
 
 /// Counts the restarts in flight from the journal, once, before the first pass gives a place.
-async fn count_in_flight(context: &EruContext) -> Result<()> {
+async fn restore_fleet(context: &EruContext) -> Result<()> {
     if context.fleet.limits().unlimited() {
         return Ok(());
     }
@@ -261,32 +211,17 @@ async fn count_in_flight(context: &EruContext) -> Result<()> {
     Ok(())
 }
 
-/// Keeps the Eru's place while a restart is in flight; otherwise, unless it just queued, frees
-/// its place (or its turn) for the next in line.
-fn settle_place(context: &EruContext, eru: &CachedEru, state: &State, queued: bool) {
+/// Keeps the Eru's place while a restart is in flight; otherwise, unless its slot waits for
+/// one, frees its place (or its turn) for the next in line.
+fn settle_place(context: &EruContext, eru: &CachedEru, plan: &Plan<'_>) {
     let uid = eru.uid().unwrap_or_default();
-    if state.slot().is_some() {
+    if plan.state.slot().is_some() {
         context.fleet.hold(&uid, &eru.namespace().unwrap_or_default());
-    } else if !queued {
+    } else if plan.queued.is_none() {
         context.fleet.leave(&uid, Utc::now());
     }
     let (waiting, in_flight) = context.fleet.sizes();
     context.metrics.set_fleet(waiting, in_flight);
-}
-
-/// Tells the user that slots between `from` and `to` cannot be accounted.
-fn report_gap(context: &EruContext, eru: &CachedEru, from: DateTime<Utc>, to: DateTime<Utc>) {
-    let note = format!(
-        "slots between {} and {} are not accounted: the journal holds no record of this Eru before {} \
-         and its spec changed since the last slot the cluster remembers, so which slots there were is unknown",
-        slot_text(from),
-        slot_text(to),
-        slot_text(to)
-    );
-    warn!(eru = %eru.name_any(), %note, "ledger gap");
-    context
-        .ctx
-        .publish(eru, EventType::Warning, "LedgerGap", "Account", Some(note));
 }
 
 /// When to come back: at once with a backlog; else at the next slot, or when the restart in
@@ -294,20 +229,10 @@ fn report_gap(context: &EruContext, eru: &CachedEru, from: DateTime<Utc>, to: Da
 /// when a rollout stalls) if that is sooner. A wake-up beyond the scheduler's horizon waits in
 /// the far timer ([`crate::runtime::wakes`]), which hands the Eru back a minute early for a
 /// pass that requeues it to the millisecond.
-fn requeue(
-    context: &EruContext,
-    eru: &CachedEru,
-    backlog: bool,
-    next: Option<DateTime<Utc>>,
-    restart: Option<DateTime<Utc>>,
-) -> Action {
+fn requeue(context: &EruContext, eru: &CachedEru, backlog: bool, at: Option<DateTime<Utc>>) -> Action {
     if backlog {
         return Action::requeue(StdDuration::from_millis(10));
     }
-    let at = match (next, restart) {
-        (Some(n), Some(d)) => Some(n.min(d)),
-        (n, d) => n.or(d),
-    };
     let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
     match at.map(|t| wakes::wake(Utc::now(), t)) {
         Some(Wake::Far(at)) => {

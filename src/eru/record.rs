@@ -1,15 +1,17 @@
-//! Step 3 of the Eru pass: the decision's transitions and records journaled in one transaction,
-//! then counted (metrics) and announced (Events) from what was journaled — in this one place, so a
-//! replay that journals nothing new counts and announces nothing.
+//! Step 3 of the Eru pass: what the plan decided, journaled in one transaction, then counted
+//! (metrics) and announced (Events) from what was journaled — in this one place, so a replay that
+//! journals nothing new counts and announces nothing. Deleted Erus' records take the same path
+//! ([`commit_records`]).
 
 use chrono::{DateTime, Utc};
-use kube::runtime::events::EventType;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::{Resource, runtime::events::EventType};
 
 use super::{
-    CachedEru, KIND,
+    CachedEru, Eru, KIND,
     context::EruContext,
+    events::{EruDecision, EruRecord, RestartOutcome},
     ledger::{Reason, SlotRecord},
-    machine::{EruDecision, EruRecord, RestartOutcome},
 };
 use crate::{
     Result,
@@ -22,34 +24,47 @@ use crate::{
 
 pub use super::schedule::slot_text;
 
-/// Journals `decision` at `now`, then counts and announces what was new. `patched_at` is when the
-/// restart being rolled out landed, for the duration of a finished one.
-pub async fn journal(
+/// Journals the transitions and records of `decision` for `eru` at `now`, then counts and
+/// announces what was new.
+pub async fn commit(
     context: &EruContext,
     eru: &CachedEru,
     decision: &EruDecision,
     now: DateTime<Utc>,
-    patched_at: Option<DateTime<Utc>>,
 ) -> Result<Appended> {
     let ctx = &context.ctx;
-    let appended = ctx
-        .journal(
-            KIND,
-            eru,
-            &decision.transitions,
-            entry(eru, &decision.records, now),
-        )
-        .await?;
-    let new = appended.slots
-        + appended.restarts_decided
-        + appended.restarts_patched
-        + appended.attempts
-        + appended.restarts_finished;
-    if new > 0 {
-        count(context, eru, &decision.records, now, patched_at);
-        announce(context, eru, &decision.records);
+    let object = object_key(KIND, eru);
+    let entry = entry(&object, &decision.records, now);
+    let appended = ctx.journal(KIND, eru, &decision.transitions, entry).await?;
+    if appended.records() > 0 {
+        count(context, &object, &decision.records, now);
+        announce(context, eru.object_ref(&()), &decision.records);
     }
     ctx.announce(KIND, eru, &decision.transitions, &appended);
+    Ok(appended)
+}
+
+/// Journals `records` of the Eru `object` — one that left the cache (deleted) — then counts and
+/// announces what was new, like [`commit`].
+pub async fn commit_records(
+    context: &EruContext,
+    object: &ObjectKey,
+    records: &[EruRecord],
+    now: DateTime<Utc>,
+) -> Result<Appended> {
+    let appended = context.ctx.append(&entry(object, records, now)).await?;
+    if appended.records() > 0 {
+        count(context, object, records, now);
+        let reference = ObjectReference {
+            api_version: Some(Eru::api_version(&()).into_owned()),
+            kind: Some(KIND.into()),
+            namespace: Some(object.namespace.clone()),
+            name: Some(object.name.clone()),
+            uid: Some(object.uid.clone()),
+            ..ObjectReference::default()
+        };
+        announce(context, reference, records);
+    }
     Ok(appended)
 }
 
@@ -68,9 +83,8 @@ fn slot_row(object: &ObjectKey, r: &SlotRecord, now: DateTime<Utc>) -> NewSlot {
     }
 }
 
-/// The journal rows for `records`.
-pub fn entry(eru: &CachedEru, records: &[EruRecord], now: DateTime<Utc>) -> Entry {
-    let object = object_key(KIND, eru);
+/// The journal rows for `records` of the Eru `object`.
+pub fn entry(object: &ObjectKey, records: &[EruRecord], now: DateTime<Utc>) -> Entry {
     let uid = &object.uid;
     let mut entry = Entry::default();
     for record in records {
@@ -93,9 +107,7 @@ pub fn entry(eru: &CachedEru, records: &[EruRecord], now: DateTime<Utc>) -> Entr
                 spec: serde_json::to_value(&epoch.spec).unwrap_or_default(),
             }),
             EruRecord::Advance(through) => entry.advances.push((object.clone(), *through)),
-            EruRecord::Slots(slots) => entry
-                .slots
-                .extend(slots.iter().map(|r| slot_row(&object, r, now))),
+            EruRecord::Slots(slots) => entry.slots.extend(slots.iter().map(|r| slot_row(object, r, now))),
             EruRecord::Decided {
                 slot,
                 deadline,
@@ -143,11 +155,12 @@ pub fn entry(eru: &CachedEru, records: &[EruRecord], now: DateTime<Utc>) -> Entr
                 outcome,
                 finished_at,
                 reason,
+                ..
             } => entry.restarts_finished.push(FinishedRestart {
                 uid: uid.clone(),
                 slot: *slot,
                 finished_at: finished_at.unwrap_or(now),
-                outcome: outcome.as_str(),
+                outcome: *outcome,
                 reason: reason.clone(),
             }),
             EruRecord::DryRun {
@@ -167,21 +180,21 @@ pub fn entry(eru: &CachedEru, records: &[EruRecord], now: DateTime<Utc>) -> Entr
                     uid: uid.clone(),
                     slot: *slot,
                     finished_at: now,
-                    outcome: RestartOutcome::DryRun.as_str(),
+                    outcome: RestartOutcome::DryRun,
                     reason: Some(patch.clone()),
                 });
                 let record = SlotRecord::one(*slot, Reason::DryRun, None, target).noted(patch.clone());
-                entry.slots.push(slot_row(&object, &record, now));
+                entry.slots.push(slot_row(object, &record, now));
             }
             EruRecord::GaveUp { slot, reason, record } => {
                 entry.restarts_finished.push(FinishedRestart {
                     uid: uid.clone(),
                     slot: *slot,
                     finished_at: now,
-                    outcome: RestartOutcome::Abandoned.as_str(),
+                    outcome: RestartOutcome::Abandoned,
                     reason: Some(reason.clone()),
                 });
-                entry.slots.push(slot_row(&object, record, now));
+                entry.slots.push(slot_row(object, record, now));
             }
         }
     }
@@ -189,16 +202,9 @@ pub fn entry(eru: &CachedEru, records: &[EruRecord], now: DateTime<Utc>) -> Entr
 }
 
 /// Counts journaled slots, landed patches and finished restarts.
-fn count(
-    context: &EruContext,
-    eru: &CachedEru,
-    records: &[EruRecord],
-    now: DateTime<Utc>,
-    patched_at: Option<DateTime<Utc>>,
-) {
+fn count(context: &EruContext, object: &ObjectKey, records: &[EruRecord], now: DateTime<Utc>) {
     let metrics = &context.metrics;
-    let namespace = eru.metadata.namespace.as_deref().unwrap_or_default();
-    let name = eru.metadata.name.as_deref().unwrap_or_default();
+    let (namespace, name) = (object.namespace.as_str(), object.name.as_str());
     let slots = |r: &SlotRecord| {
         let (result, reason) = (r.reason.result().as_str(), r.reason.as_str());
         metrics.add_slots(namespace, name, result, reason, r.count as u64);
@@ -214,13 +220,14 @@ fn count(
                     .observe((*at - *slot).as_seconds_f64().max(0.0));
             }
             EruRecord::Finished {
-                outcome, finished_at, ..
+                outcome,
+                finished_at,
+                patched_at,
+                ..
             } => {
                 restarts(*outcome);
-                if *outcome != RestartOutcome::Abandoned
-                    && let Some(patched_at) = patched_at
-                {
-                    let seconds = (finished_at.unwrap_or(now) - patched_at).as_seconds_f64();
+                if *outcome != RestartOutcome::Abandoned {
+                    let seconds = (finished_at.unwrap_or(now) - *patched_at).as_seconds_f64();
                     metrics.restart_duration.observe(seconds.max(0.0));
                 }
             }
@@ -237,8 +244,8 @@ fn count(
     }
 }
 
-/// Tells the user how journaled restarts went (an Event each).
-fn announce(context: &EruContext, eru: &CachedEru, records: &[EruRecord]) {
+/// Tells the user how journaled restarts went (an Event each about the Eru `reference` names).
+fn announce(context: &EruContext, reference: ObjectReference, records: &[EruRecord]) {
     for record in records {
         let (type_, why, action, note) = match record {
             EruRecord::Finished {
@@ -280,6 +287,8 @@ fn announce(context: &EruContext, eru: &CachedEru, records: &[EruRecord]) {
             ),
             _ => continue,
         };
-        context.ctx.publish(eru, type_, why, action, Some(note))
+        context
+            .ctx
+            .publish_to(reference.clone(), type_, why, action, Some(note))
     }
 }

@@ -4,57 +4,29 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{CachedEru, EruStatus, LastRestart, machine::State, observe::Observed, record::slot_text};
+use super::{CachedEru, EruStatus, LastRestart, machine::State, plan::Plan, record::slot_text};
 use crate::{
     conditions::condition,
     journal::{EruSummary, RestartRow, parse_ts},
     machine::Phase,
 };
 
-/// The fleet as one Eru's status shows it: capped or not, and the slot it waits with.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FleetView<'a> {
-    /// `--max-concurrent-restarts` (or the per-namespace cap) is set: the `Queued` condition is
-    /// shown.
-    pub capped: bool,
-    pub queued: Option<&'a Queued>,
-}
-
-/// A due slot waiting for a place in the fleet (`--max-concurrent-restarts`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Queued {
-    pub slot: DateTime<Utc>,
-    /// It is recorded `skipped/fleet_capacity` if it has not started by then.
-    pub deadline: DateTime<Utc>,
-    /// Slots waiting before it.
-    pub ahead: usize,
-    /// Restarts holding the places.
-    pub in_flight: usize,
-}
-
 /// The status to write: phase and slot from the machine, conditions from what was observed and
 /// the restart patch's result, history fields from the journal's summary.
-pub fn status(
-    eru: &CachedEru,
-    observed: &Observed,
-    state: &State,
-    next: Option<DateTime<Utc>>,
-    summary: &EruSummary,
-    patch_error: Option<String>,
-    fleet: FleetView<'_>,
-) -> EruStatus {
-    let queued = fleet.queued;
-    let known = observed.known.as_ref();
+pub fn status(eru: &CachedEru, plan: &Plan<'_>, summary: &EruSummary, capped: bool) -> EruStatus {
+    let (observed, state, next) = (plan.observed(), &plan.state, plan.next_restart());
+    let queued = plan.queued.as_ref();
+    let known = observed.cluster.known.as_ref();
     let previous = known.map(|s| s.conditions.as_slice()).unwrap_or_default();
     let target_found = observed.target().is_some();
-    let (valid, schedule_message) = match &observed.schedule {
+    let (valid, schedule_message) = match &observed.cluster.schedule {
         Ok(_) => (true, format!("schedule '{}' is valid", eru.spec.schedule)),
         Err(e) => (false, e.clone()),
     };
     let target_message = format!("{} {}", eru.spec.target.kind.as_str(), eru.spec.target.name);
     let pending_error = match state {
-        State::Restarting { restart } => patch_error.or_else(|| restart.last_error.clone()),
-        _ => patch_error,
+        State::Restarting { restart } => plan.patch_error.clone().or_else(|| restart.last_error.clone()),
+        _ => plan.patch_error.clone(),
     };
     let (ready, ready_reason, ready_message) = if !valid {
         (false, "InvalidSpec", schedule_message.clone())
@@ -84,7 +56,7 @@ pub fn status(
                 slot_text(q.deadline)
             ),
         )
-    } else if eru.spec.dry_run || observed.dry_run_all {
+    } else if eru.spec.dry_run || observed.operator.dry_run_all {
         (
             true,
             "DryRun",
@@ -123,7 +95,7 @@ pub fn status(
             eru,
         ),
     ];
-    if fleet.capped {
+    if capped {
         conditions.push(condition(
             previous,
             "Queued",

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::{RESTART_MANAGER, RESTARTED_AT_ANNOTATION, TargetKind, machine::Gate};
+use super::{RESTART_MANAGER, RESTARTED_AT_ANNOTATION, TargetKind, events::Gate};
 use crate::runtime::{
     deployment::DeploymentView,
     lean::{DaemonSet, Deployment, StatefulSet, Template},

@@ -27,6 +27,7 @@ use utoipa::{
 };
 
 use super::QueryError;
+pub use crate::journal::vocab::{Outcome, Reason, SlotOutcome};
 
 /// Default page size.
 pub const DEFAULT_LIMIT: u32 = 100;
@@ -316,54 +317,12 @@ impl Listing for Slots {
     const TAG: char = 'm';
 }
 
-/// How a restart ended (or that it has not yet).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    InProgress,
-    Succeeded,
-    Failed,
-    Abandoned,
-    DryRun,
-}
-
-/// Why a slot was not restarted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Reason {
-    OperatorDown,
-    JournalLost,
-    JournalUnavailable,
-    PastDeadline,
-    PatchFailed,
-    Suspended,
-    SpecInvalid,
-    TargetPaused,
-    TargetUnhealthy,
-    Superseded,
-    ConcurrentRollout,
-    TargetMissing,
-    EruDeleted,
-    Blackout,
-    FleetCapacity,
-    DryRun,
-    TargetNotRollable,
-}
-
 /// A custom resource kind whose transitions are journaled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 pub enum Kind {
     Eru,
     PodSet,
     Memcached,
-}
-
-/// `missed` (the operator could not act) or `skipped` (it chose not to).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SlotOutcome {
-    Missed,
-    Skipped,
 }
 
 /// The wire name of a vocabulary value (`in_progress`, `operator_down`, `Eru`, ...).

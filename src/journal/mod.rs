@@ -35,6 +35,7 @@ mod rows;
 mod terms;
 #[cfg(test)]
 mod tests;
+pub mod vocab;
 mod write;
 mod writer;
 

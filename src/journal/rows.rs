@@ -2,6 +2,9 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+
+use super::vocab::RestartOutcome;
+pub use super::vocab::SlotResult;
 use sqlx::FromRow;
 
 /// Which object a journal row is about.
@@ -24,28 +27,6 @@ pub struct NewTransition {
     pub event: &'static str,
     pub at: DateTime<Utc>,
     pub detail: serde_json::Value,
-}
-
-/// The result of evaluating a slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SlotResult {
-    /// Restarted.
-    Fired,
-    /// The operator could not act (down, or too late).
-    Missed,
-    /// The operator chose not to (suspended, target paused or unhealthy, ...).
-    Skipped,
-}
-
-impl SlotResult {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SlotResult::Fired => "fired",
-            SlotResult::Missed => "missed",
-            SlotResult::Skipped => "skipped",
-        }
-    }
 }
 
 /// An evaluated slot (or a summarized run of them) to append.
@@ -101,7 +82,7 @@ pub struct FinishedRestart {
     pub uid: String,
     pub slot: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
-    pub outcome: &'static str,
+    pub outcome: RestartOutcome,
     pub reason: Option<String>,
 }
 
@@ -162,6 +143,13 @@ pub struct Appended {
     pub restarts_patched: u64,
     pub attempts: u64,
     pub restarts_finished: u64,
+}
+
+impl Appended {
+    /// New slot, restart and attempt rows: what a replay of the same records does not add again.
+    pub fn records(&self) -> u64 {
+        self.slots + self.restarts_decided + self.restarts_patched + self.attempts + self.restarts_finished
+    }
 }
 
 /// A journaled transition.

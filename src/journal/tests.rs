@@ -5,7 +5,7 @@
 
 use chrono::TimeZone;
 
-use super::*;
+use super::{vocab::RestartOutcome, *};
 
 mod pg;
 
@@ -170,7 +170,7 @@ async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new(journal: Jo
         uid: "u1".into(),
         slot: at(0),
         finished_at: at(2),
-        outcome: "succeeded",
+        outcome: RestartOutcome::Succeeded,
         reason: None,
     };
     let done = Entry {
@@ -181,7 +181,7 @@ async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new(journal: Jo
     // a second finish (replay, or a late failure) does not overwrite the first outcome
     let late = Entry {
         restarts_finished: vec![FinishedRestart {
-            outcome: "failed",
+            outcome: RestartOutcome::Failed,
             finished_at: at(5),
             ..finish
         }],
@@ -522,7 +522,7 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
             uid: "u1".into(),
             slot: day(d),
             finished_at: day(d),
-            outcome: "succeeded",
+            outcome: RestartOutcome::Succeeded,
             reason: None,
         });
         journal.append(&e).await.unwrap();

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::*;
+use super::{vocab::RestartOutcome, *};
 
 /// How one Eru's ledger row changes with what an entry added.
 #[derive(Debug, Default)]
@@ -262,7 +262,7 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
         .bind(&f.uid)
         .bind(ts(f.slot))
         .bind(ts(f.finished_at))
-        .bind(f.outcome)
+        .bind(f.outcome.as_str())
         .bind(f.reason.as_deref().map(free_text))
         .execute(&mut *conn)
         .await?
@@ -271,17 +271,17 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
         if added > 0 {
             let delta = deltas.of(&f.uid);
             match f.outcome {
-                "succeeded" => {
+                RestartOutcome::Succeeded => {
                     delta.succeeded += 1;
                     delta.last_success = later(delta.last_success, f.finished_at);
                 }
-                "failed" => {
+                RestartOutcome::Failed => {
                     delta.failed += 1;
                     delta.last_failure = later(delta.last_failure, f.finished_at);
                 }
-                "abandoned" => delta.abandoned += 1,
+                RestartOutcome::Abandoned => delta.abandoned += 1,
                 // a dry run's restart: its slot is counted (skipped), nothing else
-                _ => {}
+                RestartOutcome::DryRun => {}
             }
         }
     }

@@ -2,6 +2,7 @@
 //! path by which a reconcile's decisions leave its machine — journaled first, then announced.
 
 use chrono::Utc;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::ApiResource,
@@ -208,6 +209,19 @@ impl Context {
     where
         K: Resource<DynamicType = ()>,
     {
+        self.publish_to(obj.object_ref(&()), type_, reason, action, note);
+    }
+
+    /// [`Context::publish`] about the object `reference` names (one that may have left the
+    /// cache).
+    pub fn publish_to(
+        &self,
+        reference: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: Option<String>,
+    ) {
         let event = Event {
             type_,
             reason: reason.to_string(),
@@ -215,6 +229,6 @@ impl Context {
             action: action.to_string(),
             secondary: None,
         };
-        self.events.publish(event, obj.object_ref(&()));
+        self.events.publish(event, reference);
     }
 }

@@ -3,6 +3,7 @@
 use chrono::TimeZone;
 
 use super::*;
+use crate::journal::SlotResult;
 
 fn t(h: u32, m: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, h, m, s).unwrap()

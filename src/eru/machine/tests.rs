@@ -3,7 +3,36 @@
 use chrono::{Duration, TimeZone};
 
 use super::*;
-use crate::machine::{dispatch, step};
+use crate::{
+    eru::events::{Gate, Pending, Template},
+    machine::{Decision, step},
+};
+
+/// Dispatches `event` from `state`; a due slot that asks for a place is given one (the fleet is
+/// not capped), as one pass does.
+fn dispatch(machine: EruMachine, state: State, event: &EruEvent) -> (State, EruDecision) {
+    let (state, mut decision) = crate::machine::dispatch(machine, state, event);
+    if state.asks_place().is_none() {
+        return (state, decision);
+    }
+    let state = step(
+        EruMachine,
+        state,
+        &EruEvent::Place { granted: true },
+        &mut decision,
+    );
+    (state, decision)
+}
+
+fn rolling(slot: DateTime<Utc>, patched_at: DateTime<Utc>) -> State {
+    State::RollingOut {
+        rollout: Rollout {
+            slot,
+            target: "web".into(),
+            patched_at,
+        },
+    }
+}
 
 fn t(m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 3, m, 0).unwrap()
@@ -25,7 +54,6 @@ fn slots(slot: DateTime<Utc>, gate: Gate) -> SlotsDue {
         gate,
         gate_note: None,
         template: None,
-        capacity: true,
         journal_outages: Vec::new(),
     }
 }
@@ -101,7 +129,7 @@ fn a_due_slot_is_decided_then_patched_then_rolls_out_then_succeeds() {
         &EruEvent::RestartPatched { at: t(1) },
         &mut decision,
     );
-    assert_eq!(state, State::RollingOut { slot: t(1) });
+    assert_eq!(state, rolling(t(1), t(1)));
     let state = step(EruMachine, state, &EruEvent::RolloutProgressed, &mut decision);
     let state = step(
         EruMachine,
@@ -132,6 +160,7 @@ fn a_due_slot_is_decided_then_patched_then_rolls_out_then_succeeds() {
             },
             EruRecord::Finished {
                 slot: t(1),
+                patched_at: t(1),
                 outcome: RestartOutcome::Succeeded,
                 finished_at: Some(t(2)),
                 reason: None
@@ -148,7 +177,7 @@ fn an_already_landed_slot_is_never_patched_again() {
         landed_at: t(1) + Duration::milliseconds(40),
     });
     let (state, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(event));
-    assert_eq!(state, State::RollingOut { slot: t(1) });
+    assert_eq!(state, rolling(t(1), t(1) + Duration::milliseconds(40)));
     assert!(
         matches!(decision.records[1], EruRecord::Patched { at, .. } if at == t(1) + Duration::milliseconds(40))
     );
@@ -444,12 +473,8 @@ fn gates_skip_with_their_reason() {
 
 #[test]
 fn slots_during_a_rollout_are_concurrent_rollout() {
-    let (state, decision) = dispatch(
-        EruMachine,
-        State::RollingOut { slot: t(1) },
-        &due(t(2), Gate::Open),
-    );
-    assert_eq!(state, State::RollingOut { slot: t(1) });
+    let (state, decision) = dispatch(EruMachine, rolling(t(1), t(1)), &due(t(2), Gate::Open));
+    assert_eq!(state, rolling(t(1), t(1)));
     assert_eq!(
         decision.records,
         vec![EruRecord::Slots(vec![skipped(t(2), Reason::ConcurrentRollout)])]
@@ -462,7 +487,7 @@ fn failure_and_a_vanished_target_end_the_rollout() {
         finished_at: t(9),
         reason: "ProgressDeadlineExceeded".into(),
     };
-    let (state, decision) = dispatch(EruMachine, State::RollingOut { slot: t(1) }, &failed);
+    let (state, decision) = dispatch(EruMachine, rolling(t(1), t(1)), &failed);
     assert_eq!(state, State::Waiting {});
     assert!(matches!(
         decision.records[0],
@@ -471,11 +496,7 @@ fn failure_and_a_vanished_target_end_the_rollout() {
             ..
         }
     ));
-    let (state, decision) = dispatch(
-        EruMachine,
-        State::RollingOut { slot: t(1) },
-        &EruEvent::TargetGone,
-    );
+    let (state, decision) = dispatch(EruMachine, rolling(t(1), t(1)), &EruEvent::TargetGone);
     assert_eq!(state, State::Waiting {});
     assert!(matches!(
         decision.records[0],
@@ -491,7 +512,7 @@ fn spec_changes_wait_for_a_restart_in_flight() {
     let bad = EruEvent::SpecInvalid {
         reason: "61 is not a minute".into(),
     };
-    for busy in [State::RollingOut { slot: t(1) }, restarting(t(1))] {
+    for busy in [rolling(t(1), t(1)), restarting(t(1))] {
         for event in [
             bad.clone(),
             EruEvent::TargetMissing,
@@ -578,8 +599,15 @@ fn restore_takes_a_restart_in_flight_from_the_journal_only() {
         State::Restarting { restart: pending }
     );
     assert_eq!(
-        restore(Some("Restarting"), Some(InFlight::Landed(t(1)))),
-        State::RollingOut { slot: t(1) }
+        restore(
+            Some("Restarting"),
+            Some(InFlight::Landed(Rollout {
+                slot: t(1),
+                target: "web".into(),
+                patched_at: t(1)
+            }))
+        ),
+        rolling(t(1), t(1))
     );
     assert_eq!(
         restore(Some("RollingOut"), None),
@@ -615,9 +643,17 @@ fn a_dry_run_slot_is_journaled_not_decided_for_a_patch() {
 
 #[test]
 fn without_a_place_the_due_slot_waits_unaccounted() {
-    let mut slots = slots(t(1), Gate::Open);
-    slots.capacity = false;
-    let (state, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(slots));
+    let slots = slots(t(1), Gate::Open);
+    let (state, mut decision) =
+        crate::machine::dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(slots));
+    assert_eq!(state.asks_place(), Some((t(1), t(6))), "it asks the fleet");
+    let state = step(
+        EruMachine,
+        state,
+        &EruEvent::Place { granted: false },
+        &mut decision,
+    );
     assert_eq!(state, State::Waiting {});
     assert!(decision.records.is_empty() && decision.actions.is_empty());
+    assert!(decision.transitions.is_empty(), "it never left Waiting");
 }

@@ -1,5 +1,5 @@
-//! Unit tests of one pass's decisions: epochs, the cursor from journal, status and template, a
-//! lost journal's seed and window, the restart in flight.
+//! Unit tests of one pass's plan: epochs, the cursor from journal, status and template, a lost
+//! journal's seed and window, the restart in flight.
 
 use std::collections::HashMap;
 
@@ -9,10 +9,10 @@ use serde_json::json;
 use super::*;
 use crate::{
     eru::{
-        EruStatus, LastRestart,
+        CachedEru, EruStatus, LastRestart,
+        events::{EruAction, Restart, RestartOutcome},
         ledger::{EpochSpec, Reason},
-        machine::Restart,
-        observe::OpenRestart,
+        observe::{Cluster, Journaled, OpenRestart, Operator},
         schedule::Schedule,
         target::{TargetView, view_deployment},
     },
@@ -53,33 +53,56 @@ fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) 
     let spec = EpochSpec::of(&eru.spec);
     Observed {
         now,
-        known: None,
-        known_digest: None,
-        schedule: Schedule::parse(&eru.spec.schedule, None).map_err(|e| e.to_string()),
-        uid: "u1".into(),
-        seed: "ns/nightly".into(),
-        cluster_blackouts: Default::default(),
-        dry_run_all: false,
-        capacity: true,
-        queued: None,
-        generation: eru.metadata.generation.unwrap(),
-        created: t(0, 0),
-        spec_written_at: None,
-        spec: spec.clone(),
-        targets: HashMap::from([("web".to_string(), target(None))]),
-        open_restart: None,
-        ledger: cursor.map(|c| LedgerRow {
+        cluster: Cluster {
             uid: "u1".into(),
-            accounted_through: Some(ts(c)),
-            ..LedgerRow::default()
-        }),
-        epochs: vec![Epoch {
-            generation: 1,
-            from: t(0, 0),
-            spec,
-        }],
-        runs: vec![(t(0, 0) - Duration::hours(1), now)],
-        journal_outages: Vec::new(),
+            seed: "ns/nightly".into(),
+            generation: eru.metadata.generation.unwrap(),
+            created: t(0, 0),
+            spec_written_at: None,
+            spec: spec.clone(),
+            rollout_timeout_seconds: eru.spec.rollout_timeout_seconds,
+            schedule: Schedule::parse(&eru.spec.schedule, None).map_err(|e| e.to_string()),
+            known: None,
+            known_digest: None,
+            targets: HashMap::from([("web".to_string(), target(None))]),
+        },
+        journal: Journaled {
+            ledger: cursor.map(|c| LedgerRow {
+                uid: "u1".into(),
+                accounted_through: Some(ts(c)),
+                ..LedgerRow::default()
+            }),
+            epochs: vec![Epoch {
+                generation: 1,
+                from: t(0, 0),
+                spec,
+            }],
+            open_restart: None,
+            runs: vec![(t(0, 0) - Duration::hours(1), now)],
+            outages: Vec::new(),
+        },
+        operator: Operator::default(),
+    }
+}
+
+/// What one pass decided, the fleet giving the place a due slot asks for.
+struct Pass {
+    state: State,
+    decision: crate::eru::events::EruDecision,
+    rollout_timeout: Duration,
+    wake: Option<DateTime<Utc>>,
+}
+
+fn decide(_eru: &CachedEru, observed: &Observed) -> Pass {
+    let mut plan = plan(observed);
+    if plan.asks_place().is_some() {
+        plan.after(Fed::Place(Grant::Granted));
+    }
+    Pass {
+        wake: plan.state.wake(observed.now, plan.rollout_timeout),
+        state: plan.state.clone(),
+        rollout_timeout: plan.rollout_timeout,
+        decision: plan.take(),
     }
 }
 
@@ -113,8 +136,8 @@ fn a_new_generation_is_an_epoch_from_its_api_write() {
     let mut eru = eru("*/5 * * * * *", 2);
     eru.spec.schedule = "*/5 * * * * *".into();
     let mut o = observed(&eru, t(1, 0) + Duration::milliseconds(300), Some(t(0, 0)));
-    o.epochs[0].spec.schedule = "0 0 1 1 *".into();
-    o.spec_written_at = Some(t(0, 58));
+    o.journal.epochs[0].spec.schedule = "0 0 1 1 *".into();
+    o.cluster.spec_written_at = Some(t(0, 58));
     let pass = decide(&eru, &o);
     let epoch = pass.decision.records.iter().find_map(|r| match r {
         EruRecord::Epoch(e) => Some(e.clone()),
@@ -133,9 +156,9 @@ fn a_lost_journal_is_seeded_from_the_status_and_its_stretch_is_journal_lost() {
     let eru = eru("* * * * *", 1);
     let now = t(10, 0) + Duration::milliseconds(5);
     let mut o = observed(&eru, now, None);
-    o.runs = vec![(t(8, 30), now)]; // this journal's first run
-    o.epochs.clear();
-    o.known = Some(EruStatus {
+    o.journal.runs = vec![(t(8, 30), now)]; // this journal's first run
+    o.journal.epochs.clear();
+    o.cluster.known = Some(EruStatus {
         accounted_through: Some(t(4, 0)),
         missed_slots: 7,
         last_restart: Some(LastRestart {
@@ -151,7 +174,7 @@ fn a_lost_journal_is_seeded_from_the_status_and_its_stretch_is_journal_lost() {
         ..EruStatus::default()
     });
     // the lost journal restarted 05:00 (the template says so): not again, not recorded again
-    o.targets.insert("web".into(), target(Some(t(5, 0))));
+    o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
     let pass = decide(&eru, &o);
     let seed = pass.decision.records.iter().find_map(|r| match r {
         EruRecord::Seed(s) => Some(s.clone()),
@@ -178,14 +201,20 @@ fn a_spec_changed_after_a_lost_journals_cursor_leaves_a_reported_gap() {
     let eru = eru("* * * * *", 3);
     let now = t(10, 0) + Duration::milliseconds(5);
     let mut o = observed(&eru, now, None);
-    o.epochs.clear();
-    o.spec_written_at = Some(t(7, 30));
-    o.known = Some(EruStatus {
+    o.journal.epochs.clear();
+    o.cluster.spec_written_at = Some(t(7, 30));
+    o.cluster.known = Some(EruStatus {
         accounted_through: Some(t(4, 0)),
         ..EruStatus::default()
     });
     let pass = decide(&eru, &o);
-    assert_eq!(pass.gap, Some((t(4, 0), t(7, 30))));
+    assert_eq!(
+        pass.decision.actions.first(),
+        Some(&EruAction::ReportGap {
+            from: t(4, 0),
+            to: t(7, 30)
+        })
+    );
     assert!(records(&pass).iter().all(|(slot, _)| *slot > t(7, 30)));
     assert!(pass.decision.records.contains(&EruRecord::Advance(t(7, 30))));
 }
@@ -194,23 +223,23 @@ fn a_spec_changed_after_a_lost_journals_cursor_leaves_a_reported_gap() {
 fn a_restart_in_flight_comes_from_the_journal_and_lands() {
     let eru = eru("0 0 1 1 *", 1);
     let mut o = observed(&eru, t(5, 2), Some(t(5, 0)));
-    o.known = Some(EruStatus {
+    o.cluster.known = Some(EruStatus {
         phase: Some("Waiting".into()),
         ..EruStatus::default()
     });
-    o.open_restart = Some(OpenRestart {
+    o.journal.open_restart = Some(OpenRestart {
         restart: Restart {
             slot: t(5, 0),
             target: "web".into(),
             deadline: t(10, 0),
             attempts: 0,
             last_error: None,
+            next_attempt_at: None,
         },
         decided_at: t(5, 0),
         patched_at: None,
-        next_attempt_at: None,
     });
-    o.targets.insert("web".into(), target(Some(t(5, 0))));
+    o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
     let pass = decide(&eru, &o);
     // landed (the template carries it) and, the target being settled, rolled out
     assert_eq!(pass.state, State::Waiting {});
@@ -218,7 +247,7 @@ fn a_restart_in_flight_comes_from_the_journal_and_lands() {
     assert!(matches!(
         pass.decision.records[1],
         EruRecord::Finished {
-            outcome: crate::eru::machine::RestartOutcome::Succeeded,
+            outcome: RestartOutcome::Succeeded,
             ..
         }
     ));
@@ -228,7 +257,7 @@ fn a_restart_in_flight_comes_from_the_journal_and_lands() {
 fn a_rollout_a_lost_journal_left_in_progress_is_taken_over() {
     let eru = eru("0 0 1 1 *", 1);
     let mut o = observed(&eru, t(5, 2), None);
-    o.known = Some(EruStatus {
+    o.cluster.known = Some(EruStatus {
         phase: Some("RollingOut".into()),
         accounted_through: Some(t(5, 0)),
         last_restart: Some(LastRestart {
@@ -243,7 +272,7 @@ fn a_rollout_a_lost_journal_left_in_progress_is_taken_over() {
         }),
         ..EruStatus::default()
     });
-    o.targets.insert("web".into(), target(Some(t(5, 0))));
+    o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
     let pass = decide(&eru, &o);
     let kinds: Vec<&str> = pass
         .decision
@@ -267,8 +296,8 @@ fn statefulset_eru(schedule: &str, strategy: serde_json::Value) -> (CachedEru, O
     eru.spec.target.kind = crate::eru::TargetKind::StatefulSet;
     let now = t(5, 0) + Duration::milliseconds(3);
     let mut o = observed(&eru, now, Some(t(4, 0)));
-    assert_eq!(o.spec.target, "StatefulSet/web");
-    o.targets = HashMap::from([(
+    assert_eq!(o.cluster.spec.target, "StatefulSet/web");
+    o.cluster.targets = HashMap::from([(
         "StatefulSet/web".to_string(),
         crate::eru::target::view_statefulset(
             &serde_json::from_value(json!({
@@ -290,7 +319,7 @@ fn a_statefulset_target_is_restarted_by_its_key() {
     assert!(matches!(pass.state, State::Restarting { ref restart } if restart.target == "StatefulSet/web"));
     assert!(matches!(
         pass.decision.actions.as_slice(),
-        [crate::eru::machine::EruAction::PatchRestart { target, .. }] if target == "StatefulSet/web"
+        [EruAction::PatchRestart { target, .. }] if target == "StatefulSet/web"
     ));
     assert_eq!(
         pass.rollout_timeout,
@@ -331,18 +360,18 @@ fn a_not_rollable_target_skips_the_slot_with_the_note_and_gives_up_a_pending_res
     );
 
     // decided before it became not rollable, not landed: given up with the note
-    o.ledger.as_mut().unwrap().accounted_through = Some(ts(t(5, 0)));
-    o.open_restart = Some(OpenRestart {
+    o.journal.ledger.as_mut().unwrap().accounted_through = Some(ts(t(5, 0)));
+    o.journal.open_restart = Some(OpenRestart {
         restart: Restart {
             slot: t(5, 0),
             target: "StatefulSet/web".into(),
             deadline: t(10, 0),
             attempts: 0,
             last_error: None,
+            next_attempt_at: None,
         },
         decided_at: t(5, 0),
         patched_at: None,
-        next_attempt_at: None,
     });
     o.now = now + Duration::seconds(1);
     let pass = decide(&eru, &o);
@@ -365,7 +394,7 @@ fn slots_and_a_decided_restart_lost_to_a_journal_outage_are_journal_unavailable(
     eru.spec.starting_deadline_seconds = 2;
     let outage = (t(0, 1), t(0, 13));
     let mut o = observed(&eru, t(0, 16), Some(t(0, 0)));
-    o.journal_outages = vec![outage];
+    o.journal.outages = vec![outage];
     let pass = decide(&eru, &o);
     assert_eq!(
         records(&pass),
@@ -377,17 +406,17 @@ fn slots_and_a_decided_restart_lost_to_a_journal_outage_are_journal_unavailable(
     assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot == t(0, 15)));
 
     // the restart of 03:00:00 was decided, then nothing could be journaled until past its deadline
-    o.open_restart = Some(OpenRestart {
+    o.journal.open_restart = Some(OpenRestart {
         restart: Restart {
             slot: t(0, 0),
             target: "web".into(),
             deadline: t(0, 2),
             attempts: 0,
             last_error: None,
+            next_attempt_at: None,
         },
         decided_at: t(0, 0),
         patched_at: None,
-        next_attempt_at: None,
     });
     let pass = decide(&eru, &o);
     let gave_up = pass.decision.records.iter().find_map(|r| match r {

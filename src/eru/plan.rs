@@ -1,0 +1,484 @@
+//! Step 2 of the Eru pass, pure: the plan. What was observed becomes events, fed through the
+//! machine restored from the journal (a restart in flight) and the status (the idle phase); the
+//! [`Plan`] holds the new state and what it decided — transitions, records for the journal,
+//! actions for the cluster — plus the one instant the Eru needs its next pass. What acting brings
+//! back (the fleet's answer, the restart patch's result) is fed in with [`Plan::after`], in the
+//! same pass.
+//!
+//! The order of one plan: the spec's epoch and the ledger cursor; the restart in flight (landed?
+//! rolled out?); the spec's state; the slots since the cursor; then, once the fleet answered for
+//! a due slot, the restart that has not landed (patch, wait, or give up) and the spec's state
+//! again (a restart that ended frees the Eru).
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::{
+    events::{EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, Rollout, Seed, SlotsDue, Template},
+    ledger::{self, Epoch, Span, Window, effective_from},
+    machine::{EruMachine, InFlight, State, restore, retry_delay},
+    observe::Observed,
+    target::{DEFAULT_ROLLOUT_TIMEOUT_SECONDS, Verdict},
+};
+use crate::machine::step;
+
+/// A due slot waiting for a place in the fleet (`--max-concurrent-restarts`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Queued {
+    pub slot: DateTime<Utc>,
+    /// It is recorded `skipped/fleet_capacity` if it has not started by then.
+    pub deadline: DateTime<Utc>,
+    /// Slots waiting before it.
+    pub ahead: usize,
+    /// Restarts holding the places.
+    pub in_flight: usize,
+}
+
+/// What acting on a plan brought back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fed {
+    /// The fleet's answer for the slot the plan asks a place for ([`Plan::asks_place`]).
+    Place(Grant),
+    /// The restart patch landed.
+    Patched { at: DateTime<Utc> },
+    /// The restart patch failed with the API's message.
+    PatchFailed { message: String, at: DateTime<Utc> },
+}
+
+/// One pass's plan for an Eru.
+#[derive(Debug)]
+pub struct Plan<'o> {
+    observed: &'o Observed,
+    pub state: State,
+    /// What was decided and not yet taken for the journal ([`Plan::take`]).
+    decision: EruDecision,
+    /// More slots are due than one pass accounts for: come back at once.
+    pub backlog: bool,
+    /// When the next restart is due (the next slot plus its jitter, or a passed slot whose
+    /// jittered instant is still ahead).
+    pub next_fire: Option<DateTime<Utc>>,
+    /// The due slot the fleet has no place for yet.
+    pub queued: Option<Queued>,
+    /// The API's message if the restart patch failed in this pass.
+    pub patch_error: Option<String>,
+    /// How long the rollout being tracked may take.
+    rollout_timeout: Duration,
+    /// The spec's state, fed before the slots and again once a restart may have ended.
+    spec_event: EruEvent,
+    /// When no operator ran, since the cursor.
+    downtime: Vec<Window>,
+}
+
+/// Plans one pass from what was observed.
+pub fn plan(observed: &Observed) -> Plan<'_> {
+    let mut decision = EruDecision::default();
+    let (cursor, downtime, unrecorded, epochs) = ledger_start(observed, &mut decision);
+    let mut state = restore(
+        observed.cluster.known.as_ref().and_then(|s| s.phase.as_deref()),
+        in_flight(observed),
+    );
+    if let Some(rollout) = rolling_out_unjournaled(observed) {
+        // a lost journal's restart: taken over, so its end is recorded
+        let deadline = rollout.slot + Duration::seconds(observed.cluster.spec.starting_deadline_seconds);
+        let (slot, target, at) = (rollout.slot, rollout.target.clone(), rollout.patched_at);
+        decision.record(EruRecord::Decided {
+            slot,
+            deadline,
+            target: target.clone(),
+        });
+        decision.record(EruRecord::Patched { slot, at, target });
+        state = State::RollingOut { rollout };
+    }
+    let mut plan = Plan {
+        rollout_timeout: rollout_timeout(observed, &state),
+        spec_event: spec_event(observed),
+        observed,
+        state,
+        decision,
+        backlog: false,
+        next_fire: None,
+        queued: None,
+        patch_error: None,
+        downtime,
+    };
+    plan.track_in_flight();
+    plan.feed(&plan.spec_event.clone());
+    plan.account(cursor, unrecorded, &epochs);
+    if plan.state.asks_place().is_none() {
+        plan.settle();
+    }
+    plan
+}
+
+impl<'o> Plan<'o> {
+    /// The due slot that asks the fleet for a place, and its deadline: answer with
+    /// [`Fed::Place`].
+    pub fn asks_place(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        self.state.asks_place()
+    }
+
+    /// Feeds back what acting brought, deciding what follows in this same pass.
+    pub fn after(&mut self, fed: Fed) {
+        match fed {
+            Fed::Place(grant) => {
+                let Some((slot, deadline)) = self.state.asks_place() else {
+                    return;
+                };
+                if let Grant::Queued { ahead, in_flight } = grant {
+                    self.queued = Some(Queued {
+                        slot,
+                        deadline,
+                        ahead,
+                        in_flight,
+                    });
+                }
+                self.feed(&EruEvent::Place {
+                    granted: grant == Grant::Granted,
+                });
+                self.settle();
+            }
+            Fed::Patched { at } => self.feed(&EruEvent::RestartPatched { at }),
+            Fed::PatchFailed { message, at } => {
+                let failures = match &self.state {
+                    State::Restarting { restart } => restart.attempts + 1,
+                    _ => 1,
+                };
+                self.patch_error = Some(message.clone());
+                let retry_at = at + retry_delay(failures);
+                self.feed(&EruEvent::PatchFailed {
+                    message,
+                    at,
+                    retry_at,
+                });
+            }
+        }
+    }
+
+    /// What was decided since the last take: to journal (transitions and records) and then to
+    /// act on (actions).
+    pub fn take(&mut self) -> EruDecision {
+        std::mem::take(&mut self.decision)
+    }
+
+    /// When the Eru needs its next pass: at once with a backlog (`None` then means "now");
+    /// else the next restart or what the restart in flight waits for, whichever comes first.
+    pub fn wake(&self) -> Option<DateTime<Utc>> {
+        let in_flight = self.state.wake(self.observed.now, self.rollout_timeout);
+        // waiting for a place: woken when one frees up, else at the deadline to record it
+        let queued = self
+            .queued
+            .as_ref()
+            .map(|q| q.deadline + Duration::milliseconds(1));
+        [self.next_fire, in_flight, queued].into_iter().flatten().min()
+    }
+
+    /// The next restart the status shows: none while suspended (its slots are still woken for,
+    /// so they are journaled skipped as they pass).
+    pub fn next_restart(&self) -> Option<DateTime<Utc>> {
+        self.next_fire.filter(|_| !self.observed.cluster.spec.suspend)
+    }
+
+    pub fn observed(&self) -> &'o Observed {
+        self.observed
+    }
+
+    fn feed(&mut self, event: &EruEvent) {
+        let state = std::mem::replace(&mut self.state, State::Waiting {});
+        self.state = step(EruMachine, state, event, &mut self.decision);
+    }
+
+    /// The restart in flight: did its patch land, and how does its rollout go? (A landing seen
+    /// now may be rolled out now too.)
+    fn track_in_flight(&mut self) {
+        let now = self.observed.now;
+        let view_of = |target: &str| self.observed.cluster.targets.get(target);
+        if let State::Restarting { restart } = &self.state
+            && let Some(at) = view_of(&restart.target).and_then(|v| v.landed_at(restart.slot, now))
+        {
+            self.feed(&EruEvent::RestartPatched { at });
+        }
+        if let State::RollingOut { rollout } = &self.state {
+            let event = match view_of(&rollout.target) {
+                None => EruEvent::TargetGone,
+                Some(v) => match v.verdict(rollout.slot, rollout.patched_at, now, self.rollout_timeout) {
+                    Verdict::Done => EruEvent::RolloutDone {
+                        finished_at: v.finished_at(rollout.patched_at, now),
+                    },
+                    Verdict::Failed(reason) => EruEvent::RolloutFailed {
+                        finished_at: now,
+                        reason,
+                    },
+                    Verdict::Progressing => EruEvent::RolloutProgressed,
+                },
+            };
+            self.feed(&event);
+        }
+    }
+
+    /// The slots since the cursor: recorded, or due.
+    fn account(&mut self, cursor: DateTime<Utc>, unrecorded: Option<Window>, epochs: &[Epoch]) {
+        let o = self.observed;
+        let now = o.now;
+        let span = Span {
+            after: cursor,
+            now,
+            downtime: &self.downtime,
+            unrecorded,
+            journal_outages: &o.journal.outages,
+            uid: &o.cluster.uid,
+            seed: &o.cluster.seed,
+            cluster_blackouts: &o.operator.cluster_blackouts,
+            queued: o.operator.queued,
+        };
+        let mut accounting = ledger::account(epochs, &span);
+        if let Some(due) = accounting.due.as_mut() {
+            due.dry_run |= o.operator.dry_run_all;
+        }
+        self.backlog = accounting.more;
+        self.next_fire = accounting.held_until.or_else(|| {
+            let slot = o.cluster.schedule.as_ref().ok()?.next_after(now)?;
+            Some(o.cluster.spec.fire_at(&o.cluster.uid, slot))
+        });
+        if accounting.records.is_empty() && accounting.due.is_none() {
+            return;
+        }
+        let target = accounting
+            .due
+            .as_ref()
+            .and_then(|d| o.cluster.targets.get(&d.target));
+        let template = accounting.due.as_ref().and_then(|d| {
+            let landed_at = target?.landed_at(d.slot, now)?;
+            Some(Template {
+                slot: d.slot,
+                landed_at,
+            })
+        });
+        self.feed(&EruEvent::SlotsDue(SlotsDue {
+            gate: target.map_or(Gate::Missing, |t| t.gate()),
+            gate_note: target.and_then(|t| t.gate_note()),
+            template,
+            records: accounting.records,
+            due: accounting.due,
+            journal_outages: o.journal.outages.clone(),
+        }));
+    }
+
+    /// A restart that has not landed: patch it (after its backoff), or give it up; then the
+    /// spec's state again (a restart that ended in this pass frees the Eru for it).
+    fn settle(&mut self) {
+        let o = self.observed;
+        if let State::Restarting { restart } = &self.state {
+            let view = o.cluster.targets.get(&restart.target);
+            let (blocked, note) = if o.cluster.spec.suspend {
+                (Some(ledger::Reason::Suspended), None)
+            } else if o.cluster.schedule.is_err() {
+                (Some(ledger::Reason::SpecInvalid), None)
+            } else {
+                (
+                    view.map_or(Gate::Missing, |v| v.gate()).reason(),
+                    view.and_then(|v| v.gate_note()),
+                )
+            };
+            let decided_at = o
+                .journal
+                .open_restart
+                .as_ref()
+                .filter(|open| open.restart.slot == restart.slot)
+                .map_or(o.now, |open| open.decided_at);
+            let pending = Pending {
+                now: o.now,
+                blocked,
+                note,
+                retry_due: restart.next_attempt_at.is_none_or(|at| at <= o.now),
+                downtime: self.downtime.iter().find(|w| w.1 > decided_at).copied(),
+                journal_outage: ledger::overlapping(&o.journal.outages, restart.slot, restart.deadline),
+            };
+            self.feed(&EruEvent::RestartPending(pending));
+        }
+        self.feed(&self.spec_event.clone());
+    }
+}
+
+/// Where the ledger starts this pass: the seed of a lost journal's ledger from the status, the
+/// current generation's epoch if new, the cursor (past a stretch whose spec is unknown, which is
+/// reported), and the operator's downtime since it. Returns the cursor, the downtime, a lost
+/// journal's unrecorded window and the epochs to account under.
+fn ledger_start(
+    observed: &Observed,
+    decision: &mut EruDecision,
+) -> (DateTime<Utc>, Vec<Window>, Option<Window>, Vec<Epoch>) {
+    // the journal's ledger, or what the cluster remembers of a lost one
+    let remembered = observed
+        .cluster
+        .known
+        .as_ref()
+        .filter(|s| status_cursor(s).is_some());
+    if observed.journal.ledger.is_none()
+        && let Some(status) = remembered
+    {
+        decision.record(EruRecord::Seed(Seed {
+            accounted_through: status_cursor(status),
+            missed_slots: status.missed_slots,
+            last_missed: status.last_missed_time,
+            last_success: status.last_successful_time,
+            last_failure: status.last_failure_time,
+        }));
+    }
+    let (epochs, new_epoch) = epochs(observed);
+    if let Some(epoch) = new_epoch {
+        decision.record(EruRecord::Epoch(epoch));
+    }
+    let mut cursor = cursor(observed);
+    // slots before the first epoch this journal knows have no known spec: report, move past
+    if let Some(from) = epochs.first().map(|e| e.from).filter(|from| *from > cursor) {
+        decision.act(super::events::EruAction::ReportGap {
+            from: cursor,
+            to: from,
+        });
+        cursor = from;
+    }
+    if observed.journal_cursor().is_none_or(|j| cursor > j) {
+        decision.record(EruRecord::Advance(cursor));
+    }
+    let (mut downtime, before_first) = ledger::downtime(&observed.journal.runs, cursor);
+    let unrecorded = match before_first {
+        // the Eru was accounted before, by a journal this operator cannot read
+        Some(window) if observed.journal.ledger.is_none() && remembered.is_some() => Some(window),
+        Some(window) => {
+            downtime.insert(0, window);
+            None
+        }
+        None => None,
+    };
+    (cursor, downtime, unrecorded, epochs)
+}
+
+/// The spec's state as an event.
+fn spec_event(observed: &Observed) -> EruEvent {
+    match (&observed.cluster.schedule, observed.target()) {
+        (Err(e), _) => EruEvent::SpecInvalid { reason: e.clone() },
+        (Ok(_), None) => EruEvent::TargetMissing,
+        (Ok(_), Some(_)) => EruEvent::SpecReady {
+            suspend: observed.cluster.spec.suspend,
+        },
+    }
+}
+
+/// The latest instant a status says is accounted: its cursor, else (a status written before the
+/// cursor was kept) its latest restart or missed slot.
+fn status_cursor(status: &super::EruStatus) -> Option<DateTime<Utc>> {
+    [
+        status.accounted_through,
+        status.last_restart.as_ref().map(|r| r.slot),
+        status.last_missed_time,
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+}
+
+/// Where accounting resumes: after the latest of the journal's cursor, the status's cursor and —
+/// when the journal knows nothing of this Eru — the slot the target's template carries, if it is
+/// one of this schedule's (it was restarted, by an operator whose journal is gone). A new Eru
+/// starts at its creation.
+fn cursor(observed: &Observed) -> DateTime<Utc> {
+    let status = observed.cluster.known.as_ref().and_then(status_cursor);
+    let template = observed
+        .journal
+        .ledger
+        .is_none()
+        .then(|| observed.target()?.template_slot)
+        .flatten()
+        .filter(|slot| *slot <= observed.now)
+        .filter(|slot| {
+            let schedule = observed.cluster.schedule.as_ref().ok();
+            schedule.and_then(|s| s.next_after(*slot - Duration::seconds(1))) == Some(*slot)
+        });
+    [observed.journal_cursor(), status, template]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(observed.cluster.created)
+}
+
+/// The epochs to account under, oldest first, and the current generation's if it is new. A new
+/// generation takes effect when the API server recorded its spec write (clamped between the
+/// previous epoch and now); generation 1 at the Eru's creation; the first epoch of an Eru the
+/// journal accounted before epochs were kept, at its cursor.
+fn epochs(observed: &Observed) -> (Vec<Epoch>, Option<Epoch>) {
+    let cluster = &observed.cluster;
+    let mut epochs = observed.journal.epochs.clone();
+    let latest = epochs.iter().map(|e| e.generation).max();
+    if latest.is_some_and(|g| g >= cluster.generation) {
+        // known (or the cache lags behind a generation already journaled)
+        return (epochs, None);
+    }
+    let from = if cluster.generation <= 1 {
+        cluster.created
+    } else if let Some(last) = epochs.last() {
+        effective_from(cluster.spec_written_at, Some(last.from), observed.now)
+    } else if let Some(cursor) = observed.journal_cursor() {
+        effective_from(cluster.spec_written_at, None, observed.now).min(cursor)
+    } else {
+        effective_from(cluster.spec_written_at, None, observed.now)
+    };
+    let epoch = Epoch {
+        generation: cluster.generation,
+        from,
+        spec: cluster.spec.clone(),
+    };
+    epochs.push(epoch.clone());
+    (epochs, Some(epoch))
+}
+
+/// The restart in flight, as the journal holds it.
+fn in_flight(observed: &Observed) -> Option<InFlight> {
+    let open = observed.journal.open_restart.as_ref()?;
+    Some(match open.patched_at {
+        Some(patched_at) => InFlight::Landed(Rollout {
+            slot: open.restart.slot,
+            target: open.restart.target.clone(),
+            patched_at,
+        }),
+        None => InFlight::Pending(open.restart.clone()),
+    })
+}
+
+/// A restart the status shows rolling out whose journal is gone (the journal has no ledger for
+/// this Eru) and whose slot the target's template carries: the pass takes it over.
+fn rolling_out_unjournaled(observed: &Observed) -> Option<Rollout> {
+    if observed.journal.ledger.is_some() || observed.journal.open_restart.is_some() {
+        return None;
+    }
+    let last = observed
+        .cluster
+        .known
+        .as_ref()?
+        .last_restart
+        .as_ref()
+        .filter(|r| r.outcome == "in_progress")?;
+    let landed = observed.target()?.landed_at(last.slot, observed.now)?;
+    Some(Rollout {
+        slot: last.slot,
+        target: observed.cluster.spec.target.clone(),
+        patched_at: last.patched_at.unwrap_or(landed),
+    })
+}
+
+/// How long a rollout may take: the spec's, else the tracked target's (a Deployment's progress
+/// deadline; 600 s for the other kinds).
+fn rollout_timeout(observed: &Observed, state: &State) -> Duration {
+    let tracked = match state {
+        State::Restarting { restart } => Some(&restart.target),
+        State::RollingOut { rollout } => Some(&rollout.target),
+        _ => None,
+    };
+    Duration::seconds(observed.cluster.rollout_timeout_seconds.unwrap_or_else(|| {
+        tracked
+            .and_then(|t| observed.cluster.targets.get(t))
+            .or(observed.target())
+            .map_or(DEFAULT_ROLLOUT_TIMEOUT_SECONDS, |t| t.rollout_timeout_seconds)
+    }))
+}
+
+#[cfg(test)]
+mod tests;
