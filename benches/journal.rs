@@ -567,10 +567,7 @@ async fn reconcile_cost(journal: &Journal, i: i64) -> Duration {
     let start = Instant::now();
     journal.outage_now(now);
     let ledger = journal.ledger(uid).await.unwrap();
-    let since = ledger
-        .and_then(|l| l.accounted_through)
-        .and_then(|t| eru::journal::parse_ts(&t))
-        .unwrap_or(now);
+    let since = ledger.and_then(|l| l.accounted_through).map_or(now, |t| *t);
     journal.epochs(uid, since).await.unwrap();
     journal.open_restart(uid).await.unwrap();
     journal.runs_since(since).await.unwrap();

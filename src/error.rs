@@ -23,6 +23,11 @@ pub enum Error {
     #[error("journal database {target} is not usable: {reason}")]
     JournalDatabase { target: String, reason: String },
 
+    /// A journal row that does not read as what it must be (a spec epoch whose spec does not
+    /// parse): named by its table and key, never skipped.
+    #[error("journal row {row} is unreadable: {reason}")]
+    JournalRow { row: String, reason: String },
+
     #[error("serialization error: {0}")]
     Serialization(#[from] serde_json::Error),
 }
@@ -54,7 +59,8 @@ impl Error {
             | Error::Migrate(_)
             | Error::JournalWrite(_)
             | Error::JournalFile { .. }
-            | Error::JournalDatabase { .. } => "journal",
+            | Error::JournalDatabase { .. }
+            | Error::JournalRow { .. } => "journal",
             Error::Serialization(_) => "serialization",
         }
     }

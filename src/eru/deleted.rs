@@ -26,7 +26,7 @@ use super::{
     record,
 };
 use crate::{
-    journal::{Entry, ObjectKey, RestartRow, parse_ts},
+    journal::{Entry, ObjectKey, RestartRow},
     runtime::watch::{Gone, Synced},
 };
 
@@ -97,11 +97,7 @@ async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
             name: row.name.clone(),
             uid: row.uid.clone(),
         };
-        let Some(record) = deleted_record(row) else {
-            warn!(namespace = %row.namespace, name = %row.name, slot = %row.slot, "a restart in progress with an unreadable slot: left open");
-            continue;
-        };
-        match record::commit_records(context, &object, &[record], now).await {
+        match record::commit_records(context, &object, &[deleted_record(row)], now).await {
             Ok(_) => {
                 info!(namespace = %row.namespace, name = %row.name, slot = %row.slot, "Eru deleted: its restart in progress is abandoned")
             }
@@ -120,10 +116,10 @@ async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
 }
 
 /// The record of a deleted Eru's restart in progress: given up (its slot `skipped/eru_deleted`) if
-/// its patch never landed, else finished `abandoned`; `None` if the row's times do not parse.
-fn deleted_record(row: &RestartRow) -> Option<EruRecord> {
-    let slot = parse_ts(&row.slot)?;
-    Some(match row.patched_at.as_deref() {
+/// its patch never landed, else finished `abandoned`.
+fn deleted_record(row: &RestartRow) -> EruRecord {
+    let slot = *row.slot;
+    match row.patched_at {
         None => EruRecord::GaveUp {
             slot,
             reason: ERU_DELETED.into(),
@@ -131,10 +127,10 @@ fn deleted_record(row: &RestartRow) -> Option<EruRecord> {
         },
         Some(patched_at) => EruRecord::Finished {
             slot,
-            patched_at: parse_ts(patched_at)?,
+            patched_at: *patched_at,
             outcome: RestartOutcome::Abandoned,
             finished_at: None,
             reason: Some(ERU_DELETED.into()),
         },
-    })
+    }
 }

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     Result,
-    journal::{LedgerRow, RestartRow, parse_ts},
+    journal::{LedgerRow, RestartRow},
     machine::status_digest,
     runtime::time_of,
 };
@@ -33,26 +33,24 @@ pub struct OpenRestart {
 }
 
 impl OpenRestart {
-    fn of(row: &RestartRow) -> Option<Self> {
-        let slot = parse_ts(&row.slot)?;
-        let decided_at = parse_ts(&row.decided_at)?;
-        Some(Self {
+    fn of(row: &RestartRow) -> Self {
+        let slot = *row.slot;
+        Self {
             restart: Restart {
                 slot,
                 target: row.target.clone(),
                 // journaled before deadlines were kept: the default starting deadline
-                deadline: row
-                    .deadline_at
-                    .as_deref()
-                    .and_then(parse_ts)
-                    .unwrap_or(slot + chrono::Duration::seconds(super::DEFAULT_STARTING_DEADLINE_SECONDS)),
+                deadline: row.deadline_at.map_or(
+                    slot + chrono::Duration::seconds(super::DEFAULT_STARTING_DEADLINE_SECONDS),
+                    |at| *at,
+                ),
                 attempts: row.attempts.max(0) as u32,
                 last_error: row.last_error.clone(),
-                next_attempt_at: row.next_attempt_at.as_deref().and_then(parse_ts),
+                next_attempt_at: row.next_attempt_at.map(|at| *at),
             },
-            decided_at,
-            patched_at: row.patched_at.as_deref().and_then(parse_ts),
-        })
+            decided_at: *row.decided_at,
+            patched_at: row.patched_at.map(|at| *at),
+        }
     }
 }
 
@@ -131,8 +129,8 @@ impl Observed {
         self.journal
             .ledger
             .as_ref()
-            .and_then(|l| l.accounted_through.as_deref())
-            .and_then(parse_ts)
+            .and_then(|l| l.accounted_through)
+            .map(|at| *at)
     }
 }
 
@@ -160,38 +158,31 @@ pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) 
     let ledger = journal.ledger(&uid).await?;
     let since = ledger
         .as_ref()
-        .and_then(|l| l.accounted_through.as_deref())
-        .and_then(parse_ts)
+        .and_then(|l| l.accounted_through.map(|at| *at))
         .or(known.as_ref().and_then(|s| s.accounted_through))
         .unwrap_or(created);
-    let epochs: Vec<Epoch> = journal
+    let epochs = journal
         .epochs(&uid, since)
         .await?
         .into_iter()
-        .filter_map(|row| {
-            Some(Epoch {
+        .map(|row| {
+            let spec = serde_json::from_value(row.spec.0).map_err(|e| crate::Error::JournalRow {
+                row: format!("spec_epochs (uid {}, generation {})", row.uid, row.generation),
+                reason: e.to_string(),
+            })?;
+            Ok(Epoch {
                 generation: row.generation,
-                from: parse_ts(&row.effective_from)?,
-                spec: serde_json::from_str(&row.spec).ok()?,
+                from: *row.effective_from,
+                spec,
             })
         })
+        .collect::<Result<Vec<Epoch>>>()?;
+    let open_restart = journal.open_restart(&uid).await?.as_ref().map(OpenRestart::of);
+    let runs = (journal.runs_since(since).await?.iter())
+        .map(|r| (*r.started_at, *r.heartbeat_at))
         .collect();
-    let open_restart = journal
-        .open_restart(&uid)
-        .await?
-        .as_ref()
-        .and_then(OpenRestart::of);
-    let runs = journal
-        .runs_since(since)
-        .await?
-        .iter()
-        .filter_map(|r| Some((parse_ts(&r.started_at)?, parse_ts(&r.heartbeat_at)?)))
-        .collect();
-    let mut journal_outages: Vec<Window> = journal
-        .outages_since(since)
-        .await?
-        .iter()
-        .filter_map(|o| Some((parse_ts(&o.started_at)?, parse_ts(&o.ended_at)?)))
+    let mut journal_outages: Vec<Window> = (journal.outages_since(since).await?.iter())
+        .map(|o| (*o.started_at, *o.ended_at))
         .collect();
     // an outage that ended between the two reads is in both: its journaled window, which ends
     // when writes worked again, is the one

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::{CachedEru, EruStatus, LastRestart, machine::State, plan::Plan, record::slot_text};
 use crate::{
     conditions::condition,
-    journal::{EruSummary, RestartRow, parse_ts},
+    journal::{EruSummary, RestartRow, Ts},
     machine::Phase,
 };
 
@@ -111,10 +111,10 @@ pub fn status(eru: &CachedEru, plan: &Plan<'_>, summary: &EruSummary, capped: bo
             eru,
         ));
     }
-    let journaled = summary.last_restart.as_ref().and_then(last_restart);
+    let journaled = summary.last_restart.as_ref().map(last_restart);
     let last_restart = newest(journaled, known.and_then(|s| s.last_restart.clone()), |r| r.slot);
     let ledger = summary.ledger.as_ref();
-    let time = |column: Option<&String>| column.and_then(|c| parse_ts(c));
+    let time = |column: Option<&Ts>| column.map(|at| at.0);
     let latest = |journal: Option<DateTime<Utc>>, shown: Option<DateTime<Utc>>| journal.max(shown);
     EruStatus {
         phase: Some(state.phase().to_string()),
@@ -155,12 +155,11 @@ fn newest<T>(a: Option<T>, b: Option<T>, key: impl Fn(&T) -> DateTime<Utc>) -> O
 }
 
 /// A journaled restart as the status shows it.
-fn last_restart(r: &RestartRow) -> Option<LastRestart> {
-    let slot = parse_ts(&r.slot)?;
-    let decided_at = parse_ts(&r.decided_at)?;
-    let patched_at = r.patched_at.as_deref().and_then(parse_ts);
-    let finished_at = r.finished_at.as_deref().and_then(parse_ts);
-    Some(LastRestart {
+fn last_restart(r: &RestartRow) -> LastRestart {
+    let (slot, decided_at) = (*r.slot, *r.decided_at);
+    let patched_at = r.patched_at.map(|at| *at);
+    let finished_at = r.finished_at.map(|at| *at);
+    LastRestart {
         slot,
         started_at: decided_at,
         decided_at: Some(decided_at),
@@ -171,5 +170,5 @@ fn last_restart(r: &RestartRow) -> Option<LastRestart> {
         duration_seconds: patched_at
             .zip(finished_at)
             .map(|(start, end)| (end - start).as_seconds_f64()),
-    })
+    }
 }

@@ -6,7 +6,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::params::{Kind, Outcome, Reason, SlotOutcome};
-use crate::journal::{RestartRow, SlotRow, TransitionRow, parse_ts};
+use crate::journal::{RestartRow, SlotRow, TransitionRow, Ts};
 
 /// An error answer (every 4xx and 5xx of this API).
 #[derive(Debug, Serialize, ToSchema)]
@@ -24,21 +24,21 @@ pub struct RestartItem {
     /// The restarted workload.
     pub target: String,
     /// The scheduled slot (the restart's idempotency key).
-    #[schema(format = DateTime)]
-    pub slot: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub slot: Ts,
     /// When the restart was decided: journaled, before its patch was sent.
-    #[schema(format = DateTime)]
-    pub decided_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub decided_at: Ts,
     /// When its patch landed on the target (the API server accepted it); null until then, and for
     /// a restart given up before it landed.
-    #[schema(format = DateTime, required = true)]
-    pub patched_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub patched_at: Option<Ts>,
     /// Deprecated: the same as `decided_at`, kept for existing clients.
-    #[schema(format = DateTime)]
-    pub started_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub started_at: Ts,
     /// When the rollout ended (or the restart was given up); null while in progress.
-    #[schema(format = DateTime, required = true)]
-    pub finished_at: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub finished_at: Option<Ts>,
     /// From the patch landing to the rollout's end; null while in progress or if it never landed.
     #[schema(required = true)]
     pub duration_seconds: Option<f64>,
@@ -53,16 +53,14 @@ impl From<RestartRow> for RestartItem {
     fn from(r: RestartRow) -> Self {
         let duration = r
             .finished_at
-            .as_deref()
-            .and_then(parse_ts)
-            .zip(r.patched_at.as_deref().and_then(parse_ts))
-            .map(|(end, start)| (end - start).as_seconds_f64());
+            .zip(r.patched_at)
+            .map(|(end, start)| (*end - *start).as_seconds_f64());
         Self {
             namespace: r.namespace,
             name: r.name,
             target: r.target,
             slot: r.slot,
-            started_at: r.decided_at.clone(),
+            started_at: r.decided_at,
             decided_at: r.decided_at,
             patched_at: r.patched_at,
             finished_at: r.finished_at,
@@ -93,8 +91,8 @@ pub struct TransitionItem {
     pub to: String,
     /// The event that caused it.
     pub event: String,
-    #[schema(format = DateTime)]
-    pub at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub at: Ts,
     /// Further facts about the transition, a JSON object (empty in this version).
     #[schema(value_type = Object)]
     pub detail: serde_json::Value,
@@ -130,12 +128,12 @@ pub struct TransitionPage {
 pub struct Window {
     /// Where it starts (e.g. the last heartbeat before a downtime, the last journal write that
     /// worked before a journal outage).
-    #[schema(format = DateTime)]
-    pub start: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub start: Ts,
     /// Where it ends (e.g. the start of the next operator run, the first journal write that
     /// worked again).
-    #[schema(format = DateTime)]
-    pub end: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub end: Ts,
 }
 
 /// A slot that was not restarted, or a summarized run of them (`slot_count` > 1).
@@ -145,11 +143,11 @@ pub struct MissedItem {
     pub name: String,
     pub target: String,
     /// The (first) slot.
-    #[schema(format = DateTime)]
-    pub slot: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub slot: Ts,
     /// The last slot this record stands for.
-    #[schema(format = DateTime)]
-    pub last_slot: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub last_slot: Ts,
     /// How many slots this record stands for.
     #[schema(minimum = 1)]
     pub slot_count: i64,
@@ -171,8 +169,8 @@ pub struct MissedItem {
     #[schema(required = true)]
     pub note: Option<String>,
     /// When the operator accounted for the slot.
-    #[schema(format = DateTime)]
-    pub evaluated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub evaluated_at: Ts,
 }
 
 impl From<SlotRow> for MissedItem {
@@ -239,7 +237,7 @@ impl HistoryPage {
             .iter()
             .map(|r| {
                 vec![
-                    r.slot.clone(),
+                    r.slot.to_string(),
                     format!("{}/{}", r.namespace, r.name),
                     r.target.clone(),
                     r.outcome.clone(),
@@ -260,7 +258,7 @@ impl TransitionPage {
             .iter()
             .map(|t| {
                 vec![
-                    t.at.clone(),
+                    t.at.to_string(),
                     t.kind.clone(),
                     format!("{}/{}", t.namespace, t.name),
                     t.from.clone(),
@@ -281,7 +279,7 @@ impl MissedPage {
             .iter()
             .map(|m| {
                 vec![
-                    m.slot.clone(),
+                    m.slot.to_string(),
                     m.slot_count.to_string(),
                     format!("{}/{}", m.namespace, m.name),
                     m.result.clone(),

@@ -26,6 +26,61 @@ pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
+/// A time column as read: parsed once, here at the journal's edge. A column that does not parse
+/// fails the read (naming the column and its text); no row is silently dropped. Serialized as the
+/// journal stores it ([`ts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ts(pub DateTime<Utc>);
+
+impl sqlx::Type<sqlx::Any> for Ts {
+    fn type_info() -> sqlx::any::AnyTypeInfo {
+        <String as sqlx::Type<sqlx::Any>>::type_info()
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Any> for Ts {
+    fn decode(value: sqlx::any::AnyValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let text = <&str as sqlx::Decode<sqlx::Any>>::decode(value)?;
+        parse_ts(text)
+            .map(Ts)
+            .ok_or_else(|| format!("not a journal time: {text:?}").into())
+    }
+}
+
+impl sqlx::Encode<'_, sqlx::Any> for Ts {
+    fn encode_by_ref(
+        &self,
+        buf: &mut <sqlx::Any as sqlx::Database>::ArgumentBuffer,
+    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        <String as sqlx::Encode<sqlx::Any>>::encode(ts(self.0), buf)
+    }
+}
+
+impl serde::Serialize for Ts {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&ts(self.0))
+    }
+}
+
+impl std::ops::Deref for Ts {
+    type Target = DateTime<Utc>;
+    fn deref(&self) -> &DateTime<Utc> {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Ts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&ts(self.0))
+    }
+}
+
+impl PartialEq<&str> for Ts {
+    fn eq(&self, other: &&str) -> bool {
+        parse_ts(other) == Some(self.0)
+    }
+}
+
 mod connect;
 mod lock;
 mod outage;

@@ -84,7 +84,7 @@ impl Journal {
     /// What an Eru's status shows of its history: its ledger row and latest restart.
     pub async fn eru_summary(&self, uid: &str) -> Result<EruSummary> {
         let ledger = self.ledger(uid).await?;
-        let last_slot = ledger.as_ref().and_then(|l| l.last_restart_slot.clone());
+        let last_slot = ledger.as_ref().and_then(|l| l.last_restart_slot);
         let last_restart = match last_slot {
             Some(slot) => {
                 sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")

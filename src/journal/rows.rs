@@ -3,8 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::vocab::RestartOutcome;
 pub use super::vocab::SlotResult;
+use super::{Ts, vocab::RestartOutcome};
 use sqlx::FromRow;
 
 /// Which object a journal row is about.
@@ -163,7 +163,7 @@ pub struct TransitionRow {
     pub from_state: String,
     pub to_state: String,
     pub event: String,
-    pub at: String,
+    pub at: Ts,
     #[sqlx(try_from = "String")]
     pub detail: JsonText,
 }
@@ -188,17 +188,17 @@ pub struct RestartRow {
     pub namespace: String,
     pub name: String,
     pub target: String,
-    pub slot: String,
+    pub slot: Ts,
     /// When the restart was decided (journaled before its patch was sent).
-    pub decided_at: String,
+    pub decided_at: Ts,
     /// When its patch landed; null until then (and for restarts journaled before this was kept).
-    pub patched_at: Option<String>,
+    pub patched_at: Option<Ts>,
     /// Never patched after this instant; null for restarts journaled before this was kept.
-    pub deadline_at: Option<String>,
+    pub deadline_at: Option<Ts>,
     pub attempts: i64,
     pub last_error: Option<String>,
-    pub next_attempt_at: Option<String>,
-    pub finished_at: Option<String>,
+    pub next_attempt_at: Option<Ts>,
+    pub finished_at: Option<Ts>,
     pub outcome: String,
     pub reason: Option<String>,
 }
@@ -211,14 +211,14 @@ pub struct SlotRow {
     pub namespace: String,
     pub name: String,
     pub target: String,
-    pub slot: String,
-    pub last_slot: String,
+    pub slot: Ts,
+    pub last_slot: Ts,
     pub slot_count: i64,
     pub result: String,
     pub reason: Option<String>,
-    pub window_start: Option<String>,
-    pub window_end: Option<String>,
-    pub evaluated_at: String,
+    pub window_start: Option<Ts>,
+    pub window_end: Option<Ts>,
+    pub evaluated_at: Ts,
     pub note: Option<String>,
 }
 
@@ -229,17 +229,17 @@ pub struct LedgerRow {
     pub namespace: String,
     pub name: String,
     /// Every slot at or before this instant is restarted or recorded.
-    pub accounted_through: Option<String>,
+    pub accounted_through: Option<Ts>,
     /// Slots missed or skipped (summaries count every slot they stand for).
     pub missed_slots: i64,
-    pub last_missed: Option<String>,
+    pub last_missed: Option<Ts>,
     pub fired_slots: i64,
     pub succeeded: i64,
     pub failed: i64,
     pub abandoned: i64,
-    pub last_success: Option<String>,
-    pub last_failure: Option<String>,
-    pub last_restart_slot: Option<String>,
+    pub last_success: Option<Ts>,
+    pub last_failure: Option<Ts>,
+    pub last_restart_slot: Option<Ts>,
 }
 
 /// A journaled spec epoch.
@@ -247,9 +247,11 @@ pub struct LedgerRow {
 pub struct EpochRow {
     pub uid: String,
     pub generation: i64,
-    pub effective_from: String,
-    pub observed_at: String,
-    pub spec: String,
+    pub effective_from: Ts,
+    pub observed_at: Ts,
+    /// The spec's slot-deciding fields, as JSON.
+    #[sqlx(try_from = "String")]
+    pub spec: JsonText,
 }
 
 /// An Eru's history as its status shows it: the ledger row and the latest restart.
@@ -263,9 +265,9 @@ pub struct EruSummary {
 #[derive(Clone, Debug, FromRow, Serialize, PartialEq)]
 pub struct OperatorRun {
     pub id: i64,
-    pub started_at: String,
-    pub heartbeat_at: String,
-    pub stopped_at: Option<String>,
+    pub started_at: Ts,
+    pub heartbeat_at: Ts,
+    pub stopped_at: Option<Ts>,
     pub version: String,
     pub instance: String,
 }
@@ -276,8 +278,8 @@ pub struct OperatorRun {
 pub struct OutageRow {
     pub id: i64,
     pub run_id: Option<i64>,
-    pub started_at: String,
-    pub ended_at: String,
+    pub started_at: Ts,
+    pub ended_at: Ts,
 }
 
 /// Filters shared by the journal queries (all optional).

@@ -16,7 +16,7 @@ use crate::{
         schedule::Schedule,
         target::{TargetView, view_deployment},
     },
-    journal::{LedgerRow, ts},
+    journal::{LedgerRow, Ts},
 };
 
 fn t(m: u32, s: u32) -> DateTime<Utc> {
@@ -69,7 +69,7 @@ fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) 
         journal: Journaled {
             ledger: cursor.map(|c| LedgerRow {
                 uid: "u1".into(),
-                accounted_through: Some(ts(c)),
+                accounted_through: Some(Ts(c)),
                 ..LedgerRow::default()
             }),
             epochs: vec![Epoch {
@@ -360,7 +360,7 @@ fn a_not_rollable_target_skips_the_slot_with_the_note_and_gives_up_a_pending_res
     );
 
     // decided before it became not rollable, not landed: given up with the note
-    o.journal.ledger.as_mut().unwrap().accounted_through = Some(ts(t(5, 0)));
+    o.journal.ledger.as_mut().unwrap().accounted_through = Some(Ts(t(5, 0)));
     o.journal.open_restart = Some(OpenRestart {
         restart: Restart {
             slot: t(5, 0),
