@@ -46,8 +46,8 @@ pub enum Fed {
 
 /// One pass's plan for an Eru.
 #[derive(Debug)]
-pub struct Plan<'o> {
-    observed: &'o Observed,
+pub struct Plan {
+    observed: Observed,
     pub state: State,
     /// What was decided and not yet taken for the journal ([`Plan::take`]).
     decision: EruDecision,
@@ -60,6 +60,8 @@ pub struct Plan<'o> {
     pub queued: Option<Queued>,
     /// The API's message if the restart patch failed in this pass.
     pub patch_error: Option<String>,
+    /// The instant of what the plan last heard: the observation, then a patch's result.
+    at: DateTime<Utc>,
     /// How long the rollout being tracked may take.
     rollout_timeout: Duration,
     /// The spec's state, fed before the slots and again once a restart may have ended.
@@ -69,14 +71,14 @@ pub struct Plan<'o> {
 }
 
 /// Plans one pass from what was observed.
-pub fn plan(observed: &Observed) -> Plan<'_> {
+pub fn plan(observed: Observed) -> Plan {
     let mut decision = EruDecision::default();
-    let (cursor, downtime, unrecorded, epochs) = ledger_start(observed, &mut decision);
+    let (cursor, downtime, unrecorded, epochs) = ledger_start(&observed, &mut decision);
     let mut state = restore(
         observed.cluster.known.as_ref().and_then(|s| s.phase.as_deref()),
-        in_flight(observed),
+        in_flight(&observed),
     );
-    if let Some(rollout) = rolling_out_unjournaled(observed) {
+    if let Some(rollout) = rolling_out_unjournaled(&observed) {
         // a lost journal's restart: taken over, so its end is recorded
         let deadline = rollout.slot + Duration::seconds(observed.cluster.spec.starting_deadline_seconds);
         let (slot, target, at) = (rollout.slot, rollout.target.clone(), rollout.patched_at);
@@ -89,8 +91,9 @@ pub fn plan(observed: &Observed) -> Plan<'_> {
         state = State::RollingOut { rollout };
     }
     let mut plan = Plan {
-        rollout_timeout: rollout_timeout(observed, &state),
-        spec_event: spec_event(observed),
+        rollout_timeout: rollout_timeout(&observed, &state),
+        spec_event: spec_event(&observed),
+        at: observed.now,
         observed,
         state,
         decision,
@@ -101,7 +104,7 @@ pub fn plan(observed: &Observed) -> Plan<'_> {
         downtime,
     };
     plan.track_in_flight();
-    plan.feed(&plan.spec_event.clone());
+    feed(&mut plan.state, &mut plan.decision, &plan.spec_event);
     plan.account(cursor, unrecorded, &epochs);
     if plan.state.asks_place().is_none() {
         plan.settle();
@@ -109,7 +112,7 @@ pub fn plan(observed: &Observed) -> Plan<'_> {
     plan
 }
 
-impl<'o> Plan<'o> {
+impl Plan {
     /// The due slot that asks the fleet for a place, and its deadline: answer with
     /// [`Fed::Place`].
     pub fn asks_place(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
@@ -136,8 +139,12 @@ impl<'o> Plan<'o> {
                 });
                 self.settle();
             }
-            Fed::Patched { at } => self.feed(&EruEvent::RestartPatched { at }),
+            Fed::Patched { at } => {
+                self.at = at;
+                self.feed(&EruEvent::RestartPatched { at });
+            }
             Fed::PatchFailed { message, at } => {
+                self.at = at;
                 let failures = match &self.state {
                     State::Restarting { restart } => restart.attempts + 1,
                     _ => 1,
@@ -177,46 +184,50 @@ impl<'o> Plan<'o> {
         self.next_fire.filter(|_| !self.observed.cluster.spec.suspend)
     }
 
-    pub fn observed(&self) -> &'o Observed {
-        self.observed
+    /// When what was decided since the last take was decided: the records' instant.
+    pub fn at(&self) -> DateTime<Utc> {
+        self.at
+    }
+
+    pub fn observed(&self) -> &Observed {
+        &self.observed
     }
 
     fn feed(&mut self, event: &EruEvent) {
-        let state = std::mem::replace(&mut self.state, State::Waiting {});
-        self.state = step(EruMachine, state, event, &mut self.decision);
+        feed(&mut self.state, &mut self.decision, event);
     }
 
     /// The restart in flight: did its patch land, and how does its rollout go? (A landing seen
     /// now may be rolled out now too.)
     fn track_in_flight(&mut self) {
-        let now = self.observed.now;
-        let view_of = |target: &str| self.observed.cluster.targets.get(target);
-        if let State::Restarting { restart } = &self.state
-            && let Some(at) = view_of(&restart.target).and_then(|v| v.landed_at(restart.slot, now))
+        let (o, state, decision) = (&self.observed, &mut self.state, &mut self.decision);
+        let view_of = |target: &str| o.cluster.targets.get(target);
+        if let State::Restarting { restart } = &*state
+            && let Some(at) = view_of(&restart.target).and_then(|v| v.landed_at(restart.slot, o.now))
         {
-            self.feed(&EruEvent::RestartPatched { at });
+            feed(state, decision, &EruEvent::RestartPatched { at });
         }
-        if let State::RollingOut { rollout } = &self.state {
+        if let State::RollingOut { rollout } = &*state {
             let event = match view_of(&rollout.target) {
                 None => EruEvent::TargetGone,
-                Some(v) => match v.verdict(rollout.slot, rollout.patched_at, now, self.rollout_timeout) {
+                Some(v) => match v.verdict(rollout.slot, rollout.patched_at, o.now, self.rollout_timeout) {
                     Verdict::Done => EruEvent::RolloutDone {
-                        finished_at: v.finished_at(rollout.patched_at, now),
+                        finished_at: v.finished_at(rollout.patched_at, o.now),
                     },
                     Verdict::Failed(reason) => EruEvent::RolloutFailed {
-                        finished_at: now,
+                        finished_at: o.now,
                         reason,
                     },
                     Verdict::Progressing => EruEvent::RolloutProgressed,
                 },
             };
-            self.feed(&event);
+            feed(state, decision, &event);
         }
     }
 
     /// The slots since the cursor: recorded, or due.
     fn account(&mut self, cursor: DateTime<Utc>, unrecorded: Option<Window>, epochs: &[Epoch]) {
-        let o = self.observed;
+        let o = &self.observed;
         let now = o.now;
         let span = Span {
             after: cursor,
@@ -252,20 +263,21 @@ impl<'o> Plan<'o> {
                 landed_at,
             })
         });
-        self.feed(&EruEvent::SlotsDue(SlotsDue {
+        let slots = EruEvent::SlotsDue(SlotsDue {
             gate: target.map_or(Gate::Missing, |t| t.gate()),
             gate_note: target.and_then(|t| t.gate_note()),
             template,
             records: accounting.records,
             due: accounting.due,
             journal_outages: o.journal.outages.clone(),
-        }));
+        });
+        feed(&mut self.state, &mut self.decision, &slots);
     }
 
     /// A restart that has not landed: patch it (after its backoff), or give it up; then the
     /// spec's state again (a restart that ended in this pass frees the Eru for it).
     fn settle(&mut self) {
-        let o = self.observed;
+        let o = &self.observed;
         if let State::Restarting { restart } = &self.state {
             let view = o.cluster.targets.get(&restart.target);
             let (blocked, note) = if o.cluster.spec.suspend {
@@ -292,10 +304,20 @@ impl<'o> Plan<'o> {
                 downtime: self.downtime.iter().find(|w| w.1 > decided_at).copied(),
                 journal_outage: ledger::overlapping(&o.journal.outages, restart.slot, restart.deadline),
             };
-            self.feed(&EruEvent::RestartPending(pending));
+            feed(
+                &mut self.state,
+                &mut self.decision,
+                &EruEvent::RestartPending(pending),
+            );
         }
-        self.feed(&self.spec_event.clone());
+        feed(&mut self.state, &mut self.decision, &self.spec_event);
     }
+}
+
+/// Feeds `event` to the machine in `state`, adding to `decision`.
+fn feed(state: &mut State, decision: &mut EruDecision, event: &EruEvent) {
+    let from = std::mem::replace(state, State::Waiting {});
+    *state = step(EruMachine, from, event, decision);
 }
 
 /// Where the ledger starts this pass: the seed of a lost journal's ledger from the status, the

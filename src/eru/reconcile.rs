@@ -25,6 +25,7 @@ use super::{
     act::act,
     context::{EruContext, Options, TargetCaches, Workloads},
     deleted,
+    events::EruAction,
     fleet::Fleet,
     index::Targets,
     metrics::EruMetrics,
@@ -38,7 +39,9 @@ use crate::{
     Result,
     machine::{Phase, status_digest},
     runtime::{
-        Context, drive, shutdown_requested,
+        Context, drive,
+        pass::{self, Steps},
+        shutdown_requested,
         wakes::{self, FarWakes, Wake},
         watch::{Shared, only_changes},
     },
@@ -109,7 +112,13 @@ pub fn controller(
         .clone()
         .follow(shutdown_requested(shutdown.clone()));
     let deletions = deleted::follow(context.clone(), erus.store.clone(), erus.synced.clone(), gone);
-    let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
+    let run = drive(
+        controller,
+        KIND,
+        context.ctx.clone(),
+        context,
+        pass::run::<EruContext>,
+    );
     (
         async move {
             futures::join!(run, deletions, reload);
@@ -143,54 +152,75 @@ fn erus_of<K: Workload>(
     }
 }
 
-/// One pass over `eru`: observe → plan (the fleet's answer fed back) → commit → act (the patch's
-/// result fed back and committed) → status → requeue.
-async fn reconcile(eru: Arc<CachedEru>, context: Arc<EruContext>) -> Result<Action> {
-    // an unsynced cache would show the target as missing and abandon a restart in flight
-    context.targets.synced().await;
-    if eru.meta().deletion_timestamp.is_some() {
-        forget(&context, &eru);
-        return Ok(Action::await_change());
-    }
-    let (namespace, name, uid) = (
-        eru.namespace().unwrap_or_default(),
-        eru.name_any(),
-        eru.uid().unwrap_or_default(),
-    );
-    context.metrics.init(&namespace, &name);
-    restore_fleet(&context).await?;
+/// The Eru's steps of the runtime's pass ([`pass::run`]): observe → plan (the fleet's answer
+/// fed back) → commit → act (the patch's result fed back, then committed) → status → requeue.
+impl Steps for EruContext {
+    type Object = CachedEru;
+    type Plan = Plan;
+    type Action = EruAction;
+    type Fed = Fed;
 
-    let observed = observe(&context, &eru, Utc::now()).await?;
-    let mut plan = plan(&observed);
-    if let Some((slot, deadline)) = plan.asks_place() {
-        let grant = (context.fleet).request(&uid, &namespace, &name, slot, deadline, observed.now);
-        plan.after(Fed::Place(grant));
-    }
-    let decided = plan.take();
-    record::commit(&context, &eru, &decided, observed.now).await?;
-    for action in &decided.actions {
-        if let Some(result) = act(&context, &eru, &plan.state, action).await {
-            plan.after(result);
-            record::commit(&context, &eru, &plan.take(), Utc::now()).await?;
+    async fn plan(&self, eru: &Arc<CachedEru>) -> Result<Option<Plan>> {
+        // an unsynced cache would show the target as missing and abandon a restart in flight
+        self.targets.synced().await;
+        if eru.meta().deletion_timestamp.is_some() {
+            forget(self, eru);
+            return Ok(None);
         }
+        let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
+        self.metrics.init(&namespace, &name);
+        restore_fleet(self).await?;
+        let mut plan = plan(observe(self, eru, Utc::now()).await?);
+        if let Some((slot, deadline)) = plan.asks_place() {
+            let uid = eru.uid().unwrap_or_default();
+            let now = plan.observed().now;
+            let grant = (self.fleet).request(&uid, &namespace, &name, slot, deadline, now);
+            plan.after(Fed::Place(grant));
+        }
+        Ok(Some(plan))
     }
 
-    settle_place(&context, &eru, &plan);
-    context.metrics.set_next(&namespace, &name, plan.next_restart());
-    context.ctx.metrics.set_phase(KIND, &uid, plan.state.phase());
-    if deleted_meanwhile(&context, &eru) {
-        // the deletion was handled while this pass ran; undo what the pass set again
-        forget(&context, &eru);
-        deleted::abandon_open(&context, &uid).await;
-        return Ok(Action::await_change());
+    async fn commit(&self, eru: &Arc<CachedEru>, plan: &mut Plan) -> Result<Vec<EruAction>> {
+        let decided = plan.take();
+        record::commit(self, eru, &decided, plan.at()).await?;
+        Ok(decided.actions)
     }
-    // the journal decides what is new (a replayed record is not), so totals are read from it
-    let summary = context.ctx.journal.eru_summary(&uid).await?;
-    let status = status(&eru, &plan, &summary, !context.fleet.limits().unlimited());
-    if observed.cluster.known_digest != Some(status_digest(&status)) {
-        context.ctx.write_status(eru.as_ref(), &status)?;
+
+    async fn act(&self, eru: &Arc<CachedEru>, plan: &Plan, actions: Vec<EruAction>) -> Result<Vec<Fed>> {
+        let mut results = Vec::new();
+        for action in &actions {
+            results.extend(act(self, eru, &plan.state, action).await);
+        }
+        Ok(results)
     }
-    Ok(requeue(&context, &eru, plan.backlog, plan.wake()))
+
+    fn after(plan: &mut Plan, fed: Fed) {
+        plan.after(fed);
+    }
+
+    async fn settle(&self, eru: &Arc<CachedEru>, plan: Plan) -> Result<Action> {
+        let uid = eru.uid().unwrap_or_default();
+        settle_place(self, eru, &plan);
+        (self.metrics).set_next(
+            &eru.namespace().unwrap_or_default(),
+            &eru.name_any(),
+            plan.next_restart(),
+        );
+        self.ctx.metrics.set_phase(KIND, &uid, plan.state.phase());
+        if deleted_meanwhile(self, eru) {
+            // the deletion was handled while this pass ran; undo what the pass set again
+            forget(self, eru);
+            deleted::abandon_open(self, &uid).await;
+            return Ok(Action::await_change());
+        }
+        // the journal decides what is new (a replayed record is not), so totals are read from it
+        let summary = self.ctx.journal.eru_summary(&uid).await?;
+        let status = status(eru, &plan, &summary, !self.fleet.limits().unlimited());
+        if plan.observed().cluster.known_digest != Some(status_digest(&status)) {
+            self.ctx.write_status(eru.as_ref(), &status)?;
+        }
+        Ok(requeue(self, eru, plan.backlog, plan.wake()))
+    }
 }
 
 /// Counts the restarts in flight from the journal, once, before the first pass gives a place.
@@ -213,7 +243,7 @@ async fn restore_fleet(context: &EruContext) -> Result<()> {
 
 /// Keeps the Eru's place while a restart is in flight; otherwise, unless its slot waits for
 /// one, frees its place (or its turn) for the next in line.
-fn settle_place(context: &EruContext, eru: &CachedEru, plan: &Plan<'_>) {
+fn settle_place(context: &EruContext, eru: &CachedEru, plan: &Plan) {
     let uid = eru.uid().unwrap_or_default();
     if plan.state.slot().is_some() {
         context.fleet.hold(&uid, &eru.namespace().unwrap_or_default());

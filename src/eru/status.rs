@@ -13,7 +13,7 @@ use crate::{
 
 /// The status to write: phase and slot from the machine, conditions from what was observed and
 /// the restart patch's result, history fields from the journal's summary.
-pub fn status(eru: &CachedEru, plan: &Plan<'_>, summary: &EruSummary, capped: bool) -> EruStatus {
+pub fn status(eru: &CachedEru, plan: &Plan, summary: &EruSummary, capped: bool) -> EruStatus {
     let (observed, state, next) = (plan.observed(), &plan.state, plan.next_restart());
     let queued = plan.queued.as_ref();
     let known = observed.cluster.known.as_ref();

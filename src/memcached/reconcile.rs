@@ -1,5 +1,6 @@
-//! Memcached reconcile: observe (Memcached, its Deployment and Pods from watch caches) → event →
-//! machine → journal → act (finalizer, server-side apply of the Deployment, cleanup) → status.
+//! Memcached reconcile, on the runtime's pass: observe (Memcached, its Deployment and Pods from
+//! watch caches) → the machine → journal → act (finalizer, server-side apply of the Deployment,
+//! cleanup; the apply's result fed back) → status.
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -21,17 +22,20 @@ use tokio::sync::watch;
 use super::{
     Memcached, MemcachedStatus,
     machine::{
-        MemcachedAction, MemcachedEvent, MemcachedMachine, Observation, desired_deployment, in_sync, restore,
+        MemcachedAction, MemcachedEvent, MemcachedMachine, Observation, State, desired_deployment, in_sync,
+        restore,
     },
 };
 use crate::{
     Error, Result,
     conditions::condition,
-    machine::{Phase, dispatch, step},
+    machine::{Decision, Phase, dispatch, step},
     runtime::{
         Context, api_message,
         deployment::DeploymentView,
-        drive, shutdown_requested,
+        drive,
+        pass::{self, Steps},
+        shutdown_requested,
         watch::{Synced, watched, watched_with_deletions},
     },
 };
@@ -50,7 +54,7 @@ pub const FINALIZER: &str = "cache.example.com/finalizer";
 const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 const SELECTOR: &str = "app.kubernetes.io/name=memcached,app.kubernetes.io/managed-by=eru-operator";
 
-struct MemcachedContext {
+pub struct MemcachedContext {
     ctx: Arc<Context>,
     deployments: Store<Deployment>,
     pods: Store<Pod>,
@@ -104,7 +108,13 @@ pub fn controller(
         let ctx = context.ctx.clone();
         async move { ctx.forget_gone(KIND, gone, |_| {}).await }
     };
-    let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
+    let run = drive(
+        controller,
+        KIND,
+        context.ctx.clone(),
+        context,
+        pass::run::<MemcachedContext>,
+    );
     (
         async move {
             futures::join!(run, forgetting);
@@ -113,116 +123,161 @@ pub fn controller(
     )
 }
 
-async fn reconcile(memcached: Arc<Memcached>, context: Arc<MemcachedContext>) -> Result<Action> {
-    let ctx = &context.ctx;
-    futures::join!(context.caches_synced.0.wait(), context.caches_synced.1.wait());
-    let namespace = memcached.namespace().unwrap_or_default();
-    let name = memcached.name_any();
-    let image = &ctx.settings.memcached_image;
-    let desired = desired_deployment(&memcached, image);
-    let live = context.deployments.get(&ObjectRef::new(&name).within(&namespace));
-    let uid = memcached.uid().unwrap_or_default();
-    let known = ctx.statuses.current(
-        &uid,
-        &memcached.resource_version().unwrap_or_default(),
-        memcached.status.as_ref(),
-    );
-    let observation = Observation {
-        size: memcached.spec.size,
-        deleting: memcached.meta().deletion_timestamp.is_some(),
-        has_finalizer: memcached.finalizers().iter().any(|f| f == FINALIZER),
-        deployment: live.as_deref().map(DeploymentView::of),
-        in_sync: live.as_deref().is_some_and(|d| in_sync(d, &desired)),
-        apply_failure: known.as_ref().and_then(|s| {
-            s.conditions
-                .iter()
-                .find(|c| c.type_ == "Degraded" && c.status == "True" && c.reason == APPLY_FAILED)
-                .map(|c| c.message.clone())
-        }),
-    };
-    let phase = known.as_ref().and_then(|s| s.phase.as_deref());
-    let (state, decision) = dispatch(
-        MemcachedMachine,
-        restore(phase),
-        &MemcachedEvent::Observed(observation.clone()),
-    );
-    ctx.commit(KIND, memcached.as_ref(), &decision.transitions)
-        .await?;
+/// One Memcached pass between its steps: what was observed, the machine and what it decided.
+pub struct MemcachedPlan {
+    known: Option<MemcachedStatus>,
+    observation: Observation,
+    /// The Deployment it should own.
+    desired: Deployment,
+    state: State,
+    decision: Decision<MemcachedAction>,
+    /// The API's message if applying the Deployment failed in this pass.
+    apply_error: Option<String>,
+}
 
-    let api: Api<Memcached> = ctx.api(&namespace);
-    let mut apply_error = None;
-    for command in &decision.actions {
-        match command {
-            MemcachedAction::AddFinalizer => {
-                let mut finalizers = memcached.finalizers().to_vec();
-                finalizers.push(FINALIZER.into());
-                set_finalizers(&api, &memcached, finalizers).await?;
-            }
-            MemcachedAction::ApplyDeployment => {
-                let deployments: Api<Deployment> = ctx.api(&namespace);
-                if let Err(e) = deployments
-                    .patch(
-                        &name,
-                        &PatchParams::apply(DEPLOYMENT_MANAGER).force(),
-                        &Patch::Apply(&desired),
-                    )
-                    .await
-                {
-                    let message = api_message(&e);
+/// The Memcached's steps of the runtime's pass ([`pass::run`]).
+impl Steps for MemcachedContext {
+    type Object = Memcached;
+    type Plan = MemcachedPlan;
+    type Action = MemcachedAction;
+    type Fed = MemcachedEvent;
+
+    async fn plan(&self, memcached: &Arc<Memcached>) -> Result<Option<MemcachedPlan>> {
+        futures::join!(self.caches_synced.0.wait(), self.caches_synced.1.wait());
+        let namespace = memcached.namespace().unwrap_or_default();
+        let desired = desired_deployment(memcached, &self.ctx.settings.memcached_image);
+        let live = (self.deployments).get(&ObjectRef::new(&memcached.name_any()).within(&namespace));
+        let known = self.ctx.statuses.current(
+            &memcached.uid().unwrap_or_default(),
+            &memcached.resource_version().unwrap_or_default(),
+            memcached.status.as_ref(),
+        );
+        let observation = Observation {
+            size: memcached.spec.size,
+            deleting: memcached.meta().deletion_timestamp.is_some(),
+            has_finalizer: memcached.finalizers().iter().any(|f| f == FINALIZER),
+            deployment: live.as_deref().map(DeploymentView::of),
+            in_sync: live.as_deref().is_some_and(|d| in_sync(d, &desired)),
+            apply_failure: known.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == "Degraded" && c.status == "True" && c.reason == APPLY_FAILED)
+                    .map(|c| c.message.clone())
+            }),
+        };
+        let phase = known.as_ref().and_then(|s| s.phase.as_deref());
+        let event = MemcachedEvent::Observed(observation.clone());
+        let (state, decision) = dispatch(MemcachedMachine, restore(phase), &event);
+        Ok(Some(MemcachedPlan {
+            known,
+            observation,
+            desired,
+            state,
+            decision,
+            apply_error: None,
+        }))
+    }
+
+    async fn commit(
+        &self,
+        memcached: &Arc<Memcached>,
+        plan: &mut MemcachedPlan,
+    ) -> Result<Vec<MemcachedAction>> {
+        let decided = std::mem::take(&mut plan.decision);
+        self.ctx
+            .commit(KIND, memcached.as_ref(), &decided.transitions)
+            .await?;
+        Ok(decided.actions)
+    }
+
+    async fn act(
+        &self,
+        memcached: &Arc<Memcached>,
+        plan: &MemcachedPlan,
+        actions: Vec<MemcachedAction>,
+    ) -> Result<Vec<MemcachedEvent>> {
+        let (ctx, namespace, name) = (
+            &self.ctx,
+            memcached.namespace().unwrap_or_default(),
+            memcached.name_any(),
+        );
+        let api: Api<Memcached> = ctx.api(&namespace);
+        let mut results = Vec::new();
+        for command in &actions {
+            match command {
+                MemcachedAction::AddFinalizer => {
+                    let mut finalizers = memcached.finalizers().to_vec();
+                    finalizers.push(FINALIZER.into());
+                    set_finalizers(&api, memcached, finalizers).await?;
+                }
+                MemcachedAction::ApplyDeployment => {
+                    let deployments: Api<Deployment> = ctx.api(&namespace);
+                    let params = PatchParams::apply(DEPLOYMENT_MANAGER).force();
+                    let applied = deployments
+                        .patch(&name, &params, &Patch::Apply(&plan.desired))
+                        .await;
+                    let error = applied.err().map(|e| api_message(&e));
+                    if let Some(message) = &error {
+                        let note = Some(message.clone());
+                        ctx.publish(
+                            memcached.as_ref(),
+                            EventType::Warning,
+                            "ApplyFailed",
+                            "ApplyDeployment",
+                            note,
+                        );
+                    }
+                    // the apply's result goes back into the machine in this pass
+                    results.push(MemcachedEvent::Applied { error });
+                }
+                MemcachedAction::Cleanup => {
+                    let note =
+                        format!("Custom Resource {name} is being deleted from the namespace {namespace}");
                     ctx.publish(
                         memcached.as_ref(),
                         EventType::Warning,
-                        "ApplyFailed",
-                        "ApplyDeployment",
-                        Some(message.clone()),
+                        "Deleting",
+                        "Finalize",
+                        Some(note),
                     );
-                    apply_error = Some(message);
+                    let finalizers = (memcached.finalizers().iter())
+                        .filter(|f| *f != FINALIZER)
+                        .cloned()
+                        .collect();
+                    set_finalizers(&api, memcached, finalizers).await?;
                 }
             }
-            MemcachedAction::Cleanup => {
-                let note = format!("Custom Resource {name} is being deleted from the namespace {namespace}");
-                ctx.publish(
-                    memcached.as_ref(),
-                    EventType::Warning,
-                    "Deleting",
-                    "Finalize",
-                    Some(note),
-                );
-                let finalizers = memcached
-                    .finalizers()
-                    .iter()
-                    .filter(|f| *f != FINALIZER)
-                    .cloned()
-                    .collect();
-                set_finalizers(&api, &memcached, finalizers).await?;
-            }
         }
+        Ok(results)
     }
-    if observation.deleting {
-        ctx.forget(KIND, memcached.as_ref());
-        return Ok(Action::await_change());
+
+    fn after(plan: &mut MemcachedPlan, fed: MemcachedEvent) {
+        if let MemcachedEvent::Applied { error } = &fed {
+            plan.apply_error.clone_from(error);
+        }
+        let state = std::mem::replace(&mut plan.state, State::Creating {});
+        plan.state = step(MemcachedMachine, state, &fed, &mut plan.decision);
     }
-    // the apply's result goes back into the machine in this pass
-    let mut state = state;
-    if decision.actions.contains(&MemcachedAction::ApplyDeployment) {
-        let mut applied = Default::default();
-        let event = MemcachedEvent::Applied {
-            error: apply_error.clone(),
-        };
-        state = step(MemcachedMachine, state, &event, &mut applied);
-        ctx.commit(KIND, memcached.as_ref(), &applied.transitions).await?;
+
+    async fn settle(&self, memcached: &Arc<Memcached>, plan: MemcachedPlan) -> Result<Action> {
+        if plan.observation.deleting {
+            self.ctx.forget(KIND, memcached.as_ref());
+            return Ok(Action::await_change());
+        }
+        let uid = memcached.uid().unwrap_or_default();
+        self.ctx.metrics.set_phase(KIND, &uid, plan.state.phase());
+        let known = plan.known.as_ref();
+        let status = status(
+            memcached,
+            known,
+            &self.pods,
+            &plan.state,
+            &plan.observation,
+            plan.apply_error,
+        );
+        self.ctx.apply_status(memcached.as_ref(), known, &status)?;
+        Ok(Action::requeue(Duration::from_secs(300)))
     }
-    ctx.metrics.set_phase(KIND, &uid, state.phase());
-    let status = status(
-        &memcached,
-        known.as_ref(),
-        &context.pods,
-        state.phase(),
-        &observation,
-        apply_error,
-    );
-    ctx.apply_status(memcached.as_ref(), known.as_ref(), &status)?;
-    Ok(Action::requeue(Duration::from_secs(300)))
 }
 
 /// Replaces the finalizer list, guarded by the resourceVersion the decision was made on.
@@ -248,7 +303,7 @@ fn status(
     memcached: &Memcached,
     known: Option<&MemcachedStatus>,
     pods: &Store<Pod>,
-    phase: &str,
+    state: &State,
     observation: &Observation,
     apply_error: Option<String>,
 ) -> MemcachedStatus {
@@ -265,8 +320,8 @@ fn status(
     let deployment = observation.deployment.clone().unwrap_or_default();
     let size = observation.size;
     let available = deployment.available >= size && observation.deployment.is_some();
-    let progressing = phase == "Creating" || phase == "Scaling";
-    let degraded = phase == "Degraded";
+    let progressing = matches!(state, State::Creating {} | State::Scaling {});
+    let degraded = matches!(state, State::Degraded {});
     // Degraded without an apply in this pass: an earlier apply failure stands until one succeeds
     let apply_error = apply_error.or_else(|| observation.apply_failure.clone().filter(|_| degraded));
     let (degraded_reason, degraded_message) = match apply_error {
@@ -313,7 +368,7 @@ fn status(
         ),
     ];
     MemcachedStatus {
-        phase: Some(phase.to_string()),
+        phase: Some(state.phase().to_string()),
         nodes,
         ready_replicas: deployment.ready,
         available_replicas: deployment.available,

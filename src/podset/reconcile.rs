@@ -1,5 +1,5 @@
-//! PodSet reconcile: observe (PodSet + Pods from the watch cache) → event → machine → journal →
-//! act (create, delete, adopt, release Pods) → status (server-side apply).
+//! PodSet reconcile, on the runtime's pass: observe (PodSet + Pods from the watch cache) → the
+//! machine → journal → act (create, delete, adopt, release Pods; the result fed back) → status.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -32,16 +32,18 @@ use tracing::info;
 use super::{
     PodSet, PodSetStatus,
     machine::{
-        Cached, Expected, Observation, PodSetAction, PodSetEvent, PodSetMachine, PodView, Scaling, restore,
-        slow_start_batches,
+        Cached, Expected, Observation, PodSetAction, PodSetEvent, PodSetMachine, PodView, Scaling, State,
+        restore, slow_start_batches,
     },
 };
 use crate::{
     Result,
     conditions::condition,
-    machine::{Phase, dispatch, step},
+    machine::{Decision, Phase, dispatch, step},
     runtime::{
-        Context, api_message, drive, shutdown_requested,
+        Context, api_message, drive,
+        pass::{self, Steps},
+        shutdown_requested,
         watch::{Gone, Synced, watched, watched_with_deletions},
     },
 };
@@ -51,7 +53,7 @@ const KIND: &str = "PodSet";
 pub const POD_LABEL: &str = "podset_cr";
 
 /// Per-controller state besides the shared context.
-struct PodSetContext {
+pub struct PodSetContext {
     ctx: Arc<Context>,
     pods: Store<Pod>,
     pods_synced: Synced,
@@ -114,7 +116,13 @@ pub fn controller(
             context.ctx.forget_gone(KIND, gone, forget_expectations).await;
         }
     };
-    let run = drive(controller, KIND, context.ctx.clone(), context, reconcile);
+    let run = drive(
+        controller,
+        KIND,
+        context.ctx.clone(),
+        context,
+        pass::run::<PodSetContext>,
+    );
     (
         async move {
             futures::join!(run, forgetting);
@@ -237,23 +245,106 @@ fn replica_failure(status: Option<&PodSetStatus>) -> Option<String> {
         .map(|c| c.message.clone())
 }
 
-async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<Action> {
-    let ctx = &context.ctx;
-    // an unsynced Pod cache would look empty and make the PodSet create duplicates
-    context.pods_synced.wait().await;
-    let uid = podset.uid().unwrap_or_default();
-    if podset.meta().deletion_timestamp.is_some() {
-        // Pods go with their owner through garbage collection.
-        context
-            .expectations
-            .lock()
-            .expect("expectations lock")
-            .remove(&uid);
-        ctx.forget(KIND, podset.as_ref());
-        return Ok(Action::await_change());
+/// One PodSet pass between its steps: what was observed, the machine and what it decided.
+pub struct PodSetPlan {
+    known: Option<PodSetStatus>,
+    observation: Observation,
+    state: State,
+    decision: Decision<PodSetAction>,
+    /// The first failure of this pass's actions.
+    failure: Option<String>,
+}
+
+/// The PodSet's steps of the runtime's pass ([`pass::run`]).
+impl Steps for PodSetContext {
+    type Object = PodSet;
+    type Plan = PodSetPlan;
+    type Action = PodSetAction;
+    type Fed = PodSetEvent;
+
+    async fn plan(&self, podset: &Arc<PodSet>) -> Result<Option<PodSetPlan>> {
+        // an unsynced Pod cache would look empty and make the PodSet create duplicates
+        self.pods_synced.wait().await;
+        let uid = podset.uid().unwrap_or_default();
+        if podset.meta().deletion_timestamp.is_some() {
+            // Pods go with their owner through garbage collection.
+            self.expectations.lock().expect("expectations lock").remove(&uid);
+            self.ctx.forget(KIND, podset.as_ref());
+            return Ok(None);
+        }
+        let pods = self.pods.state();
+        let expectations_met = self.expectations_met(podset, &uid, &pods);
+        let known = self.ctx.statuses.current(
+            &uid,
+            &podset.resource_version().unwrap_or_default(),
+            podset.status.as_ref(),
+        );
+        let observation = observe(podset, known.as_ref(), &pods, expectations_met);
+        let phase = known.as_ref().and_then(|s| s.phase.as_deref());
+        let event = PodSetEvent::Observed(observation.clone());
+        let (state, decision) = dispatch(PodSetMachine, restore(phase), &event);
+        Ok(Some(PodSetPlan {
+            known,
+            observation,
+            state,
+            decision,
+            failure: None,
+        }))
     }
-    let pods = context.pods.state();
-    let expectations_met = {
+
+    async fn commit(&self, podset: &Arc<PodSet>, plan: &mut PodSetPlan) -> Result<Vec<PodSetAction>> {
+        let decided = std::mem::take(&mut plan.decision);
+        self.ctx
+            .commit(KIND, podset.as_ref(), &decided.transitions)
+            .await?;
+        Ok(decided.actions)
+    }
+
+    async fn act(
+        &self,
+        podset: &Arc<PodSet>,
+        _plan: &PodSetPlan,
+        actions: Vec<PodSetAction>,
+    ) -> Result<Vec<PodSetEvent>> {
+        let scaling = actions.iter().find_map(|a| match a {
+            PodSetAction::Create { .. } => Some(Scaling::Up),
+            PodSetAction::Delete { .. } => Some(Scaling::Down),
+            _ => None,
+        });
+        let failure = self.scale(podset, actions).await;
+        // the actions' result goes back into the machine in this pass
+        Ok(vec![PodSetEvent::Acted { failure, scaling }])
+    }
+
+    fn after(plan: &mut PodSetPlan, fed: PodSetEvent) {
+        if let PodSetEvent::Acted { failure, .. } = &fed {
+            plan.failure.clone_from(failure);
+        }
+        let state = std::mem::replace(&mut plan.state, State::Pending {});
+        plan.state = step(PodSetMachine, state, &fed, &mut plan.decision);
+    }
+
+    async fn settle(&self, podset: &Arc<PodSet>, plan: PodSetPlan) -> Result<Action> {
+        let uid = podset.uid().unwrap_or_default();
+        self.ctx.metrics.set_phase(KIND, &uid, plan.state.phase());
+        // Degraded without a failure in this pass: waiting on earlier actions, the earlier failure stands
+        let failure = plan.failure.or_else(|| {
+            matches!(plan.state, State::Degraded {})
+                .then(|| plan.observation.failure.clone())
+                .flatten()
+        });
+        let known = plan.known.as_ref();
+        let phase = plan.state.phase();
+        let status = status(podset, known, phase, &plan.observation, failure.as_ref());
+        self.ctx.apply_status(podset.as_ref(), known, &status)?;
+        Ok(Action::requeue(Duration::from_secs(300)))
+    }
+}
+
+impl PodSetContext {
+    /// Whether the Pods this PodSet's last actions created or deleted are in the cache (else
+    /// counting now could duplicate them); forgets the expectations once they are.
+    fn expectations_met(&self, podset: &PodSet, uid: &str, pods: &[Arc<Pod>]) -> bool {
         let cached = |name: &str| match pods
             .iter()
             .find(|p| p.name_any() == name && p.namespace() == podset.namespace())
@@ -262,114 +353,73 @@ async fn reconcile(podset: Arc<PodSet>, context: Arc<PodSetContext>) -> Result<A
             Some(p) if p.metadata.deletion_timestamp.is_some() => Cached::Deleting,
             Some(_) => Cached::Present,
         };
-        let mut expectations = context.expectations.lock().expect("expectations lock");
+        let mut expectations = self.expectations.lock().expect("expectations lock");
         let met = expectations
-            .get(&uid)
+            .get(uid)
             .is_none_or(|e| e.met(cached, Instant::now()));
         if met {
-            expectations.remove(&uid);
+            expectations.remove(uid);
         }
         met
-    };
-    let known = ctx.statuses.current(
-        &uid,
-        &podset.resource_version().unwrap_or_default(),
-        podset.status.as_ref(),
-    );
-    let observation = observe(&podset, known.as_ref(), &pods, expectations_met);
-    let phase = known.as_ref().and_then(|s| s.phase.as_deref());
-    let (state, decision) = dispatch(
-        PodSetMachine,
-        restore(phase),
-        &PodSetEvent::Observed(observation.clone()),
-    );
-    ctx.commit(KIND, podset.as_ref(), &decision.transitions).await?;
-    let scaling = decision.actions.iter().find_map(|a| match a {
-        PodSetAction::Create { .. } => Some(Scaling::Up),
-        PodSetAction::Delete { .. } => Some(Scaling::Down),
-        _ => None,
-    });
+    }
 
-    let api: Api<Pod> = ctx.api(&podset.namespace().unwrap_or_default());
-    let mut failures = Vec::new();
-    let mut expected = Expected::new(Instant::now());
-    for command in decision.actions {
-        match command {
-            PodSetAction::Create { count } => {
-                create_pods(&api, &podset, count, &mut expected, &mut failures).await
-            }
-            PodSetAction::Delete { names } => {
-                for name in names {
-                    match api.delete(&name, &DeleteParams::default()).await {
-                        Ok(_) => {
-                            expected.deletes.insert(name);
+    /// Creates, deletes, adopts and releases Pods; expects what it created and deleted to show up
+    /// in the cache; returns (and announces) the first failure.
+    async fn scale(&self, podset: &PodSet, actions: Vec<PodSetAction>) -> Option<String> {
+        let api: Api<Pod> = self.ctx.api(&podset.namespace().unwrap_or_default());
+        let mut failures = Vec::new();
+        let mut expected = Expected::new(Instant::now());
+        for command in actions {
+            match command {
+                PodSetAction::Create { count } => {
+                    create_pods(&api, podset, count, &mut expected, &mut failures).await
+                }
+                PodSetAction::Delete { names } => {
+                    for name in names {
+                        match api.delete(&name, &DeleteParams::default()).await {
+                            Ok(_) => {
+                                expected.deletes.insert(name);
+                            }
+                            Err(kube::Error::Api(s)) if s.code == 404 => {}
+                            Err(e) => failures.push(format!("deleting pod {name}: {}", api_message(&e))),
                         }
-                        Err(kube::Error::Api(s)) if s.code == 404 => {}
-                        Err(e) => failures.push(format!("deleting pod {name}: {}", api_message(&e))),
                     }
                 }
-            }
-            PodSetAction::Adopt { names } => {
-                for name in names {
-                    if let Err(e) = set_controller(&api, &podset, &name, true).await {
-                        failures.push(format!("adopting pod {name}: {}", api_message(&e)));
+                PodSetAction::Adopt { names } => {
+                    for name in names {
+                        if let Err(e) = set_controller(&api, podset, &name, true).await {
+                            failures.push(format!("adopting pod {name}: {}", api_message(&e)));
+                        }
                     }
                 }
-            }
-            PodSetAction::Release { names } => {
-                for name in names {
-                    if let Err(e) = set_controller(&api, &podset, &name, false).await {
-                        failures.push(format!("releasing pod {name}: {}", api_message(&e)));
+                PodSetAction::Release { names } => {
+                    for name in names {
+                        if let Err(e) = set_controller(&api, podset, &name, false).await {
+                            failures.push(format!("releasing pod {name}: {}", api_message(&e)));
+                        }
                     }
                 }
             }
         }
+        if !expected.creates.is_empty() || !expected.deletes.is_empty() {
+            let uid = podset.uid().unwrap_or_default();
+            self.expectations
+                .lock()
+                .expect("expectations lock")
+                .insert(uid, expected);
+        }
+        let failure = failures.into_iter().next();
+        if let Some(failure) = &failure {
+            self.ctx.publish(
+                podset,
+                EventType::Warning,
+                "ReplicaFailure",
+                "ScalePods",
+                Some(failure.clone()),
+            );
+        }
+        failure
     }
-    if !expected.creates.is_empty() || !expected.deletes.is_empty() {
-        context
-            .expectations
-            .lock()
-            .expect("expectations lock")
-            .insert(uid.clone(), expected);
-    }
-    if let Some(failure) = failures.first() {
-        ctx.publish(
-            podset.as_ref(),
-            EventType::Warning,
-            "ReplicaFailure",
-            "ScalePods",
-            Some(failure.clone()),
-        );
-    }
-    // the actions' result goes back into the machine in this pass
-    let failure = failures.into_iter().next();
-    let mut acted = Default::default();
-    let state = step(
-        PodSetMachine,
-        state,
-        &PodSetEvent::Acted {
-            failure: failure.clone(),
-            scaling,
-        },
-        &mut acted,
-    );
-    ctx.commit(KIND, podset.as_ref(), &acted.transitions).await?;
-    ctx.metrics.set_phase(KIND, &uid, state.phase());
-    // Degraded without a failure in this pass: waiting on earlier actions, the earlier failure stands
-    let failure = failure.or_else(|| {
-        (state.phase() == "Degraded")
-            .then(|| observation.failure.clone())
-            .flatten()
-    });
-    let status = status(
-        &podset,
-        known.as_ref(),
-        state.phase(),
-        &observation,
-        failure.as_ref(),
-    );
-    ctx.apply_status(podset.as_ref(), known.as_ref(), &status)?;
-    Ok(Action::requeue(Duration::from_secs(300)))
 }
 
 /// Creates `count` Pods in slow-start batches, stopping at the first failing batch.

@@ -1,6 +1,7 @@
 //! The runtime every kind shares, importing none of them: the controller [`Context`] and its
-//! commit path, the [`drive`]r with its error policy, watch caches ([`watch`]), the Deployment
-//! view ([`deployment`]) and process [`Readiness`].
+//! commit path, the [`pass`] skeleton every kind's reconcile runs on, the [`drive`]r with its
+//! error policy, watch caches ([`watch`]), the Deployment view ([`deployment`]) and process
+//! [`Readiness`].
 //!
 //! Imports point one way: `app` → kinds (`eru`, `podset`, `memcached`) → `runtime` →
 //! `journal`/`metrics`/`machine`.
@@ -11,6 +12,7 @@ pub mod driver;
 pub mod events;
 pub mod leader;
 pub mod lean;
+pub mod pass;
 pub mod status;
 pub mod urgent;
 pub mod wakes;

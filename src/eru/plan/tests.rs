@@ -94,7 +94,7 @@ struct Pass {
 }
 
 fn decide(_eru: &CachedEru, observed: &Observed) -> Pass {
-    let mut plan = plan(observed);
+    let mut plan = plan(observed.clone());
     if plan.asks_place().is_some() {
         plan.after(Fed::Place(Grant::Granted));
     }
