@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Import cycles among the library's files (src/, without main.rs), and shared modules (runtime,
-journal, metrics, machine) importing a kind or the wiring: prints each and exits 1.
+"""Import cycles among the library's files (src/, without main.rs), shared modules (runtime,
+journal, metrics, machine) importing a kind or the wiring, the Eru core (the pure plan, machine,
+ledger, schedule and their data) importing a Kubernetes client, tokio, sqlx, the journal's rows or
+the runtime, and journal text parsed (`parse_ts`) outside journal/: prints each and exits 1.
 
 A file imports another when a `use` or a `crate::`/`super::`/`self::` path names an item of the
 other file's module. Declaring a submodule (`mod x;`) is not an import. Run by hack/test.sh, so the
@@ -93,6 +95,40 @@ violations = [
 for m, t in sorted(violations):
     print(f"layering: {modules[m].relative_to(src.parent)} (shared) imports {modules[t].relative_to(src.parent)}")
 
+def code_of(path):
+    """The file without comments (strings kept: a quote in a comment cannot desynchronize)."""
+    text = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def name_of(m):
+    return str(modules[m].relative_to(src.parent))
+
+
+# the Eru core: pure, decided from plain data; what it may not name, directly or by a crate path
+core = [("eru", "plan"), ("eru", "plan", "start"), ("eru", "machine"), ("eru", "events"),
+        ("eru", "ledger"), ("eru", "schedule"), ("eru", "hash"), ("eru", "observed")]
+forbidden_crates = ("kube", "k8s_openapi", "tokio", "sqlx")
+core_violations = []
+for m in core:
+    if m not in modules:
+        core_violations.append(f"core: {'/'.join(m)}.rs is missing (update hack/imports.py)")
+        continue
+    text = code_of(modules[m])
+    roots = [tree.split("::")[0].strip().lstrip("{") for tree in re.findall(r"\buse\s+([^;]+);", text)]
+    roots += re.findall(r"\b(" + "|".join(forbidden_crates) + r")::", text)
+    for crate in sorted(set(r for r in roots if r in forbidden_crates)):
+        core_violations.append(f"core: {name_of(m)} uses {crate}")
+    for t in edges[m]:
+        if t[:1] == ("runtime",) or (t[:1] == ("journal",) and t != ("journal", "vocab")):
+            core_violations.append(f"core: {name_of(m)} imports {'/'.join(t)} (only journal/vocab.rs)")
+for v in core_violations:
+    print(v)
+parses = [p for p in src.rglob("*.rs") if "journal" not in p.relative_to(src).parts[:1]
+          and re.search(r"\bparse_ts\b", code_of(p))]
+for p in sorted(parses):
+    print(f"journal text parsed outside journal/: {p.relative_to(src.parent)} calls parse_ts")
+
 # cycles: strongly connected components with more than one file
 index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
 
@@ -129,6 +165,8 @@ for scc in sccs:
     print("import cycle:", ", ".join(sorted(name(m) for m in scc)))
     for m in sorted(scc):
         print(f"  {name(m)} -> " + ", ".join(sorted(name(t) for t in edges[m] if t in scc)))
-if sccs or violations:
+if sccs or violations or core_violations or parses:
     sys.exit(1)
-print(f"no import cycles among {len(modules)} files; shared modules import no kind")
+print(f"no import cycles among {len(modules)} files; shared modules import no kind; "
+      f"the Eru core ({len(core)} files) imports no client, tokio, sqlx or journal row; "
+      "journal text is parsed in journal/ only")

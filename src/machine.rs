@@ -13,7 +13,7 @@ use std::{collections::HashMap, sync::Mutex};
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::memory::{shrink_after_burst, stable_hash};
+use crate::memory::{key_hash, shrink_after_burst};
 use statig::blocking::{IntoStateMachine, IntoStateMachineExt, State, Superstate};
 
 /// A state's stable name: `status.phase`, journal columns and metric labels.
@@ -126,7 +126,7 @@ where
 /// A digest of a status as this operator serializes it: two statuses with the same digest are the
 /// same (a cache may keep the digest of a status instead of all of it).
 pub fn status_digest<S: Serialize>(status: &S) -> u64 {
-    stable_hash(serde_json::to_string(status).unwrap_or_default())
+    key_hash(serde_json::to_string(status).unwrap_or_default())
 }
 
 /// The status each object was last written with, and the resourceVersion that write was based on.

@@ -10,10 +10,12 @@ use std::{
 
 use tokio::sync::watch;
 
-/// A 64-bit hash of `value`, the same in every process (SipHash with fixed keys), for maps that
-/// key thousands of objects by hash instead of by string: two of 10,000 keys collide with a
-/// chance of about 1 in 10^11.
-pub fn stable_hash(value: impl Hash) -> u64 {
+/// A 64-bit hash of `value` for maps that key thousands of objects by hash instead of by string
+/// (two of 10,000 keys collide with a chance of about 1 in 10^11). Never stored or sent: it only
+/// has to agree within this process, which std's `DefaultHasher` (SipHash with fixed keys) does.
+/// Numbers that are part of the product (`H`, jitter) come from [`crate::eru::hash`], which is
+/// stable across processes and releases.
+pub fn key_hash(value: impl Hash) -> u64 {
     use std::hash::{DefaultHasher, Hasher};
     let mut hasher = DefaultHasher::new();
     value.hash(&mut hasher);

@@ -8,7 +8,7 @@ use std::{
     time::Instant,
 };
 
-use crate::memory::{shrink_after_burst, stable_hash};
+use crate::memory::{key_hash, shrink_after_burst};
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -21,7 +21,7 @@ pub struct Metrics {
     registry: Registry,
     transitions: IntCounterVec,
     objects: IntGaugeVec,
-    /// Each object's phase, by kind and the [`stable_hash`] of its uid (a uid string and its
+    /// Each object's phase, by kind and the [`key_hash`] of its uid (a uid string and its
     /// table entry took ~130 bytes an object).
     phases: Arc<Mutex<HashMap<(&'static str, u64), &'static str>>>,
     reconciles: IntCounterVec,
@@ -321,7 +321,7 @@ impl Metrics {
     /// Records that the object `uid` of `kind` is now in `phase` (for `eru_objects`).
     pub fn set_phase(&self, kind: &'static str, uid: &str, phase: &'static str) {
         let mut phases = self.phases.lock().expect("metrics lock");
-        match phases.insert((kind, stable_hash(uid)), phase) {
+        match phases.insert((kind, key_hash(uid)), phase) {
             Some(old) if old == phase => return,
             Some(old) => self.objects.with_label_values(&[kind, old]).dec(),
             None => {}
@@ -332,7 +332,7 @@ impl Metrics {
     /// Forgets a deleted object's phase.
     pub fn forget_phase(&self, kind: &'static str, uid: &str) {
         let mut phases = self.phases.lock().expect("metrics lock");
-        if let Some(old) = phases.remove(&(kind, stable_hash(uid))) {
+        if let Some(old) = phases.remove(&(kind, key_hash(uid))) {
             self.objects.with_label_values(&[kind, old]).dec();
         }
         shrink_after_burst(&mut phases);

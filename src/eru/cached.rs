@@ -183,6 +183,40 @@ impl Resource for CachedEru {
 
 #[cfg(test)]
 mod tests {
+    /// A cached Eru still tells when its spec was last written, by whom it is not kept.
+    #[test]
+    fn a_lean_eru_keeps_when_its_spec_was_written() {
+        let full: crate::eru::Eru = serde_json::from_value(serde_json::json!({
+            "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru",
+            "metadata": {"name": "web", "namespace": "shop",
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                "managedFields": [
+                    {"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "mtsre.meitu.com/v1",
+                     "time": "2026-11-20T00:00:00Z", "fieldsType": "FieldsV1",
+                     "fieldsV1": {"f:metadata": {"f:annotations": {}}, "f:spec": {"f:schedule": {}}}},
+                    {"manager": "kubectl-edit", "operation": "Update", "time": "2026-11-21T00:00:00Z",
+                     "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}},
+                    {"manager": "eru-operator", "operation": "Apply", "subresource": "status",
+                     "time": "2026-11-22T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]},
+            "spec": {"schedule": "0 3 * * *", "target": {"kind": "Deployment", "name": "web"}}
+        }))
+        .unwrap();
+        let mut lean: CachedEru = serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
+        lean.lean();
+        let written = crate::runtime::managed_at(&full.metadata, crate::runtime::writes_spec);
+        assert_eq!(lean.spec_written_at(), written);
+        assert_eq!(
+            written,
+            Some("2026-11-20T00:00:00Z".parse().unwrap()),
+            "the spec write, not the later ones"
+        );
+        assert!(lean.metadata.managed_fields.is_none(), "only its time is kept");
+        assert!(
+            lean.metadata.annotations.is_none(),
+            "only the last-applied annotation was there"
+        );
+    }
+
     use super::*;
 
     fn full() -> serde_json::Value {

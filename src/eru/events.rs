@@ -212,7 +212,7 @@ impl EventName for EruEvent {
 
 /// What the cluster remembers of an Eru's ledger (its status) when the journal has none of it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Seed {
+pub struct Remembered {
     pub accounted_through: Option<DateTime<Utc>>,
     pub missed_slots: i64,
     pub last_missed: Option<DateTime<Utc>>,
@@ -224,7 +224,7 @@ pub struct Seed {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EruRecord {
     /// The journal starts this Eru's ledger from what its status remembers.
-    Seed(Seed),
+    Seed(Remembered),
     /// A generation's spec took effect.
     Epoch(Epoch),
     /// The cursor moves here: slots up to it are accounted elsewhere (status, the target's

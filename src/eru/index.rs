@@ -9,15 +9,15 @@ use std::{
 use kube::{ResourceExt, runtime::reflector::ObjectRef, runtime::watcher};
 
 use super::{CachedEru, Target, TargetKind};
-use crate::memory::{shrink_after_burst, stable_hash};
+use crate::memory::{key_hash, shrink_after_burst};
 
-/// A (namespace, name) pair by its [`stable_hash`]: with string keys the index took ~400 bytes an
+/// A (namespace, name) pair by its [`key_hash`]: with string keys the index took ~400 bytes an
 /// Eru (massif, 10,000 Erus). Two pairs colliding would make a workload's event also reconcile
 /// an Eru that does not target it, which costs a pass and changes nothing.
 type Key = u64;
 
 fn key(namespace: &str, name: &str) -> Key {
-    stable_hash((namespace, name))
+    key_hash((namespace, name))
 }
 
 #[derive(Debug, Default)]

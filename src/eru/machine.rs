@@ -14,7 +14,7 @@
 //! reason (`patch_failed`, `suspended`, `target_paused`, ...). It is never patched afterwards.
 //! The idle states follow the spec; a slot due while one of them holds is skipped with its reason.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use statig::prelude::*;
 
 use super::{
@@ -375,8 +375,8 @@ fn outage_text(reason: Reason, window: Option<Window>) -> String {
     match window {
         Some((from, to)) if reason == Reason::JournalUnavailable => format!(
             "the journal took no writes from {} to {}; ",
-            crate::journal::ts(from),
-            crate::journal::ts(to)
+            from.to_rfc3339_opts(SecondsFormat::Millis, true),
+            to.to_rfc3339_opts(SecondsFormat::Millis, true)
         ),
         _ => String::new(),
     }

@@ -295,12 +295,14 @@ pub mod ledger;
 pub mod machine;
 pub mod metrics;
 pub mod observe;
+pub mod observed;
 pub mod plan;
 pub mod reconcile;
 pub mod record;
 pub mod schedule;
 pub mod status;
 pub mod target;
+pub mod workloads;
 
 pub use cached::CachedEru;
 

@@ -13,13 +13,14 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::{
-    events::{EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, Rollout, Seed, SlotsDue, Template},
-    ledger::{self, Epoch, Span, Window, effective_from},
+    events::{EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, Rollout, SlotsDue, Template},
+    ledger::{self, Epoch, Span, Window},
     machine::{EruMachine, InFlight, State, restore, retry_delay},
-    observe::Observed,
+    observed::Observed,
     target::{DEFAULT_ROLLOUT_TIMEOUT_SECONDS, Verdict},
 };
 use crate::machine::step;
+use start::ledger_start;
 
 /// A due slot waiting for a place in the fleet (`--max-concurrent-restarts`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -236,7 +237,7 @@ impl Plan {
             unrecorded,
             journal_outages: &o.journal.outages,
             uid: &o.cluster.uid,
-            seed: &o.cluster.seed,
+            seed: &o.cluster.h_key,
             cluster_blackouts: &o.operator.cluster_blackouts,
             queued: o.operator.queued,
         };
@@ -320,60 +321,6 @@ fn feed(state: &mut State, decision: &mut EruDecision, event: &EruEvent) {
     *state = step(EruMachine, from, event, decision);
 }
 
-/// Where the ledger starts this pass: the seed of a lost journal's ledger from the status, the
-/// current generation's epoch if new, the cursor (past a stretch whose spec is unknown, which is
-/// reported), and the operator's downtime since it. Returns the cursor, the downtime, a lost
-/// journal's unrecorded window and the epochs to account under.
-fn ledger_start(
-    observed: &Observed,
-    decision: &mut EruDecision,
-) -> (DateTime<Utc>, Vec<Window>, Option<Window>, Vec<Epoch>) {
-    // the journal's ledger, or what the cluster remembers of a lost one
-    let remembered = observed
-        .cluster
-        .known
-        .as_ref()
-        .filter(|s| status_cursor(s).is_some());
-    if observed.journal.ledger.is_none()
-        && let Some(status) = remembered
-    {
-        decision.record(EruRecord::Seed(Seed {
-            accounted_through: status_cursor(status),
-            missed_slots: status.missed_slots,
-            last_missed: status.last_missed_time,
-            last_success: status.last_successful_time,
-            last_failure: status.last_failure_time,
-        }));
-    }
-    let (epochs, new_epoch) = epochs(observed);
-    if let Some(epoch) = new_epoch {
-        decision.record(EruRecord::Epoch(epoch));
-    }
-    let mut cursor = cursor(observed);
-    // slots before the first epoch this journal knows have no known spec: report, move past
-    if let Some(from) = epochs.first().map(|e| e.from).filter(|from| *from > cursor) {
-        decision.act(super::events::EruAction::ReportGap {
-            from: cursor,
-            to: from,
-        });
-        cursor = from;
-    }
-    if observed.journal_cursor().is_none_or(|j| cursor > j) {
-        decision.record(EruRecord::Advance(cursor));
-    }
-    let (mut downtime, before_first) = ledger::downtime(&observed.journal.runs, cursor);
-    let unrecorded = match before_first {
-        // the Eru was accounted before, by a journal this operator cannot read
-        Some(window) if observed.journal.ledger.is_none() && remembered.is_some() => Some(window),
-        Some(window) => {
-            downtime.insert(0, window);
-            None
-        }
-        None => None,
-    };
-    (cursor, downtime, unrecorded, epochs)
-}
-
 /// The spec's state as an event.
 fn spec_event(observed: &Observed) -> EruEvent {
     match (&observed.cluster.schedule, observed.target()) {
@@ -383,73 +330,6 @@ fn spec_event(observed: &Observed) -> EruEvent {
             suspend: observed.cluster.spec.suspend,
         },
     }
-}
-
-/// The latest instant a status says is accounted: its cursor, else (a status written before the
-/// cursor was kept) its latest restart or missed slot.
-fn status_cursor(status: &super::EruStatus) -> Option<DateTime<Utc>> {
-    [
-        status.accounted_through,
-        status.last_restart.as_ref().map(|r| r.slot),
-        status.last_missed_time,
-    ]
-    .into_iter()
-    .flatten()
-    .max()
-}
-
-/// Where accounting resumes: after the latest of the journal's cursor, the status's cursor and —
-/// when the journal knows nothing of this Eru — the slot the target's template carries, if it is
-/// one of this schedule's (it was restarted, by an operator whose journal is gone). A new Eru
-/// starts at its creation.
-fn cursor(observed: &Observed) -> DateTime<Utc> {
-    let status = observed.cluster.known.as_ref().and_then(status_cursor);
-    let template = observed
-        .journal
-        .ledger
-        .is_none()
-        .then(|| observed.target()?.template_slot)
-        .flatten()
-        .filter(|slot| *slot <= observed.now)
-        .filter(|slot| {
-            let schedule = observed.cluster.schedule.as_ref().ok();
-            schedule.and_then(|s| s.next_after(*slot - Duration::seconds(1))) == Some(*slot)
-        });
-    [observed.journal_cursor(), status, template]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(observed.cluster.created)
-}
-
-/// The epochs to account under, oldest first, and the current generation's if it is new. A new
-/// generation takes effect when the API server recorded its spec write (clamped between the
-/// previous epoch and now); generation 1 at the Eru's creation; the first epoch of an Eru the
-/// journal accounted before epochs were kept, at its cursor.
-fn epochs(observed: &Observed) -> (Vec<Epoch>, Option<Epoch>) {
-    let cluster = &observed.cluster;
-    let mut epochs = observed.journal.epochs.clone();
-    let latest = epochs.iter().map(|e| e.generation).max();
-    if latest.is_some_and(|g| g >= cluster.generation) {
-        // known (or the cache lags behind a generation already journaled)
-        return (epochs, None);
-    }
-    let from = if cluster.generation <= 1 {
-        cluster.created
-    } else if let Some(last) = epochs.last() {
-        effective_from(cluster.spec_written_at, Some(last.from), observed.now)
-    } else if let Some(cursor) = observed.journal_cursor() {
-        effective_from(cluster.spec_written_at, None, observed.now).min(cursor)
-    } else {
-        effective_from(cluster.spec_written_at, None, observed.now)
-    };
-    let epoch = Epoch {
-        generation: cluster.generation,
-        from,
-        spec: cluster.spec.clone(),
-    };
-    epochs.push(epoch.clone());
-    (epochs, Some(epoch))
 }
 
 /// The restart in flight, as the journal holds it.
@@ -502,5 +382,6 @@ fn rollout_timeout(observed: &Observed, state: &State) -> Duration {
     }))
 }
 
+mod start;
 #[cfg(test)]
 mod tests;

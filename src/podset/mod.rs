@@ -64,4 +64,5 @@ pub struct PodSetStatus {
 }
 
 pub mod machine;
+mod pods;
 pub mod reconcile;

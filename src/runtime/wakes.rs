@@ -17,7 +17,7 @@ use futures::Stream;
 use kube::{Resource, runtime::reflector::ObjectRef};
 use tokio::sync::mpsc;
 
-use crate::memory::{shrink_after_burst, stable_hash};
+use crate::memory::{key_hash, shrink_after_burst};
 
 /// A wake-up at most this far ahead is left to the controller's scheduler.
 pub const HORIZON: Duration = Duration::from_secs(5 * 60);
@@ -58,7 +58,7 @@ struct Waiting {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Object (by the [`stable_hash`] of its namespace and name) → its wake-up.
+    /// Object (by the [`key_hash`] of its namespace and name) → its wake-up.
     by_object: HashMap<u64, Waiting>,
     /// (instant, object) in order.
     queue: BTreeSet<(i64, u64)>,
@@ -69,7 +69,7 @@ struct Inner {
 pub struct FarWakes(Arc<Mutex<Inner>>);
 
 fn key(namespace: &str, name: &str) -> u64 {
-    stable_hash((namespace, name))
+    key_hash((namespace, name))
 }
 
 impl FarWakes {

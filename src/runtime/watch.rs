@@ -30,7 +30,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 
 use super::shutdown_requested;
-use crate::memory::stable_hash;
+use crate::memory::key_hash;
 
 /// The annotation `kubectl apply` keeps the whole last applied object in; no controller reads it.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -290,9 +290,9 @@ pub fn relevant_changes<K: Resource + Send + Sync + 'static>(
     })
 }
 
-/// A uid's [`stable_hash`]; a collision would cost one skipped trigger.
+/// A uid's [`key_hash`]; a collision would cost one skipped trigger.
 fn uid_hash(uid: &str) -> u64 {
-    stable_hash(uid)
+    key_hash(uid)
 }
 
 /// Objects a shared store may queue for a slow subscriber before the watch waits for it.

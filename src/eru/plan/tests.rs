@@ -7,16 +7,13 @@ use chrono::TimeZone;
 use serde_json::json;
 
 use super::*;
-use crate::{
-    eru::{
-        CachedEru, EruStatus, LastRestart,
-        events::{EruAction, Restart, RestartOutcome},
-        ledger::{EpochSpec, Reason},
-        observe::{Cluster, Journaled, OpenRestart, Operator},
-        schedule::Schedule,
-        target::{TargetView, view_deployment},
-    },
-    journal::{LedgerRow, Ts},
+use crate::eru::{
+    CachedEru, EruStatus, LastRestart,
+    events::{EruAction, Restart, RestartOutcome},
+    ledger::{EpochSpec, Reason},
+    observed::{Cluster, Journaled, Ledger, OpenRestart, Operator},
+    schedule::Schedule,
+    target::{TargetView, view_deployment},
 };
 
 fn t(m: u32, s: u32) -> DateTime<Utc> {
@@ -55,7 +52,7 @@ fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) 
         now,
         cluster: Cluster {
             uid: "u1".into(),
-            seed: "ns/nightly".into(),
+            h_key: "ns/nightly".into(),
             generation: eru.metadata.generation.unwrap(),
             created: t(0, 0),
             spec_written_at: None,
@@ -67,10 +64,8 @@ fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) 
             targets: HashMap::from([("web".to_string(), target(None))]),
         },
         journal: Journaled {
-            ledger: cursor.map(|c| LedgerRow {
-                uid: "u1".into(),
-                accounted_through: Some(Ts(c)),
-                ..LedgerRow::default()
+            ledger: cursor.map(|c| Ledger {
+                accounted_through: Some(c),
             }),
             epochs: vec![Epoch {
                 generation: 1,
@@ -360,7 +355,7 @@ fn a_not_rollable_target_skips_the_slot_with_the_note_and_gives_up_a_pending_res
     );
 
     // decided before it became not rollable, not landed: given up with the note
-    o.journal.ledger.as_mut().unwrap().accounted_through = Some(Ts(t(5, 0)));
+    o.journal.ledger.as_mut().unwrap().accounted_through = Some(t(5, 0));
     o.journal.open_restart = Some(OpenRestart {
         restart: Restart {
             slot: t(5, 0),

@@ -1,0 +1,107 @@
+//! What one Eru pass decides from, as plain data in three parts (cluster, journal, operator):
+//! the plan's only input. [`super::observe`] fills it.
+
+use std::{collections::HashMap, sync::Arc};
+
+use chrono::{DateTime, Utc};
+
+use super::{
+    Blackout, EruStatus,
+    events::Restart,
+    ledger::{Epoch, EpochSpec, Window},
+    schedule::Schedule,
+    target::TargetView,
+};
+
+/// A restart the journal holds in progress.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenRestart {
+    pub restart: Restart,
+    pub decided_at: DateTime<Utc>,
+    /// When its patch landed, if it did.
+    pub patched_at: Option<DateTime<Utc>>,
+}
+
+/// Everything one pass decides from, in three parts by where it comes from.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    pub now: DateTime<Utc>,
+    pub cluster: Cluster,
+    pub journal: Journaled,
+    pub operator: Operator,
+}
+
+/// What the cluster says: the Eru (from the watch cache, or the status this operator wrote last)
+/// and the workloads it targets.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    /// The Eru's uid (its jitter).
+    pub uid: String,
+    /// `namespace/name`: what `H` in its schedules hashes.
+    pub h_key: String,
+    pub generation: i64,
+    pub created: DateTime<Utc>,
+    /// When the API server recorded the last write of the spec (managedFields).
+    pub spec_written_at: Option<DateTime<Utc>>,
+    /// The current generation as an epoch (its `from` not yet decided: see the plan).
+    pub spec: EpochSpec,
+    /// `spec.rolloutTimeoutSeconds`, if set.
+    pub rollout_timeout_seconds: Option<i64>,
+    /// The current spec's schedule, or why the spec (its schedule, time zone or blackouts)
+    /// cannot be used.
+    pub schedule: Result<Schedule, String>,
+    /// The freshest status this operator knows (its own last write, if the cache lags).
+    pub known: Option<EruStatus>,
+    /// The [`status_digest`] of the whole known status (a cached one lacks its conditions'
+    /// reasons and messages): a pass writes its status only when it differs.
+    pub known_digest: Option<u64>,
+    /// The targets the pass may need (the spec's, the restart's, the epochs'), as cached, by
+    /// their journal key ([`super::Target::key`]); absent ones do not exist.
+    pub targets: HashMap<String, TargetView>,
+}
+
+/// The journal's ledger of an Eru, as a plan reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ledger {
+    /// Every slot at or before this instant is restarted or recorded.
+    pub accounted_through: Option<DateTime<Utc>>,
+}
+
+/// What the journal holds of the Eru, from its cursor on.
+#[derive(Clone, Debug, Default)]
+pub struct Journaled {
+    /// The Eru's ledger; `None` if the journal has never accounted it.
+    pub ledger: Option<Ledger>,
+    /// Epochs from the one in force at the cursor on, oldest first.
+    pub epochs: Vec<Epoch>,
+    /// The restart held in progress, if any.
+    pub open_restart: Option<OpenRestart>,
+    /// Operator runs `(started, last heartbeat)` since the cursor (and the one before), oldest
+    /// first.
+    pub runs: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// When the journal took no writes although the operator ran, ending after the cursor, oldest
+    /// first: the journaled outages and the one still open.
+    pub outages: Vec<Window>,
+}
+
+/// What the operator itself brings: its cluster-wide blackouts, its dry run, its fleet queue.
+#[derive(Clone, Debug, Default)]
+pub struct Operator {
+    pub cluster_blackouts: Arc<Vec<Blackout>>,
+    /// `--dry-run`.
+    pub dry_run_all: bool,
+    /// The slot this Eru waits with for a place in the fleet, if it waits.
+    pub queued: Option<DateTime<Utc>>,
+}
+
+impl Observed {
+    /// The spec's target, if it exists.
+    pub fn target(&self) -> Option<&TargetView> {
+        self.cluster.targets.get(&self.cluster.spec.target)
+    }
+
+    /// The journal's cursor, if it accounted the Eru.
+    pub fn journal_cursor(&self) -> Option<DateTime<Utc>> {
+        self.journal.ledger.as_ref().and_then(|l| l.accounted_through)
+    }
+}
