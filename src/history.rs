@@ -9,13 +9,15 @@
 pub mod pages;
 pub mod params;
 
-use crate::journal::{Filter, Journal, RestartRow, SlotRow, TransitionRow, ts};
+use crate::journal::{Filter, Journal, RestartRow, SlotRecordRow, SlotRow, TransitionRow, ts};
 pub use pages::{
-    ErrorBody, HistoryPage, MissedItem, MissedPage, RestartItem, TransitionItem, TransitionPage, Window,
-    table,
+    ErrorBody, HistoryPage, MissedItem, MissedPage, RestartItem, SlotItem, SlotPage, SlotRestart,
+    TransitionItem, TransitionPage, Window, table,
 };
-use params::{Cursor, Limit, Listing, Namespace, ObjectName, Restarts, Slots, Time, Transitions, wire_name};
-pub use params::{HistoryParams, MissedParams, TransitionParams, parse};
+use params::{
+    Cursor, Limit, Listing, Namespace, ObjectName, Records, Restarts, Slots, Time, Transitions, wire_name,
+};
+pub use params::{HistoryParams, MissedParams, SlotParams, TransitionParams, parse};
 
 /// Why a query was refused (the HTTP API answers 400, the CLI exits 2), or could not be run.
 #[derive(Debug, thiserror::Error)]
@@ -96,4 +98,17 @@ pub async fn missed(journal: &Journal, p: &MissedParams) -> Result<MissedPage> {
     let rows = journal.missed(&f).await?;
     let (items, next_cursor) = page::<Slots, _, _>(rows, f.limit, |r: &SlotRow| r.id);
     Ok(MissedPage { items, next_cursor })
+}
+
+/// `GET /slots`: every slot's one ledger record, with its restart attempt.
+pub async fn slots(journal: &Journal, p: &SlotParams) -> Result<SlotPage> {
+    let f = Filter {
+        target: p.target.as_ref().map(|t| t.0.clone()),
+        result: p.result.as_ref().map(wire_name),
+        reason: p.reason.as_ref().map(wire_name),
+        ..filter(&p.namespace, &p.name, p.since, p.until, p.limit, p.cursor)
+    };
+    let rows = journal.slot_records(&f).await?;
+    let (items, next_cursor) = page::<Records, _, _>(rows, f.limit, |r: &SlotRecordRow| r.record.id);
+    Ok(SlotPage { items, next_cursor })
 }

@@ -20,8 +20,8 @@ use utoipa::{OpenApi, ToSchema};
 
 use crate::{
     history::{
-        self, ErrorBody, HistoryPage, HistoryParams, MissedPage, MissedParams, QueryError, TransitionPage,
-        TransitionParams,
+        self, ErrorBody, HistoryPage, HistoryParams, MissedPage, MissedParams, QueryError, SlotPage,
+        SlotParams, TransitionPage, TransitionParams,
     },
     journal::Journal,
     metrics::Metrics,
@@ -54,6 +54,7 @@ undocumented methods a 405 with `Allow`, with the same JSON body. Every answer c
         history_handler,
         transitions_handler,
         missed_handler,
+        slots_handler,
         healthz,
         readyz,
         metrics
@@ -71,6 +72,7 @@ pub fn router(state: AppState) -> Router {
         .route("/history", get(history_handler))
         .route("/transitions", get(transitions_handler))
         .route("/missed", get(missed_handler))
+        .route("/slots", get(slots_handler))
         .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .layer(axum::middleware::map_response(contract_headers))
@@ -188,6 +190,22 @@ async fn missed_handler(
     Params(p): Params<MissedParams>,
 ) -> Result<Json<MissedPage>, ApiError> {
     Ok(Json(history::missed(&state.journal, &p).await?))
+}
+
+/// Every slot's one ledger record, newest first: restarted (`fired`, with its restart), or not
+/// (`missed`/`skipped`, with the reason). The listing that answers "is every slot accounted, exactly
+/// once?": `/history` lists restart attempts (an abandoned or dry-run one's slot is also in
+/// `/missed`), `/missed` only the slots that did not fire.
+#[utoipa::path(get, path = "/slots", operation_id = "listSlots", params(SlotParams), responses(
+    (status = 200, description = "A page of slot records", body = SlotPage),
+    (status = 400, description = "A parameter outside its schema", body = ErrorBody),
+    (status = 503, description = "The journal is unavailable", body = ErrorBody),
+))]
+async fn slots_handler(
+    State(state): State<AppState>,
+    Params(p): Params<SlotParams>,
+) -> Result<Json<SlotPage>, ApiError> {
+    Ok(Json(history::slots(&state.journal, &p).await?))
 }
 
 /// The process is alive.

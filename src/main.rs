@@ -60,6 +60,8 @@ enum Listing {
     Restarts,
     /// Missed and skipped slots (as `GET /missed`).
     Missed,
+    /// Every slot's one ledger record, fired or not, with its restart (as `GET /slots`).
+    Slots,
     /// State-machine transitions (as `GET /transitions`).
     Transitions,
 }
@@ -93,9 +95,12 @@ struct HistoryArgs {
     /// Restarts: in_progress, succeeded, failed, abandoned.
     #[arg(long)]
     outcome: Option<String>,
-    /// Missed: operator_down, journal_unavailable, past_deadline, suspended, target_paused, ...
+    /// Missed, slots: operator_down, journal_unavailable, past_deadline, suspended, target_paused, ...
     #[arg(long)]
     reason: Option<String>,
+    /// Slots: fired, missed, skipped.
+    #[arg(long)]
+    result: Option<String>,
     /// Transitions: Eru, PodSet, Memcached.
     #[arg(long)]
     kind: Option<String>,
@@ -208,6 +213,7 @@ fn history(args: HistoryArgs) -> ExitCode {
             ("target", args.target.as_deref()),
             ("outcome", args.outcome.as_deref()),
             ("reason", args.reason.as_deref()),
+            ("result", args.result.as_deref()),
             ("kind", args.kind.as_deref()),
             ("since", args.since.as_deref()),
             ("until", args.until.as_deref()),
@@ -221,6 +227,10 @@ fn history(args: HistoryArgs) -> ExitCode {
             }
             Listing::Missed => {
                 let page = eru::history::missed(&journal, &eru::history::parse(&query)?).await?;
+                (serde_json::to_string_pretty(&page), page.table())
+            }
+            Listing::Slots => {
+                let page = eru::history::slots(&journal, &eru::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
             Listing::Transitions => {

@@ -110,6 +110,10 @@ async fn bad_parameters_are_400_with_a_json_error() {
         "/missed?reason=bored",
         "/missed?name=",
         "/missed?namespace=Prod",
+        "/slots?result=exploded",
+        "/slots?reason=bored",
+        "/slots?outcome=succeeded",
+        "/slots?cursor=m1",
         "/history?name=-web",
         "/history?limit=%2B5",
         "/history?%zz=1",
@@ -232,6 +236,121 @@ async fn filters_and_items() {
     assert_eq!(transitions["items"].as_array().unwrap().len(), 3);
 }
 
+/// One slot of each kind of record: fired (its restart succeeded), skipped with no restart,
+/// abandoned (decided, given up: also in `/history`), dry run (journaled only: also in `/history`).
+#[tokio::test]
+async fn slots_list_each_slot_once_with_its_restart_where_history_and_missed_overlap() {
+    use eru::journal::{FinishedRestart, PatchedRestart, vocab::RestartOutcome};
+    let journal = Journal::open_in_memory().await.unwrap();
+    let slot = |m: i64| Utc.with_ymd_and_hms(2026, 11, 22, 3, 0, 0).unwrap() + Duration::minutes(m);
+    let web = object("web");
+    let record = |m: i64, result: SlotResult, reason: &'static str| NewSlot {
+        object: web.clone(),
+        target: "web".into(),
+        slot: slot(m),
+        last_slot: slot(m),
+        slot_count: 1,
+        result,
+        reason,
+        window: None,
+        note: None,
+        evaluated_at: slot(m),
+    };
+    let decided = |m: i64| NewRestart {
+        object: web.clone(),
+        target: "web".into(),
+        slot: slot(m),
+        decided_at: slot(m),
+        deadline_at: slot(m) + Duration::minutes(5),
+    };
+    let finished = |m: i64, outcome: RestartOutcome| FinishedRestart {
+        uid: web.uid.clone(),
+        slot: slot(m),
+        finished_at: slot(m) + Duration::seconds(20),
+        outcome,
+        reason: None,
+    };
+    let entry = Entry {
+        restarts_decided: vec![decided(0), decided(2), decided(3)],
+        restarts_patched: vec![PatchedRestart {
+            uid: web.uid.clone(),
+            slot: slot(0),
+            patched_at: slot(0) + Duration::seconds(1),
+        }],
+        restarts_finished: vec![
+            finished(0, RestartOutcome::Succeeded),
+            finished(2, RestartOutcome::Abandoned),
+            finished(3, RestartOutcome::DryRun),
+        ],
+        slots: vec![
+            record(0, SlotResult::Fired, "scheduled"),
+            record(1, SlotResult::Skipped, "suspended"),
+            record(2, SlotResult::Skipped, "target_paused"),
+            record(3, SlotResult::Skipped, "dry_run"),
+        ],
+        ..Entry::default()
+    };
+    journal.append(&entry).await.unwrap();
+    let readiness = Readiness::default();
+    readiness.journal.store(true, Ordering::Relaxed);
+    let app = router(AppState {
+        journal: journal.clone(),
+        metrics: Metrics::new(),
+        readiness,
+    });
+    let (status, page) = get(&app, "/slots?name=web").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let items = page["items"].as_array().unwrap();
+    let got: Vec<(&str, &str, &Value)> = items
+        .iter()
+        .map(|i| {
+            (
+                i["slot"].as_str().unwrap(),
+                i["result"].as_str().unwrap(),
+                &i["restart"]["outcome"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("2026-11-22T03:03:00.000Z", "skipped", &Value::from("dry_run")),
+            ("2026-11-22T03:02:00.000Z", "skipped", &Value::from("abandoned")),
+            ("2026-11-22T03:01:00.000Z", "skipped", &Value::Null),
+            ("2026-11-22T03:00:00.000Z", "fired", &Value::from("succeeded")),
+        ],
+        "one record per slot, newest first, each with its restart attempt"
+    );
+    assert_eq!(items[3]["restart"]["patched_at"], "2026-11-22T03:00:01.000Z");
+    assert!(items[3]["reason"].is_null(), "a fired slot has no reason");
+    assert_eq!(items[2]["reason"], "suspended");
+    assert_eq!(items[0]["uid"], "uid-web");
+    // the overlap /slots resolves: abandoned and dry-run slots are in both of the other listings
+    let (_, history) = get(&app, "/history?name=web").await;
+    let (_, missed) = get(&app, "/missed?name=web").await;
+    let count = |v: &Value| v["items"].as_array().unwrap().len();
+    assert_eq!((count(&history), count(&missed)), (3, 3), "6 rows for 4 slots");
+    let (_, fired) = get(&app, "/slots?name=web&result=fired").await;
+    assert_eq!(count(&fired), 1);
+    let (_, paused) = get(&app, "/slots?reason=target_paused").await;
+    assert_eq!(paused["items"][0]["restart"]["outcome"], "abandoned");
+    // paged with its own cursor, no gaps or duplicates
+    let (_, first) = get(&app, "/slots?name=web&limit=3").await;
+    let cursor = first["next_cursor"].as_str().unwrap();
+    assert!(cursor.starts_with('s'), "{cursor}");
+    let (_, second) = get(&app, &format!("/slots?name=web&limit=3&cursor={cursor}")).await;
+    assert_eq!((count(&first), count(&second)), (3, 1));
+    assert!(second["next_cursor"].is_null());
+    assert_eq!(second["items"][0]["slot"], "2026-11-22T03:00:00.000Z");
+    // a cursor of /missed is not one of /slots
+    let (_, m) = get(&app, "/missed?name=web&limit=1").await;
+    let other = m["next_cursor"].as_str().unwrap();
+    assert_eq!(
+        get(&app, &format!("/slots?cursor={other}")).await.0,
+        StatusCode::BAD_REQUEST
+    );
+}
+
 #[tokio::test]
 async fn paging_has_no_gaps_or_duplicates_while_rows_arrive() {
     let (app, journal) = app(25).await;
@@ -275,6 +394,7 @@ async fn openapi_document_is_generated_from_the_handlers() {
         "/history",
         "/transitions",
         "/missed",
+        "/slots",
         "/metrics",
         "/healthz",
         "/readyz",
@@ -325,6 +445,19 @@ async fn openapi_document_is_generated_from_the_handlers() {
             .starts_with('^')
     );
     assert_eq!(param("/history", "cursor")["pattern"], "^h[0-9a-f]{1,15}$");
+    assert_eq!(param("/slots", "cursor")["pattern"], "^s[0-9a-f]{1,15}$");
+    assert_eq!(
+        param("/slots", "result")["enum"],
+        serde_json::json!(["fired", "missed", "skipped"])
+    );
+    assert_eq!(
+        param("/slots", "reason")["enum"].as_array().unwrap().len(),
+        eru::eru::ledger::Reason::ALL.len()
+    );
+    assert_eq!(param("/slots", "limit")["maximum"], 1000);
+    assert!(doc["paths"]["/slots"]["get"]["responses"]["400"].is_object());
+    let restart = &doc["components"]["schemas"]["SlotItem"]["properties"]["restart"];
+    assert!(!restart.is_null(), "a slot record carries its restart attempt");
     assert_eq!(
         param("/missed", "reason")["enum"].as_array().unwrap().len(),
         eru::eru::ledger::Reason::ALL.len()
@@ -392,7 +525,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn no_query_string_produces_a_5xx(q in query(), endpoint in prop_oneof![Just("/history"), Just("/transitions"), Just("/missed")]) {
+    fn no_query_string_produces_a_5xx(q in query(), endpoint in prop_oneof![Just("/history"), Just("/transitions"), Just("/missed"), Just("/slots")]) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
             let (app, _) = app(5).await;

@@ -5,8 +5,8 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::params::{Kind, Outcome, Reason, SlotOutcome};
-use crate::journal::{RestartRow, SlotRow, TransitionRow, Ts};
+use super::params::{Kind, Outcome, Reason, SlotOutcome, SlotResult};
+use crate::journal::{RestartRow, SlotRecordRow, SlotRow, TransitionRow, Ts};
 
 /// An error answer (every 4xx and 5xx of this API).
 #[derive(Debug, Serialize, ToSchema)]
@@ -202,6 +202,133 @@ pub struct MissedPage {
     /// Pass as `cursor` for the next page; null on the last page.
     #[schema(required = true)]
     pub next_cursor: Option<String>,
+}
+
+/// The restart attempt of a slot: the one that fired it, or one decided and given up
+/// (`abandoned`) or journaled only (`dry_run`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SlotRestart {
+    /// When it was decided (journaled before its patch was sent).
+    #[schema(value_type = String, format = DateTime)]
+    pub decided_at: Ts,
+    /// When its patch landed; null if it never did.
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub patched_at: Option<Ts>,
+    /// When its rollout ended or it was given up; null while in progress.
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub finished_at: Option<Ts>,
+    #[schema(value_type = Outcome)]
+    pub outcome: String,
+    /// Why it failed or was abandoned, in words; null otherwise.
+    #[schema(required = true)]
+    pub reason: Option<String>,
+    /// Patches the API server refused.
+    #[schema(minimum = 0)]
+    pub failed_patches: i64,
+}
+
+/// A slot's one ledger record: restarted (`fired`), or not (`missed`, `skipped`, with the reason),
+/// or a summarized run of slots not restarted for one reason (`slot_count` > 1).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SlotItem {
+    pub namespace: String,
+    pub name: String,
+    /// The Eru's uid: an Eru deleted and created again under its name is another ledger.
+    pub uid: String,
+    pub target: String,
+    /// The (first) slot.
+    #[schema(value_type = String, format = DateTime)]
+    pub slot: Ts,
+    /// The last slot this record stands for.
+    #[schema(value_type = String, format = DateTime)]
+    pub last_slot: Ts,
+    /// How many slots this record stands for.
+    #[schema(minimum = 1)]
+    pub slot_count: i64,
+    #[schema(value_type = SlotResult)]
+    pub result: String,
+    /// Why the slot was not restarted; null for a fired slot.
+    #[schema(value_type = Option<Reason>, required = true)]
+    pub reason: Option<String>,
+    /// The stretch of time the reason names (see `MissedItem.window`); null otherwise.
+    #[schema(required = true)]
+    pub window: Option<Window>,
+    /// What the reason alone does not say (see `MissedItem.note`); null otherwise.
+    #[schema(required = true)]
+    pub note: Option<String>,
+    /// When the operator accounted for the slot.
+    #[schema(value_type = String, format = DateTime)]
+    pub evaluated_at: Ts,
+    /// The slot's restart attempt, if one was decided; null otherwise.
+    #[schema(required = true)]
+    pub restart: Option<SlotRestart>,
+}
+
+impl From<SlotRecordRow> for SlotItem {
+    fn from(row: SlotRecordRow) -> Self {
+        let s = row.record;
+        let restart = row.restart_decided_at.map(|decided_at| SlotRestart {
+            decided_at,
+            patched_at: row.restart_patched_at,
+            finished_at: row.restart_finished_at,
+            outcome: row.restart_outcome.unwrap_or_default(),
+            reason: row.restart_reason,
+            failed_patches: row.restart_attempts.unwrap_or_default(),
+        });
+        Self {
+            namespace: s.namespace,
+            name: s.name,
+            uid: s.uid,
+            target: s.target,
+            slot: s.slot,
+            last_slot: s.last_slot,
+            slot_count: s.slot_count,
+            // the journal says `scheduled` for a fired slot: not a reason a slot was not restarted
+            reason: s.reason.filter(|_| s.result != SlotResult::Fired.as_str()),
+            result: s.result,
+            window: s
+                .window_start
+                .zip(s.window_end)
+                .map(|(start, end)| Window { start, end }),
+            note: s.note,
+            evaluated_at: s.evaluated_at,
+            restart,
+        }
+    }
+}
+
+/// A page of slot records, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SlotPage {
+    pub items: Vec<SlotItem>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+impl SlotPage {
+    /// The page as a text table.
+    pub fn table(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .items
+            .iter()
+            .map(|s| {
+                vec![
+                    s.slot.to_string(),
+                    s.slot_count.to_string(),
+                    format!("{}/{}", s.namespace, s.name),
+                    s.result.clone(),
+                    or_dash(s.reason.as_ref()),
+                    or_dash(s.restart.as_ref().map(|r| r.outcome.clone())),
+                    or_dash(s.note.as_ref()),
+                ]
+            })
+            .collect();
+        table(
+            &["SLOT", "COUNT", "ERU", "RESULT", "REASON", "RESTART", "NOTE"],
+            &rows,
+        )
+    }
 }
 
 /// Renders rows as an aligned text table.

@@ -27,7 +27,7 @@ use utoipa::{
 };
 
 use super::QueryError;
-pub use crate::journal::vocab::{Outcome, Reason, SlotOutcome};
+pub use crate::journal::vocab::{Outcome, Reason, SlotOutcome, SlotResult};
 
 /// Default page size.
 pub const DEFAULT_LIMIT: u32 = 100;
@@ -307,6 +307,8 @@ pub struct Restarts;
 pub struct Transitions;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slots;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Records;
 impl Listing for Restarts {
     const TAG: char = 'h';
 }
@@ -315,6 +317,9 @@ impl Listing for Transitions {
 }
 impl Listing for Slots {
     const TAG: char = 'm';
+}
+impl Listing for Records {
+    const TAG: char = 's';
 }
 
 /// A custom resource kind whose transitions are journaled.
@@ -407,6 +412,22 @@ listing_params!(
         /// The workload: a Deployment's name, or `StatefulSet/<name>`, `DaemonSet/<name>`.
         target: TargetName,
         /// Why the slot was not restarted.
+        reason: Reason,
+    }
+);
+
+listing_params!(
+    /// Query parameters of `GET /slots`.
+    SlotParams, Records, Cursor::<Records>::schema, {
+        /// Namespace of the Eru.
+        namespace: Namespace,
+        /// Name of the Eru.
+        name: ObjectName,
+        /// The workload: a Deployment's name, or `StatefulSet/<name>`, `DaemonSet/<name>`.
+        target: TargetName,
+        /// How the slot was accounted.
+        result: SlotResult,
+        /// Why a slot was not restarted.
         reason: Reason,
     }
 );

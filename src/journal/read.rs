@@ -147,6 +147,28 @@ impl Journal {
     }
 }
 
+impl Journal {
+    /// Every slot's ledger record (fired, missed, skipped), newest first (by id), `limit + 1`
+    /// rows at most, each with its slot's restart attempt if there was one; time bounds apply to
+    /// the slots a row stands for.
+    pub async fn slot_records(&self, f: &Filter) -> Result<Vec<SlotRecordRow>> {
+        let conditions = [
+            ("s.namespace = ", &f.namespace),
+            ("s.name = ", &f.name),
+            ("s.target = ", &f.target),
+            ("s.result = ", &f.result),
+            ("s.reason = ", &f.reason),
+            ("s.last_slot >= ", &f.since),
+            ("s.slot < ", &f.until),
+        ];
+        let select = "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at, \
+                      r.finished_at AS restart_finished_at, r.outcome AS restart_outcome, \
+                      r.reason AS restart_reason, r.attempts AS restart_attempts \
+                      FROM slots s LEFT JOIN restarts r ON r.uid = s.uid AND r.slot = s.slot WHERE true";
+        page_by(&self.pool, select, &conditions, f, "s.id").await
+    }
+}
+
 /// A newest-first page: `select` (which ends in a WHERE clause), a condition for each filter
 /// given, the cursor, the limit. A filter not given is left out of the SQL rather than written
 /// `($1 IS NULL OR column = $1)`, which no index can serve: so a listing of one Eru is a range of
@@ -159,6 +181,20 @@ async fn page<T>(
     select: &str,
     conditions: &[(&str, &Option<String>)],
     f: &Filter,
+) -> Result<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+{
+    page_by(pool, select, conditions, f, "id").await
+}
+
+/// [`page`], keyed by the column `id` (qualified in a join).
+async fn page_by<T>(
+    pool: &AnyPool,
+    select: &str,
+    conditions: &[(&str, &Option<String>)],
+    f: &Filter,
+    id: &str,
 ) -> Result<Vec<T>>
 where
     T: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
@@ -182,10 +218,10 @@ where
         }
     }
     if let Some(before) = f.before {
-        sql.push_str(" AND id < ");
+        sql.push_str(&format!(" AND {id} < "));
         bind(&mut sql, Bound::Integer(before))?;
     }
-    sql.push_str(" ORDER BY id DESC LIMIT ");
+    sql.push_str(&format!(" ORDER BY {id} DESC LIMIT "));
     bind(&mut sql, Bound::Integer(i64::from(f.limit) + 1))?;
     Ok(sqlx::query_as_with(sqlx::AssertSqlSafe(sql), args)
         .fetch_all(pool)

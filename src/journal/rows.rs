@@ -222,6 +222,20 @@ pub struct SlotRow {
     pub note: Option<String>,
 }
 
+/// A slot's one ledger record, with the restart attempt of the same slot if there was one (a
+/// fired slot's, or one decided and given up: abandoned, dry run).
+#[derive(Clone, Debug, FromRow, PartialEq)]
+pub struct SlotRecordRow {
+    #[sqlx(flatten)]
+    pub record: SlotRow,
+    pub restart_decided_at: Option<Ts>,
+    pub restart_patched_at: Option<Ts>,
+    pub restart_finished_at: Option<Ts>,
+    pub restart_outcome: Option<String>,
+    pub restart_reason: Option<String>,
+    pub restart_attempts: Option<i64>,
+}
+
 /// An Eru's ledger row: its cursor and counters.
 #[derive(Clone, Debug, Default, FromRow, PartialEq)]
 pub struct LedgerRow {
@@ -290,6 +304,7 @@ pub struct Filter {
     pub name: Option<String>,
     pub target: Option<String>,
     pub outcome: Option<String>,
+    pub result: Option<String>,
     pub reason: Option<String>,
     /// Journal time bounds, as [`ts`] strings: at or after `since`, before `until`.
     pub since: Option<String>,
