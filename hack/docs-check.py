@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks the docs (hack/test.sh runs it; no network, no cluster):
 
+- every table row has as many cells as its header;
 - every relative link in README.md, docs/*.md and charts/*/README.md resolves: the file or folder
   exists, and a #fragment names a heading of the target page (GitHub's anchors);
 - the README links every page of docs/;
@@ -89,6 +90,21 @@ def check_links(page):
                 fail(f"{rel}: link to {target}: no heading #{fragment} in {dest.relative_to(ROOT)}")
 
 
+def check_tables(page):
+    """Every row of a table has as many cells as its header (an unescaped | in a cell breaks it)."""
+    rel = page.relative_to(ROOT)
+    header = None
+    for number, line in enumerate(prose_lines(page.read_text()), 1):
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = len(re.split(r"(?<!\\)\|", line)) - 2
+        if header is None:
+            header = cells
+        elif cells != header:
+            fail(f"{rel}: a table row has {cells} cells, its header {header} (escape | as \\|): {line[:80]}")
+
+
 def check_readme_links_docs():
     readme_targets = {t.partition("#")[0] for _, t in links(ROOT / "README.md")}
     for page in sorted((ROOT / "docs").glob("*.md")):
@@ -140,10 +156,11 @@ def check_runbooks():
 pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("charts/*/README.md"))]
 for page in pages:
     check_links(page)
+    check_tables(page)
 check_readme_links_docs()
 alerts = check_runbooks()
 
 if failures:
     print("docs check failed:", *failures, sep="\n  ", file=sys.stderr)
     sys.exit(1)
-print(f"docs check: {len(pages)} pages, their links resolve; {alerts} alerts, each with its runbook section")
+print(f"docs check: {len(pages)} pages, their links resolve and tables hold; {alerts} alerts, each with its runbook section")
