@@ -14,6 +14,8 @@ command -v flock >/dev/null || missing+=(util-linux)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v shellcheck >/dev/null || missing+=(shellcheck)
 command -v pgrep >/dev/null || missing+=(procps)
+# the audit page is checked in a real browser (tests/audit.rs)
+command -v chromium >/dev/null || missing+=(chromium)
 # the journal's PostgreSQL backend is tested against a local server (hack/postgres.sh)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then

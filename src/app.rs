@@ -99,6 +99,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         journal: journal.clone(),
         metrics: metrics.clone(),
         readiness: readiness.clone(),
+        blackouts: eru_options.blackouts.clone(),
     });
     let http = tokio::spawn(
         axum::serve(listener, app)

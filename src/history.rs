@@ -6,6 +6,7 @@
 //! pages land before its first page, never inside later ones, so there are no duplicates and no
 //! gaps.
 
+pub mod audit;
 pub mod pages;
 pub mod params;
 

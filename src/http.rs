@@ -10,18 +10,26 @@
 
 use axum::{
     Json, Router,
-    extract::{FromRequestParts, State},
+    extract::{FromRequestParts, Path, RawQuery, State},
     http::{HeaderValue, StatusCode, header, request::Parts},
-    response::{IntoResponse, Response},
+    response::{Html, IntoResponse, Response},
     routing::get,
 };
 use serde::{Serialize, de::DeserializeOwned};
 use utoipa::{OpenApi, ToSchema};
 
+use std::sync::Arc;
+
+use chrono::Utc;
+
+mod ui;
+
 use crate::{
+    eru::blackout::ClusterBlackouts,
     history::{
         self, ErrorBody, HistoryPage, HistoryParams, MissedPage, MissedParams, QueryError, SlotPage,
         SlotParams, TransitionPage, TransitionParams,
+        audit::{self, Audit, AuditParams},
     },
     journal::Journal,
     metrics::Metrics,
@@ -34,6 +42,21 @@ pub struct AppState {
     pub journal: Journal,
     pub metrics: Metrics,
     pub readiness: Readiness,
+    /// The cluster-wide blackouts (`--blackouts-file`), as the audit shows them.
+    pub blackouts: Arc<ClusterBlackouts>,
+}
+
+impl AppState {
+    /// The fleet as its gauges show it now: due slots waiting for a place, restarts in flight.
+    pub fn fleet(&self) -> (i64, i64) {
+        let gauge = |name: &str| {
+            (self.metrics.registry().gather().iter())
+                .find(|f| f.name() == name)
+                .and_then(|f| f.get_metric().first().map(|m| m.get_gauge().get_value() as i64))
+                .unwrap_or_default()
+        };
+        (gauge("eru_restarts_queued"), gauge("eru_restarts_in_flight"))
+    }
 }
 
 /// The OpenAPI 3 document of this API.
@@ -55,6 +78,7 @@ undocumented methods a 405 with `Allow`, with the same JSON body. Every answer c
         transitions_handler,
         missed_handler,
         slots_handler,
+        audit_handler,
         healthz,
         readyz,
         metrics
@@ -73,6 +97,10 @@ pub fn router(state: AppState) -> Router {
         .route("/transitions", get(transitions_handler))
         .route("/missed", get(missed_handler))
         .route("/slots", get(slots_handler))
+        .route("/audit", get(audit_handler))
+        .route("/", get(index))
+        .route("/ui", get(ui_fleet))
+        .route("/ui/eru/{namespace}/{name}", get(ui_eru))
         .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .layer(axum::middleware::map_response(contract_headers))
@@ -206,6 +234,108 @@ async fn slots_handler(
     Params(p): Params<SlotParams>,
 ) -> Result<Json<SlotPage>, ApiError> {
     Ok(Json(history::slots(&state.journal, &p).await?))
+}
+
+/// The audit of a window: per Eru, the slots its spec produced, how each is accounted (restarted
+/// by outcome; missed or skipped by reason, with windows and notes) and whether each is accounted
+/// exactly once — from the journal's rows, cross-checked with the ledger's running counters; plus
+/// the operator's runs, downtime, handovers, journal outages and cluster-wide blackouts.
+#[utoipa::path(get, path = "/audit", operation_id = "audit", params(AuditParams), responses(
+    (status = 200, description = "The audit of the window", body = Audit),
+    (status = 400, description = "A parameter outside its schema, since not before until, or a window over 31 days", body = ErrorBody),
+    (status = 503, description = "The journal is unavailable", body = ErrorBody),
+))]
+async fn audit_handler(
+    State(state): State<AppState>,
+    Params(p): Params<AuditParams>,
+) -> Result<Json<Audit>, ApiError> {
+    let blackouts = state.blackouts.current();
+    Ok(Json(
+        audit::read(&state.journal, &p, Utc::now(), &blackouts, true).await?,
+    ))
+}
+
+/// `/`: where to go.
+async fn index() -> Html<&'static str> {
+    Html(concat!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>eru-operator</title></head><body>",
+        "<h1>eru-operator</h1><ul><li><a href=\"/ui\">The restart audit of the last 24 hours</a></li>",
+        "<li><a href=\"/openapi.json\">The HTTP API (OpenAPI)</a>: /slots, /audit, /history, /missed, /transitions</li>",
+        "<li><a href=\"/metrics\">Metrics</a></li></ul></body></html>"
+    ))
+}
+
+/// A page's query without its empty values (a filter form sends `name=` for "any").
+fn page_query(query: Option<&str>) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(
+            form_urlencoded::parse(query.unwrap_or_default().as_bytes()).filter(|(_, v)| !v.is_empty()),
+        )
+        .finish()
+}
+
+/// A page, or the page that says why there is none.
+fn page_or_refusal(result: Result<maud::Markup, QueryError>) -> Response {
+    match result {
+        Ok(page) => Html(page.into_string()).into_response(),
+        Err(QueryError::Invalid(message)) => {
+            (StatusCode::BAD_REQUEST, Html(ui::refused(&message).into_string())).into_response()
+        }
+        Err(QueryError::Journal(e)) => {
+            tracing::error!(error = %e, "journal query failed");
+            let page = ui::refused("the journal is unavailable; try again shortly");
+            (StatusCode::SERVICE_UNAVAILABLE, Html(page.into_string())).into_response()
+        }
+    }
+}
+
+/// `/ui`: every Eru of a window on one timeline.
+async fn ui_fleet(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
+    let now = Utc::now();
+    let page = async {
+        let params: ui::PageParams = history::parse(&page_query(query.as_deref()))?;
+        let blackouts = state.blackouts.current();
+        let audit = audit::read(&state.journal, &params.audit_params(now), now, &blackouts, false).await?;
+        Ok(ui::fleet_page(&audit, &params, state.fleet()))
+    };
+    page_or_refusal(page.await)
+}
+
+/// `/ui/eru/{namespace}/{name}`: one Eru's slots, times and epochs.
+async fn ui_eru(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let now = Utc::now();
+    let page = async {
+        let mut query = page_query(query.as_deref());
+        for (key, value) in [("namespace", &namespace), ("name", &name)] {
+            let pair = form_urlencoded::Serializer::new(String::new())
+                .append_pair(key, value)
+                .finish();
+            query = if query.is_empty() {
+                pair
+            } else {
+                format!("{query}&{pair}")
+            };
+        }
+        let params: ui::PageParams = history::parse(&query)?;
+        let blackouts = state.blackouts.current();
+        let audit = audit::read(&state.journal, &params.audit_params(now), now, &blackouts, true).await?;
+        match audit
+            .erus
+            .iter()
+            .rev()
+            .find(|e| e.namespace == namespace && e.name == name)
+        {
+            Some(eru) => Ok(ui::eru_page(&audit, eru)),
+            None => Err(QueryError::Invalid(format!(
+                "the journal holds no Eru {namespace}/{name} in this window"
+            ))),
+        }
+    };
+    page_or_refusal(page.await)
 }
 
 /// The process is alive.

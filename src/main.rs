@@ -32,6 +32,9 @@ enum Command {
     },
     /// Read the journal file directly (for audits while the operator is not running).
     History(HistoryArgs),
+    /// Audit a window of the journal: is every slot of every Eru accounted exactly once?
+    /// Exit status 0 when it is, 3 when not, 2 for bad arguments.
+    Audit(AuditArgs),
     /// Print the HTTP API's OpenAPI document (as served at /openapi.json), to generate clients.
     Openapi,
     /// Print the next slots of a schedule, one RFC 3339 UTC time a line.
@@ -64,6 +67,49 @@ enum Listing {
     Slots,
     /// State-machine transitions (as `GET /transitions`).
     Transitions,
+}
+
+/// How `audit` prints its report.
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// A text table for the terminal.
+    Table,
+    Json,
+    /// One line per Eru.
+    Csv,
+    /// To paste into an incident review.
+    Markdown,
+}
+
+#[derive(Args)]
+struct AuditArgs {
+    /// The journal: a SQLite file, or a `postgres://` URL.
+    #[arg(
+        long,
+        env = "ERU_DATABASE",
+        default_value = "./eru.db",
+        value_name = "PATH|URL"
+    )]
+    database: String,
+    /// Start of the window (RFC 3339); 24 hours before --until by default.
+    #[arg(long)]
+    since: Option<String>,
+    /// End of the window (RFC 3339, exclusive); now by default.
+    #[arg(long)]
+    until: Option<String>,
+    #[arg(long)]
+    namespace: Option<String>,
+    /// The Eru.
+    #[arg(long)]
+    name: Option<String>,
+    /// The workload: a Deployment's name, or StatefulSet/<name>, DaemonSet/<name>.
+    #[arg(long)]
+    target: Option<String>,
+    /// The cluster-wide blackouts file the operator runs with (`--blackouts-file`), to list them.
+    #[arg(long)]
+    blackouts_file: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -131,6 +177,7 @@ fn main() -> ExitCode {
             }
         },
         Command::History(args) => history(args),
+        Command::Audit(args) => audit(args),
         Command::Openapi => {
             use utoipa::OpenApi;
             println!(
@@ -247,6 +294,64 @@ fn history(args: HistoryArgs) -> ExitCode {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS
+        }
+        Err(eru::history::QueryError::Invalid(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Exit status of an audit that found a slot not accounted exactly once.
+const UNACCOUNTED: u8 = 3;
+
+fn audit(args: AuditArgs) -> ExitCode {
+    if !eru::journal::is_postgres_url(&args.database) && !std::path::Path::new(&args.database).exists() {
+        eprintln!("error: journal {} does not exist", args.database);
+        return ExitCode::from(2);
+    }
+    let blackouts = match eru::eru::blackout::ClusterBlackouts::load(args.blackouts_file.clone()) {
+        Ok(b) => b.current(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let result = runtime.block_on(async {
+        let journal = eru::journal::Journal::connect(&args.database).await?;
+        // through the HTTP API's own query parser: the same rules, the same errors
+        let query = eru::history::params::query_string([
+            ("namespace", args.namespace.as_deref()),
+            ("name", args.name.as_deref()),
+            ("target", args.target.as_deref()),
+            ("since", args.since.as_deref()),
+            ("until", args.until.as_deref()),
+        ]);
+        let params = eru::history::parse(&query)?;
+        eru::history::audit::read(&journal, &params, Utc::now(), &blackouts, true).await
+    });
+    match result {
+        Ok(report) => {
+            let text = match args.format {
+                Format::Table => report.table(),
+                Format::Json => serde_json::to_string_pretty(&report).expect("an audit serializes") + "\n",
+                Format::Csv => report.csv(),
+                Format::Markdown => report.markdown(),
+            };
+            print!("{text}");
+            if report.verdict.accounted {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(UNACCOUNTED)
+            }
         }
         Err(eru::history::QueryError::Invalid(message)) => {
             eprintln!("error: {message}");

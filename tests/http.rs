@@ -76,6 +76,7 @@ async fn app(n: i64) -> (axum::Router, Journal) {
             journal: journal.clone(),
             metrics: Metrics::new(),
             readiness,
+            blackouts: Default::default(),
         }),
         journal,
     )
@@ -297,6 +298,7 @@ async fn slots_list_each_slot_once_with_its_restart_where_history_and_missed_ove
         journal: journal.clone(),
         metrics: Metrics::new(),
         readiness,
+        blackouts: Default::default(),
     });
     let (status, page) = get(&app, "/slots?name=web").await;
     assert_eq!(status, StatusCode::OK, "{page}");

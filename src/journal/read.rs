@@ -148,6 +148,91 @@ impl Journal {
 }
 
 impl Journal {
+    /// The rows an audit of `[since, until)` reads, of the Erus `namespace`/`name` (all if
+    /// `None`), of slots on `target` (all if `None`).
+    pub async fn audit_rows(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        object: (Option<&str>, Option<&str>),
+        target: Option<&str>,
+        cap: usize,
+    ) -> Result<AuditRows> {
+        let (namespace, name) = object;
+        let ledgers: Vec<LedgerRow> = sqlx::query_as(
+            "SELECT * FROM eru_ledger WHERE ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2)
+             ORDER BY namespace, name, uid",
+        )
+        .bind(namespace)
+        .bind(name)
+        .fetch_all(&self.pool)
+        .await?;
+        let epochs = sqlx::query_as(
+            "SELECT * FROM spec_epochs WHERE effective_from < $1 ORDER BY uid, effective_from",
+        )
+        .bind(ts(until))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut records: Vec<SlotRecordRow> = sqlx::query_as(
+            "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at,
+                    r.finished_at AS restart_finished_at, r.outcome AS restart_outcome,
+                    r.reason AS restart_reason, r.attempts AS restart_attempts
+             FROM slots s LEFT JOIN restarts r ON r.uid = s.uid AND r.slot = s.slot
+             WHERE s.last_slot >= $1 AND s.slot < $2 AND ($3 IS NULL OR s.namespace = $3)
+               AND ($4 IS NULL OR s.name = $4) AND ($5 IS NULL OR s.target = $5)
+             ORDER BY s.uid, s.slot, s.id LIMIT $6",
+        )
+        .bind(ts(since))
+        .bind(ts(until))
+        .bind(namespace)
+        .bind(name)
+        .bind(target)
+        .bind(cap as i64 + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let truncated = records.len() > cap;
+        records.truncate(cap);
+        let open = self.open_restarts(namespace).await?;
+        let runs = (self.runs_since(since).await?)
+            .into_iter()
+            .filter(|r| *r.started_at < until)
+            .collect();
+        let outages = (self.outages_since(since).await?)
+            .into_iter()
+            .filter(|o| *o.started_at < until)
+            .collect();
+        Ok(AuditRows {
+            ledgers,
+            epochs,
+            records,
+            truncated,
+            open,
+            runs,
+            outages,
+        })
+    }
+
+    /// Slots each Eru's rows stand for, fired and not, over the whole journal: what its ledger's
+    /// running counters must agree with (retention prunes rows, never counters).
+    pub async fn row_totals(
+        &self,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Vec<(String, i64, i64)>> {
+        let rows = sqlx::query(
+            "SELECT uid, CAST(SUM(CASE WHEN result = 'fired' THEN slot_count ELSE 0 END) AS BIGINT),
+                    CAST(SUM(CASE WHEN result = 'fired' THEN 0 ELSE slot_count END) AS BIGINT)
+             FROM slots WHERE ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2) GROUP BY uid",
+        )
+        .bind(namespace)
+        .bind(name)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .collect()
+    }
+
     /// Every slot's ledger record (fired, missed, skipped), newest first (by id), `limit + 1`
     /// rows at most, each with its slot's restart attempt if there was one; time bounds apply to
     /// the slots a row stands for.

@@ -236,6 +236,21 @@ pub struct SlotRecordRow {
     pub restart_attempts: Option<i64>,
 }
 
+/// What an audit of a window reads: the Erus' ledgers, their epochs, the slot records of the
+/// window (with their restarts; at most `cap`, the first by Eru and slot), the restarts still
+/// in progress, and the operator's runs and journal outages around the window.
+#[derive(Clone, Debug, Default)]
+pub struct AuditRows {
+    pub ledgers: Vec<LedgerRow>,
+    pub epochs: Vec<EpochRow>,
+    pub records: Vec<SlotRecordRow>,
+    /// More records fell in the window than `cap`.
+    pub truncated: bool,
+    pub open: Vec<RestartRow>,
+    pub runs: Vec<OperatorRun>,
+    pub outages: Vec<OutageRow>,
+}
+
 /// An Eru's ledger row: its cursor and counters.
 #[derive(Clone, Debug, Default, FromRow, PartialEq)]
 pub struct LedgerRow {
@@ -254,6 +269,8 @@ pub struct LedgerRow {
     pub last_success: Option<Ts>,
     pub last_failure: Option<Ts>,
     pub last_restart_slot: Option<Ts>,
+    /// When the operator saw the Eru deleted.
+    pub deleted_at: Option<Ts>,
 }
 
 /// A journaled spec epoch.

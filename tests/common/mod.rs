@@ -298,10 +298,42 @@ impl Operator {
         }
     }
 
-    /// Starts the process without waiting for readiness (a failpoint may hold it back).
+    /// Starts the process and waits until it is ready. A port another process took between
+    /// [`free_port`] and the bind is given up for a new one (tests call [`Operator::url`] after a
+    /// start, never a URL kept from before).
     pub async fn spawn(&mut self) {
-        self.spawn_process();
-        self.wait_ready().await;
+        for _ in 0..3 {
+            let logged = std::fs::metadata(&self.log).map_or(0, |m| m.len() as usize);
+            self.spawn_process();
+            if !self.lost_its_port(logged).await {
+                return self.wait_ready().await;
+            }
+            self.port = free_port();
+        }
+        panic!("three ports taken by others in a row:\n{}", self.log_tail());
+    }
+
+    /// Waits until the process answers or exits; whether it exited because its port was taken
+    /// (as its log says after byte `logged`).
+    async fn lost_its_port(&mut self, logged: usize) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while Instant::now() < deadline {
+            if self.child.as_mut().unwrap().try_wait().unwrap().is_some() {
+                let log = std::fs::read(&self.log).unwrap_or_default();
+                if String::from_utf8_lossy(log.get(logged..).unwrap_or_default())
+                    .contains("Address already in use")
+                {
+                    self.child = None;
+                    return true;
+                }
+                return false; // wait_ready tells why
+            }
+            if ureq::get(&self.url("/healthz")).call().is_ok() {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
     }
 
     fn spawn_process(&mut self) {

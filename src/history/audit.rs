@@ -1,0 +1,448 @@
+//! The audit of a window: for each Eru, the slots its spec produced under the epochs in force,
+//! how the journal accounts them (restarted, by outcome; missed or skipped, by reason with their
+//! windows and notes) and a verdict that each is accounted exactly once — computed from the
+//! journal's rows, beside the ledger's running counters so the two cross-check each other; plus
+//! the operator's own facts of the window (runs, downtime, leader handovers, journal outages,
+//! cluster-wide blackouts). `GET /audit`, `eru-operator audit` and the `/ui` pages all show this
+//! one computation ([`audit`], pure; [`read`] fetches its rows).
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+mod operator;
+mod report;
+mod text;
+
+use operator::operator_facts;
+
+pub use report::*;
+
+use super::{
+    QueryError, Window,
+    params::{Namespace, ObjectName, TargetName, Time},
+};
+use crate::{
+    eru::{
+        Blackout,
+        ledger::EpochSpec,
+        schedule::{Schedule, eru_seed},
+    },
+    journal::{AuditRows, Journal, SlotRecordRow, Ts, vocab::SlotResult},
+};
+
+/// The longest window an audit reads.
+pub const MAX_WINDOW_DAYS: i64 = 31;
+/// The window when none is given: the last day.
+pub const DEFAULT_WINDOW_HOURS: i64 = 24;
+/// Slot records an audit reads at most; past it the audit says it is incomplete.
+pub const RECORD_CAP: usize = 200_000;
+/// Slots of one Eru an audit enumerates at most (a per-second schedule over a month has 2.6 M).
+pub const SLOT_CAP: usize = 100_000;
+/// Instants listed per finding (the counts are complete).
+const LIST_CAP: usize = 20;
+/// Windows and notes listed per reason.
+const DETAIL_CAP: usize = 10;
+
+/// Query parameters of `GET /audit` (and the `/ui` pages).
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AuditParams {
+    /// Namespace of the Eru.
+    #[param(inline)]
+    pub namespace: Option<Namespace>,
+    /// Name of the Eru.
+    #[param(inline)]
+    pub name: Option<ObjectName>,
+    /// Only slots of this workload: a Deployment's name, or `StatefulSet/<name>`, `DaemonSet/<name>`.
+    #[param(inline)]
+    pub target: Option<TargetName>,
+    /// Start of the window (RFC 3339, inclusive); 24 hours before `until` when omitted. At most
+    /// 31 days before `until`.
+    #[param(inline)]
+    pub since: Option<Time>,
+    /// End of the window (RFC 3339, exclusive); now when omitted. After `since`.
+    #[param(inline)]
+    pub until: Option<Time>,
+}
+
+impl AuditParams {
+    /// The window `[since, until)`, or why it is refused.
+    pub fn window(&self, now: DateTime<Utc>) -> Result<(DateTime<Utc>, DateTime<Utc>), QueryError> {
+        let until = self.until.map_or(now, |t| t.0);
+        let since = self
+            .since
+            .map_or(until - Duration::hours(DEFAULT_WINDOW_HOURS), |t| t.0);
+        if since >= until {
+            return Err(QueryError::Invalid(format!(
+                "since ({}) must be before until ({})",
+                Ts(since),
+                Ts(until)
+            )));
+        }
+        if until - since > Duration::days(MAX_WINDOW_DAYS) {
+            return Err(QueryError::Invalid(format!(
+                "the window from since to until is {} days; an audit reads at most {MAX_WINDOW_DAYS} days",
+                (until - since).num_days()
+            )));
+        }
+        Ok((since, until))
+    }
+}
+
+/// Reads what an audit of `p` needs from the journal and audits it. `cross_check` adds each
+/// Eru's running counters against its rows (a scan of the Erus' rows over the whole journal).
+pub async fn read(
+    journal: &Journal,
+    p: &AuditParams,
+    now: DateTime<Utc>,
+    blackouts: &[Blackout],
+    cross_check: bool,
+) -> Result<Audit, QueryError> {
+    let (since, until) = p.window(now)?;
+    let object = (
+        p.namespace.as_ref().map(|n| n.0.as_str()),
+        p.name.as_ref().map(|n| n.0.as_str()),
+    );
+    let target = p.target.as_ref().map(|t| t.0.as_str());
+    let rows = journal
+        .audit_rows(since, until, object, target, RECORD_CAP)
+        .await?;
+    let totals = match cross_check {
+        true => Some(journal.row_totals(object.0, object.1).await?),
+        false => None,
+    };
+    Ok(audit(rows, totals, (since, until), now, blackouts, target))
+}
+
+/// The audit of `[since, until)` from its rows (pure).
+pub fn audit(
+    rows: AuditRows,
+    totals: Option<Vec<(String, i64, i64)>>,
+    (since, until): (DateTime<Utc>, DateTime<Utc>),
+    now: DateTime<Utc>,
+    blackouts: &[Blackout],
+    target: Option<&str>,
+) -> Audit {
+    let totals: Option<HashMap<String, (i64, i64)>> =
+        totals.map(|t| t.into_iter().map(|(uid, f, n)| (uid, (f, n))).collect());
+    let mut epochs: HashMap<&str, Vec<&crate::journal::EpochRow>> = HashMap::new();
+    for e in &rows.epochs {
+        epochs.entry(&e.uid).or_default().push(e);
+    }
+    let mut records: HashMap<String, Vec<SlotRecordRow>> = HashMap::new();
+    for r in rows.records {
+        records.entry(r.record.uid.clone()).or_default().push(r);
+    }
+    let window = Span { since, until, target };
+    let mut erus = Vec::new();
+    for ledger in &rows.ledgers {
+        let deleted_at = ledger.deleted_at.map(|t| t.0);
+        let eru_epochs = epochs.remove(ledger.uid.as_str()).unwrap_or_default();
+        let first = eru_epochs.first().map(|e| e.effective_from.0);
+        let lived_in_window = first.is_none_or(|f| f < until) && deleted_at.is_none_or(|d| d >= since);
+        let eru_records = records.remove(&ledger.uid).unwrap_or_default();
+        if !lived_in_window && eru_records.is_empty() {
+            continue;
+        }
+        let in_flight = rows.open.iter().find(|r| r.uid == ledger.uid).map(|r| r.slot);
+        let counters = totals.as_ref().map(|t| {
+            let (rows_fired, rows_not_fired) = t.get(&ledger.uid).copied().unwrap_or_default();
+            counters(
+                ledger.fired_slots,
+                ledger.missed_slots,
+                rows_fired,
+                rows_not_fired,
+            )
+        });
+        erus.push(audit_eru(
+            ledger,
+            &eru_epochs,
+            eru_records,
+            &window,
+            in_flight,
+            counters,
+        ));
+    }
+    let operator = operator_facts(&rows.runs, &rows.outages, (since, until), now, blackouts);
+    let verdict = verdict(&erus, !rows.truncated);
+    Audit {
+        since: Ts(since),
+        until: Ts(until),
+        verdict,
+        operator,
+        erus,
+    }
+}
+
+/// The audited window and its target filter.
+struct Span<'a> {
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    target: Option<&'a str>,
+}
+
+fn audit_eru(
+    ledger: &crate::journal::LedgerRow,
+    epoch_rows: &[&crate::journal::EpochRow],
+    records: Vec<SlotRecordRow>,
+    window: &Span<'_>,
+    in_flight: Option<Ts>,
+    counters: Option<Counters>,
+) -> EruAudit {
+    let seed = eru_seed(&ledger.namespace, &ledger.name);
+    let mut notes = Vec::new();
+    let epochs: Vec<(i64, DateTime<Utc>, EpochSpec)> = epoch_rows
+        .iter()
+        .filter_map(
+            |row| match serde_json::from_value::<EpochSpec>(row.spec.0.clone()) {
+                Ok(spec) => Some((row.generation, row.effective_from.0, spec)),
+                Err(e) => {
+                    notes.push(format!(
+                        "epoch of generation {} is unreadable: {e}",
+                        row.generation
+                    ));
+                    None
+                }
+            },
+        )
+        .collect();
+    if epochs.is_empty() {
+        notes.push("no spec epoch is journaled: the slots its spec produced are unknown".into());
+    }
+    let end = ledger.deleted_at.map_or(window.until, |d| d.0.min(window.until));
+    let (expected, complete) = expected_slots(&epochs, &seed, window, end);
+    if !complete {
+        notes.push(format!(
+            "more than {SLOT_CAP} slots in the window: the first {SLOT_CAP} are audited"
+        ));
+    }
+    let cursor = ledger.accounted_through.map(|t| t.0);
+    let mut cover = vec![0u32; expected.len()];
+    let mut fired = Fired::default();
+    let mut reasons: BTreeMap<(String, String), NotRestarted> = BTreeMap::new();
+    let mut outside = Finding::default();
+    for r in &records {
+        let s = &r.record;
+        let lo = expected.partition_point(|t| *t < s.slot.0);
+        let hi = expected.partition_point(|t| *t <= s.last_slot.0);
+        let in_window = (hi - lo) as i64;
+        let produced = lo < hi;
+        if !produced && s.slot.0 >= window.since {
+            add(&mut outside, s.slot);
+        }
+        cover[lo..hi].iter_mut().for_each(|c| *c += 1);
+        if s.result == SlotResult::Fired.as_str() {
+            fired.total += in_window;
+            match r.restart_outcome.as_deref() {
+                Some("succeeded") => fired.succeeded += in_window,
+                Some("failed") => fired.failed += in_window,
+                Some("abandoned") => fired.abandoned += in_window,
+                _ => fired.in_progress += in_window,
+            }
+        } else {
+            let reason = s.reason.clone().unwrap_or_default();
+            let entry = reasons
+                .entry((s.result.clone(), reason.clone()))
+                .or_insert_with(|| NotRestarted {
+                    result: s.result.clone(),
+                    reason,
+                    slots: 0,
+                    windows: Vec::new(),
+                    notes: Vec::new(),
+                });
+            entry.slots += in_window;
+            if let (Some(start), Some(end)) = (s.window_start, s.window_end) {
+                let w = Window { start, end };
+                if entry.windows.len() < DETAIL_CAP && !entry.windows.contains(&w) {
+                    entry.windows.push(w);
+                }
+            }
+            if let Some(note) = &s.note
+                && entry.notes.len() < DETAIL_CAP
+                && !entry.notes.contains(note)
+            {
+                entry.notes.push(note.clone());
+            }
+        }
+    }
+    let (mut unaccounted, mut duplicated, mut pending) = (Finding::default(), Finding::default(), 0);
+    for (slot, n) in expected.iter().zip(&cover) {
+        match n {
+            // the restart in flight: its record comes when its patch lands or it is given up
+            0 if in_flight.is_some_and(|f| f.0 == *slot) => pending += 1,
+            0 if cursor.is_some_and(|c| *slot <= c) => add(&mut unaccounted, Ts(*slot)),
+            0 => pending += 1,
+            1 => {}
+            _ => add(&mut duplicated, Ts(*slot)),
+        }
+    }
+    if unaccounted.count > 0 {
+        notes.push(format!(
+            "{} slots up to the cursor have no record in this journal (the first at {}): a journal \
+             that started after them (a replaced or lost one) holds none",
+            unaccounted.count, unaccounted.slots[0]
+        ));
+    }
+    let short = counters.as_ref().is_some_and(|c| !c.agree && short_counters(c));
+    let accounted = unaccounted.count == 0 && duplicated.count == 0 && outside.count == 0 && !short;
+    EruAudit {
+        namespace: ledger.namespace.clone(),
+        name: ledger.name.clone(),
+        uid: ledger.uid.clone(),
+        accounted_through: ledger.accounted_through,
+        deleted_at: ledger.deleted_at,
+        epochs: epochs
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| e.1 < window.until && epochs.get(i + 1).is_none_or(|n| n.1 > window.since))
+            .map(|(_, (generation, from, spec))| EpochItem {
+                generation: *generation,
+                effective_from: Ts(*from),
+                schedule: spec.schedule.clone(),
+                time_zone: spec.time_zone.clone(),
+                suspend: spec.suspend,
+                target: spec.target.clone(),
+            })
+            .collect(),
+        slots: expected.len() as i64,
+        fired,
+        not_restarted: reasons.into_values().collect(),
+        pending,
+        in_flight,
+        unaccounted,
+        duplicated,
+        outside_schedule: outside,
+        counters,
+        accounted,
+        complete,
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+        records,
+    }
+}
+
+/// Every slot the epochs produced in the window, up to `end` (the Eru's deletion), oldest first;
+/// `false` if the enumeration stopped at [`SLOT_CAP`]. An epoch covers `(from, next epoch's
+/// from]`, as the ledger accounts it.
+fn expected_slots(
+    epochs: &[(i64, DateTime<Utc>, EpochSpec)],
+    seed: &str,
+    window: &Span<'_>,
+    end: DateTime<Utc>,
+) -> (Vec<DateTime<Utc>>, bool) {
+    let tick = Duration::milliseconds(1);
+    let mut slots = Vec::new();
+    for (i, (_, from, spec)) in epochs.iter().enumerate() {
+        if window.target.is_some_and(|t| t != spec.target) {
+            continue;
+        }
+        let lo = (window.since - tick).max(*from);
+        let next = epochs.get(i + 1).map(|e| e.1);
+        let hi = next.map_or(end - tick, |n| n.min(end - tick));
+        if lo >= hi {
+            continue;
+        }
+        let Ok(schedule) = Schedule::parse_for(&spec.schedule, spec.time_zone.as_deref(), seed) else {
+            continue; // an invalid spec produces no slot (each is skipped/spec_invalid if seen)
+        };
+        for slot in schedule.slots_between(lo, hi) {
+            if slots.len() == SLOT_CAP {
+                return (slots, false);
+            }
+            slots.push(slot);
+        }
+    }
+    (slots, true)
+}
+
+fn add(finding: &mut Finding, slot: Ts) {
+    finding.count += 1;
+    if finding.slots.len() < LIST_CAP {
+        finding.slots.push(slot);
+    }
+}
+
+/// Counters that count fewer slots than the rows: no retention or seed explains it.
+fn short_counters(c: &Counters) -> bool {
+    c.fired_slots < c.rows_fired || c.missed_slots < c.rows_not_fired
+}
+
+fn counters(fired_slots: i64, missed_slots: i64, rows_fired: i64, rows_not_fired: i64) -> Counters {
+    let agree = fired_slots == rows_fired && missed_slots == rows_not_fired;
+    let mut c = Counters {
+        fired_slots,
+        missed_slots,
+        rows_fired,
+        rows_not_fired,
+        agree,
+        note: None,
+    };
+    if !agree {
+        c.note = Some(if short_counters(&c) {
+            "the counters count fewer slots than the journal's rows: the journal is inconsistent".into()
+        } else {
+            "the counters count slots the rows no longer hold: rows pruned by retention, or counts \
+             carried over from a lost journal's status"
+                .into()
+        });
+    }
+    c
+}
+
+fn verdict(erus: &[EruAudit], rows_complete: bool) -> Verdict {
+    let sum = |f: &dyn Fn(&EruAudit) -> i64| erus.iter().map(f).sum::<i64>();
+    let slots = sum(&|e| e.slots);
+    let fired = sum(&|e| e.fired.total);
+    let not_restarted = sum(&|e| e.not_restarted.iter().map(|n| n.slots).sum());
+    let pending = sum(&|e| e.pending);
+    let unaccounted = sum(&|e| e.unaccounted.count);
+    let duplicated = sum(&|e| e.duplicated.count);
+    let outside_schedule = sum(&|e| e.outside_schedule.count);
+    let counter_mismatches = erus
+        .iter()
+        .filter(|e| e.counters.as_ref().is_some_and(|c| !c.agree))
+        .count();
+    let complete = rows_complete && erus.iter().all(|e| e.complete);
+    let accounted = erus.iter().all(|e| e.accounted);
+    let summary = if accounted {
+        format!(
+            "Every one of the {slots} slots of {} Erus is accounted exactly once: {fired} restarted, \
+             {not_restarted} missed or skipped, {pending} not yet due for a record",
+            erus.len()
+        )
+    } else {
+        let failing = erus.iter().filter(|e| !e.accounted).count();
+        format!(
+            "Not every slot is accounted exactly once: {unaccounted} without a record, {duplicated} with two, \
+             {outside_schedule} records outside the schedule, in {failing} of {} Erus",
+            erus.len()
+        )
+    };
+    let summary = match (complete, counter_mismatches) {
+        (false, _) => {
+            format!("{summary} (incomplete: the window holds more than the audit reads; narrow it)")
+        }
+        (true, 0) => summary,
+        (true, n) => format!("{summary}; {n} Erus' running counters differ from their rows (see each)"),
+    };
+    Verdict {
+        accounted,
+        summary,
+        erus: erus.len(),
+        slots,
+        fired,
+        not_restarted,
+        pending,
+        unaccounted,
+        duplicated,
+        outside_schedule,
+        counter_mismatches,
+        complete,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,239 @@
+//! The timeline of the audit pages: one SVG, a row per Eru, restart marks shaped by outcome,
+//! spans patterned by reason, bands across every row for when no operator ran, when the journal
+//! took no writes and the cluster-wide blackouts.
+
+use chrono::{DateTime, Duration, Utc};
+use maud::{Markup, html};
+
+use super::{AXIS, LABEL, MARK_CAP, ROW, ROW_CAP, WIDTH, shorten};
+use crate::{
+    history::audit::{Audit, EruAudit},
+    journal::SlotRecordRow,
+};
+
+pub(super) fn legend() -> Markup {
+    html! {
+        figure.legend aria-label="legend" {
+            svg width="850" height="24" role="img" aria-label="legend" {
+                (defs())
+                g transform="translate(8,12)" { (outcome_mark("succeeded", 0.0, 0.0, "")) }
+                text x="20" y="16" { "succeeded" }
+                g transform="translate(100,12)" { (outcome_mark("failed", 0.0, 0.0, "")) }
+                text x="112" y="16" { "failed" }
+                g transform="translate(170,12)" { (outcome_mark("abandoned", 0.0, 0.0, "")) }
+                text x="182" y="16" { "abandoned" }
+                g transform="translate(262,12)" { (outcome_mark("in_progress", 0.0, 0.0, "")) }
+                text x="274" y="16" { "in progress" }
+                rect x="360" y="6" width="14" height="12" class="missed" {}
+                text x="380" y="16" { "missed" }
+                rect x="440" y="6" width="14" height="12" class="skipped" {}
+                text x="460" y="16" { "skipped" }
+                rect x="525" y="4" width="14" height="16" class="band down" {}
+                text x="545" y="16" { "operator down" }
+                rect x="640" y="4" width="14" height="16" class="band outage" {}
+                text x="660" y="16" { "journal outage" }
+                rect x="760" y="4" width="14" height="16" class="band blackout" {}
+                text x="780" y="16" { "blackout" }
+            }
+        }
+    }
+}
+
+fn defs() -> Markup {
+    html! {
+        defs {
+            pattern id="p-missed" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)" {
+                rect width="6" height="6" class="missed-bg" {}
+                line x1="0" y1="0" x2="0" y2="6" class="missed-line" {}
+            }
+            pattern id="p-skipped" width="5" height="5" patternUnits="userSpaceOnUse" {
+                rect width="5" height="5" class="skipped-bg" {}
+                circle cx="2.5" cy="2.5" r="1" class="skipped-dot" {}
+            }
+            pattern id="p-down" width="8" height="8" patternUnits="userSpaceOnUse" patternTransform="rotate(-45)" {
+                line x1="0" y1="0" x2="0" y2="8" class="down-line" {}
+            }
+            pattern id="p-outage" width="8" height="8" patternUnits="userSpaceOnUse" {
+                line x1="0" y1="4" x2="8" y2="4" class="outage-line" {}
+            }
+            pattern id="p-blackout" width="6" height="6" patternUnits="userSpaceOnUse" {
+                circle cx="3" cy="3" r="1.2" class="blackout-dot" {}
+            }
+        }
+    }
+}
+
+/// A restart's mark: its outcome's shape (and colour), centred on `(x, y)`.
+fn outcome_mark(outcome: &str, x: f64, y: f64, title: &str) -> Markup {
+    let t = html! { @if !title.is_empty() { title { (title) } } };
+    match outcome {
+        "succeeded" => {
+            html! { circle.mark.succeeded cx=(x) cy=(y) r="5" data-kind="fired" data-outcome="succeeded" { (t) } }
+        }
+        "failed" => html! {
+            path.mark.failed d=(format!("M{} {}l10 10m0 -10l-10 10", x - 5.0, y - 5.0)) data-kind="fired" data-outcome="failed" { (t) }
+        },
+        "abandoned" => html! {
+            polygon.mark.abandoned points=(format!("{},{} {},{} {},{}", x, y - 6.0, x + 6.0, y + 5.0, x - 6.0, y + 5.0))
+                data-kind="fired" data-outcome="abandoned" { (t) }
+        },
+        _ => html! {
+            polygon.mark.in_progress points=(format!("{},{} {},{} {},{} {},{}", x, y - 6.0, x + 6.0, y, x, y + 6.0, x - 6.0, y))
+                data-kind="fired" data-outcome="in_progress" { (t) }
+        },
+    }
+}
+
+/// The timeline: bands across every row, one row per Eru with its marks.
+pub(super) fn timeline(audit: &Audit, erus: &[&EruAudit], reason: Option<&str>, links: bool) -> Markup {
+    let (since, until) = (audit.since.0, audit.until.0);
+    let span = (until - since).num_milliseconds().max(1) as f64;
+    let x =
+        |t: DateTime<Utc>| LABEL + ((t - since).num_milliseconds() as f64 / span * WIDTH).clamp(0.0, WIDTH);
+    let drawn = &erus[..erus.len().min(ROW_CAP)];
+    let height = AXIS + ROW * drawn.len() as f64 + 6.0;
+    // the records each row draws: of the reason asked for, at most MARK_CAP in all
+    let mut budget = MARK_CAP;
+    let rows: Vec<Vec<&SlotRecordRow>> = drawn
+        .iter()
+        .map(|eru| {
+            let shown: Vec<&SlotRecordRow> = (eru.records.iter())
+                .filter(|r| reason.is_none_or(|want| r.record.reason.as_deref() == Some(want)))
+                .take(budget)
+                .collect();
+            budget -= shown.len();
+            shown
+        })
+        .collect();
+    let marks = MARK_CAP - budget;
+    let op = &audit.operator;
+    let band = |class: &str, kind: &str, start: DateTime<Utc>, end: DateTime<Utc>, what: String| {
+        let (x0, x1) = (x(start), x(end));
+        html! {
+            rect class=(format!("band {class}")) x=(x0) y=(AXIS) width=((x1 - x0).max(2.0)) height=(height - AXIS) data-band=(kind) {
+                title { (what) }
+            }
+        }
+    };
+    html! {
+        svg.timeline width=(LABEL + WIDTH + 10.0) height=(height) role="img"
+            aria-label=(format!("timeline of {} Erus", drawn.len())) {
+            (defs())
+            (axis(since, until, &x, height))
+            @for w in &op.downtime {
+                (band("down", "operator_down", w.start.0, w.end.0, format!("operator down {} – {}", w.start, w.end)))
+            }
+            @for w in &op.journal_outages {
+                (band("outage", "journal_outage", w.start.0, w.end.0, format!("the journal took no writes {} – {}", w.start, w.end)))
+            }
+            @for b in &op.cluster_blackouts {
+                @for w in &b.windows {
+                    (band("blackout", "cluster_blackout", w.start.0, w.end.0,
+                        format!("cluster-wide blackout {} {} – {}", b.name.as_deref().unwrap_or(""), w.start, w.end)))
+                }
+            }
+            @for (i, eru) in drawn.iter().enumerate() {
+                @let y = AXIS + ROW * i as f64 + ROW / 2.0;
+                g.row data-eru=(format!("{}/{}", eru.namespace, eru.name)) data-accounted=(eru.accounted) {
+                    @if i % 2 == 1 { rect.stripe x="0" y=(y - ROW / 2.0) width=(LABEL + WIDTH) height=(ROW) {} }
+                    @let label = format!("{}/{}", eru.namespace, eru.name);
+                    @if links {
+                        a href=(format!("/ui/eru/{}/{}?since={}&until={}", eru.namespace, eru.name, audit.since, audit.until)) {
+                            text.label x="6" y=(y + 4.0) { (shorten(&label)) title { (label) } }
+                        }
+                    } @else {
+                        text.label x="6" y=(y + 4.0) { (shorten(&label)) }
+                    }
+                    @if !eru.accounted { text.flag x=(LABEL - 14.0) y=(y + 4.0) { "✘" title { "not every slot accounted once" } } }
+                    @for r in &rows[i] { (record_mark(r, y, &x)) }
+                    @if let Some(slot) = eru.in_flight {
+                        circle.mark.pending cx=(x(slot.0)) cy=(y) r="5" data-kind="in_flight" {
+                            title { "restart of " (slot) " in flight" }
+                        }
+                    }
+                }
+            }
+        }
+        @if erus.len() > drawn.len() || budget == 0 {
+            p.note role="note" {
+                "This window holds more than one page draws: " (drawn.len()) " of " (erus.len()) " Erus and the first "
+                (marks) " marks are drawn; the table below has every number. Narrow the window or filter by namespace."
+            }
+        }
+    }
+}
+
+/// One record's mark: a restart's outcome shape, or the span of slots not restarted.
+fn record_mark(r: &SlotRecordRow, y: f64, x: &dyn Fn(DateTime<Utc>) -> f64) -> Markup {
+    let s = &r.record;
+    if s.result == "fired" {
+        let outcome = r.restart_outcome.as_deref().unwrap_or("in_progress");
+        let mut title = format!("slot {}: restarted, {outcome}", s.slot);
+        if let Some(at) = r.restart_patched_at {
+            title.push_str(&format!("; patched {at}"));
+        }
+        if let Some(at) = r.restart_finished_at {
+            title.push_str(&format!("; finished {at}"));
+        }
+        return html! { g data-slot=(s.slot) { (outcome_mark(outcome, x(s.slot.0), y, &title)) } };
+    }
+    let reason = s.reason.as_deref().unwrap_or("");
+    let mut title = format!("slot {}", s.slot);
+    if s.slot_count > 1 {
+        title.push_str(&format!(" – {} ({} slots)", s.last_slot, s.slot_count));
+    }
+    title.push_str(&format!(": {} ({reason})", s.result));
+    if let (Some(a), Some(b)) = (s.window_start, s.window_end) {
+        title.push_str(&format!("; window {a} – {b}"));
+    }
+    if let Some(note) = &s.note {
+        title.push_str(&format!("; {note}"));
+    }
+    let (x0, x1) = (x(s.slot.0) - 3.0, x(s.last_slot.0) + 3.0);
+    html! {
+        rect class=(format!("mark {}", s.result)) x=(x0) y=(y - 5.0) width=(x1 - x0) height="10"
+            data-kind=(s.result) data-reason=(reason) data-slot=(s.slot) data-count=(s.slot_count) {
+            title { (title) }
+        }
+    }
+}
+
+fn axis(since: DateTime<Utc>, until: DateTime<Utc>, x: &dyn Fn(DateTime<Utc>) -> f64, height: f64) -> Markup {
+    let span = until - since;
+    let step = [
+        Duration::seconds(5),
+        Duration::seconds(15),
+        Duration::seconds(30),
+        Duration::minutes(1),
+        Duration::minutes(5),
+        Duration::minutes(15),
+        Duration::hours(1),
+        Duration::hours(3),
+        Duration::hours(6),
+        Duration::days(1),
+        Duration::days(7),
+    ]
+    .into_iter()
+    .find(|s| span.num_seconds() / s.num_seconds().max(1) <= 12)
+    .unwrap_or(Duration::days(7));
+    let first = since.timestamp() - since.timestamp().rem_euclid(step.num_seconds()) + step.num_seconds();
+    let ticks: Vec<DateTime<Utc>> = (0..)
+        .map(|i| first + i * step.num_seconds())
+        .map_while(|s| DateTime::from_timestamp(s, 0).filter(|t| *t < until))
+        .take(16)
+        .collect();
+    let format = if step >= Duration::days(1) {
+        "%m-%d"
+    } else {
+        "%m-%d %H:%M"
+    };
+    html! {
+        g.axis {
+            line x1=(LABEL) y1=(AXIS - 2.0) x2=(LABEL + WIDTH) y2=(AXIS - 2.0) {}
+            @for t in ticks {
+                line.tick x1=(x(t)) y1=(AXIS - 6.0) x2=(x(t)) y2=(height) {}
+                text x=(x(t) + 2.0) y=(AXIS - 10.0) { (t.format(format).to_string()) }
+            }
+        }
+    }
+}
