@@ -31,7 +31,8 @@ fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// Headless Chromium: `--dump-dom` of `url`, or a screenshot of it into `png`.
+/// Headless Chromium: `--dump-dom` of `url`, or a screenshot of it into `png` (in the dark colour
+/// scheme when the name says `dark`).
 fn chromium(url: &str, png: Option<&PathBuf>) -> String {
     let profile = tempfile::tempdir().unwrap();
     let mut cmd = Command::new("chromium");
@@ -50,7 +51,12 @@ fn chromium(url: &str, png: Option<&PathBuf>) -> String {
     match png {
         Some(path) => cmd
             .arg(format!("--screenshot={}", path.display()))
-            .arg("--window-size=1500,1000"),
+            .arg("--window-size=1500,1000")
+            .args(
+                path.to_string_lossy()
+                    .contains("dark")
+                    .then_some("--blink-settings=preferredColorScheme=0"),
+            ),
         None => cmd.arg("--dump-dom"),
     };
     let out = cmd
@@ -444,7 +450,8 @@ async fn an_outage_audited_by_the_api_the_cli_and_the_page_in_a_real_browser() {
     std::fs::create_dir_all(&shots).unwrap();
     chromium(&page_url, Some(&shots.join("fleet.png")));
     chromium(&eru_url, Some(&shots.join("eru.png")));
-    for png in ["fleet.png", "eru.png"] {
+    chromium(&page_url, Some(&shots.join("fleet-dark.png")));
+    for png in ["fleet.png", "eru.png", "fleet-dark.png"] {
         let bytes = std::fs::read(shots.join(png)).unwrap();
         assert!(
             bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,

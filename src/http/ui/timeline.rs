@@ -224,6 +224,8 @@ fn axis(since: DateTime<Utc>, until: DateTime<Utc>, x: &dyn Fn(DateTime<Utc>) ->
         .collect();
     let format = if step >= Duration::days(1) {
         "%m-%d"
+    } else if step < Duration::minutes(1) {
+        "%H:%M:%S"
     } else {
         "%m-%d %H:%M"
     };
@@ -232,7 +234,10 @@ fn axis(since: DateTime<Utc>, until: DateTime<Utc>, x: &dyn Fn(DateTime<Utc>) ->
             line x1=(LABEL) y1=(AXIS - 2.0) x2=(LABEL + WIDTH) y2=(AXIS - 2.0) {}
             @for t in ticks {
                 line.tick x1=(x(t)) y1=(AXIS - 6.0) x2=(x(t)) y2=(height) {}
-                text x=(x(t) + 2.0) y=(AXIS - 10.0) { (t.format(format).to_string()) }
+                // a label that would run past the right edge is left out
+                @if x(t) < LABEL + WIDTH - 70.0 {
+                    text x=(x(t) + 2.0) y=(AXIS - 10.0) { (t.format(format).to_string()) }
+                }
             }
         }
     }
