@@ -242,17 +242,28 @@ fn preview(
     }
 }
 
-fn history(args: HistoryArgs) -> ExitCode {
-    if !eru::journal::is_postgres_url(&args.database) && !std::path::Path::new(&args.database).exists() {
-        eprintln!("error: journal {} does not exist", args.database);
-        return ExitCode::from(2);
+/// Runs `query` on the journal `database` (a file that must exist, or a `postgres://` URL), as
+/// the offline commands do; `Err` with the exit status of a journal that is not there.
+fn offline<T>(
+    database: &str,
+    query: impl AsyncFnOnce(eru::journal::Journal) -> Result<T, eru::history::QueryError>,
+) -> Result<Result<T, eru::history::QueryError>, ExitCode> {
+    if !eru::journal::is_postgres_url(database) && !std::path::Path::new(database).exists() {
+        eprintln!("error: journal {database} does not exist");
+        return Err(ExitCode::from(2));
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
-    let result = runtime.block_on(async {
-        let journal = eru::journal::Journal::connect(&args.database).await?;
+    Ok(runtime.block_on(async {
+        let journal = eru::journal::Journal::connect(database).await?;
+        query(journal).await
+    }))
+}
+
+fn history(args: HistoryArgs) -> ExitCode {
+    let result = offline(&args.database, async |journal| {
         // The flags go through the HTTP API's own query parser: the same rules, the same errors.
         let query = eru::history::params::query_string([
             ("namespace", args.namespace.as_deref()),
@@ -290,6 +301,10 @@ fn history(args: HistoryArgs) -> ExitCode {
             Output::Table => table,
         })
     });
+    let result = match result {
+        Ok(result) => result,
+        Err(exit) => return exit,
+    };
     match result {
         Ok(text) => {
             print!("{text}");
@@ -310,10 +325,6 @@ fn history(args: HistoryArgs) -> ExitCode {
 const UNACCOUNTED: u8 = 3;
 
 fn audit(args: AuditArgs) -> ExitCode {
-    if !eru::journal::is_postgres_url(&args.database) && !std::path::Path::new(&args.database).exists() {
-        eprintln!("error: journal {} does not exist", args.database);
-        return ExitCode::from(2);
-    }
     let blackouts = match eru::eru::blackout::ClusterBlackouts::load(args.blackouts_file.clone()) {
         Ok(b) => b.current(),
         Err(e) => {
@@ -321,12 +332,7 @@ fn audit(args: AuditArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let result = runtime.block_on(async {
-        let journal = eru::journal::Journal::connect(&args.database).await?;
+    let result = offline(&args.database, async |journal| {
         // through the HTTP API's own query parser: the same rules, the same errors
         let query = eru::history::params::query_string([
             ("namespace", args.namespace.as_deref()),
@@ -338,6 +344,10 @@ fn audit(args: AuditArgs) -> ExitCode {
         let params = eru::history::parse(&query)?;
         eru::history::audit::read(&journal, &params, Utc::now(), &blackouts, true).await
     });
+    let result = match result {
+        Ok(result) => result,
+        Err(exit) => return exit,
+    };
     match result {
         Ok(report) => {
             let text = match args.format {

@@ -145,6 +145,11 @@ pub(super) fn timeline(audit: &Audit, erus: &[&EruAudit], reason: Option<&str>, 
                         text.label x="6" y=(y + 4.0) { (shorten(&label)) }
                     }
                     @if !eru.accounted { text.flag x=(LABEL - 14.0) y=(y + 4.0) { "✘" title { "not every slot accounted once" } } }
+                    // the Eru's own blackout windows, shaded in its row
+                    @for (start, end, what) in blackouts_of(&rows[i]) {
+                        rect class="band blackout" x=(x(start)) y=(y - ROW / 2.0) width=((x(end) - x(start)).max(2.0))
+                            height=(ROW) data-band="blackout" { title { (what) } }
+                    }
                     @for r in &rows[i] { (record_mark(r, y, &x)) }
                     @if let Some(slot) = eru.in_flight {
                         circle.mark.pending cx=(x(slot.0)) cy=(y) r="5" data-kind="in_flight" {
@@ -161,6 +166,24 @@ pub(super) fn timeline(audit: &Audit, erus: &[&EruAudit], reason: Option<&str>, 
             }
         }
     }
+}
+
+/// The distinct blackout windows of an Eru's `blackout` records, with their hover text.
+fn blackouts_of(records: &[&SlotRecordRow]) -> Vec<(DateTime<Utc>, DateTime<Utc>, String)> {
+    let mut windows: Vec<(DateTime<Utc>, DateTime<Utc>, String)> = Vec::new();
+    for r in records
+        .iter()
+        .map(|r| &r.record)
+        .filter(|s| s.reason.as_deref() == Some("blackout"))
+    {
+        if let (Some(start), Some(end)) = (r.window_start, r.window_end)
+            && !windows.iter().any(|w| w.0 == start.0 && w.1 == end.0)
+        {
+            let name = r.note.as_deref().unwrap_or("blackout");
+            windows.push((start.0, end.0, format!("{name}: {start} – {end}")));
+        }
+    }
+    windows
 }
 
 /// One record's mark: a restart's outcome shape, or the span of slots not restarted.
