@@ -183,7 +183,7 @@ impl Journal {
     pub async fn runs_since(&self, since: DateTime<Utc>) -> Result<Vec<OperatorRun>> {
         let mut runs: Vec<OperatorRun> = self
             .reached(
-                sqlx::query_as(
+                sqlx::query_as::<_, Keyed<OperatorRun>>(
                     "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
                                     ORDER BY heartbeat_at DESC LIMIT 1) AS before
                      UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
@@ -191,7 +191,8 @@ impl Journal {
                 .bind(ts(since))
                 .fetch_all(&self.pool),
             )
-            .await?;
+            .await
+            .map(Keyed::all)?;
         runs.sort_by(|a, b| (&a.started_at, a.id).cmp(&(&b.started_at, b.id)));
         Ok(runs)
     }

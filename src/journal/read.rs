@@ -15,6 +15,7 @@ impl Journal {
                 .fetch_optional(&self.pool),
         )
         .await
+        .map(Keyed::one)
     }
 
     /// This Eru's spec epochs that matter from `since` on: the one in force at `since` and every
@@ -22,7 +23,7 @@ impl Journal {
     pub async fn epochs(&self, uid: &str, since: DateTime<Utc>) -> Result<Vec<EpochRow>> {
         let mut rows: Vec<EpochRow> = self
             .reached(
-                sqlx::query_as(
+                sqlx::query_as::<_, Keyed<EpochRow>>(
                     "SELECT * FROM (SELECT * FROM spec_epochs WHERE uid = $1 AND effective_from <= $2
                                     ORDER BY effective_from DESC, generation DESC LIMIT 1) AS in_force
                      UNION ALL SELECT * FROM spec_epochs WHERE uid = $1 AND effective_from > $2",
@@ -31,7 +32,8 @@ impl Journal {
                 .bind(ts(since))
                 .fetch_all(&self.pool),
             )
-            .await?;
+            .await
+            .map(Keyed::all)?;
         rows.sort_by(|a, b| (&a.effective_from, a.generation).cmp(&(&b.effective_from, b.generation)));
         Ok(rows)
     }
@@ -45,17 +47,18 @@ impl Journal {
                 .fetch_all(&self.pool),
         )
         .await
+        .map(Keyed::all)
     }
 
     /// The restart recorded for this object's slot, if any.
     pub async fn restart(&self, uid: &str, slot: DateTime<Utc>) -> Result<Option<RestartRow>> {
-        Ok(
+        Ok(Keyed::one(
             sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")
                 .bind(uid)
                 .bind(ts(slot))
                 .fetch_optional(&self.pool)
                 .await?,
-        )
+        ))
     }
 
     /// This object's restart still in progress, if any.
@@ -68,17 +71,20 @@ impl Journal {
             .fetch_optional(&self.pool),
         )
         .await
+        .map(Keyed::one)
     }
 
     /// Every restart still in progress (of the objects in `namespace`, or of all).
     pub async fn open_restarts(&self, namespace: Option<&str>) -> Result<Vec<RestartRow>> {
-        Ok(sqlx::query_as(
-            "SELECT * FROM restarts WHERE outcome = 'in_progress' AND ($1 IS NULL OR namespace = $1)
-             ORDER BY id",
-        )
-        .bind(namespace)
-        .fetch_all(&self.pool)
-        .await?)
+        Ok(Keyed::all(
+            sqlx::query_as(
+                "SELECT * FROM restarts WHERE outcome = 'in_progress' AND ($1 IS NULL OR namespace = $1)
+                 ORDER BY id",
+            )
+            .bind(namespace)
+            .fetch_all(&self.pool)
+            .await?,
+        ))
     }
 
     /// What an Eru's status shows of its history: its ledger row and latest restart.
@@ -86,13 +92,13 @@ impl Journal {
         let ledger = self.ledger(uid).await?;
         let last_slot = ledger.as_ref().and_then(|l| l.last_restart_slot);
         let last_restart = match last_slot {
-            Some(slot) => {
+            Some(slot) => Keyed::one(
                 sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")
                     .bind(uid)
                     .bind(slot)
                     .fetch_optional(&self.pool)
-                    .await?
-            }
+                    .await?,
+            ),
             None => None,
         };
         Ok(EruSummary { ledger, last_restart })
@@ -159,7 +165,7 @@ impl Journal {
         cap: usize,
     ) -> Result<AuditRows> {
         let (namespace, name) = object;
-        let ledgers: Vec<LedgerRow> = sqlx::query_as(
+        let ledgers = sqlx::query_as::<_, Keyed<LedgerRow>>(
             "SELECT * FROM eru_ledger WHERE ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2)
              ORDER BY namespace, name, uid",
         )
@@ -167,13 +173,13 @@ impl Journal {
         .bind(name)
         .fetch_all(&self.pool)
         .await?;
-        let epochs = sqlx::query_as(
+        let epochs = sqlx::query_as::<_, Keyed<EpochRow>>(
             "SELECT * FROM spec_epochs WHERE effective_from < $1 ORDER BY uid, effective_from",
         )
         .bind(ts(until))
         .fetch_all(&self.pool)
         .await?;
-        let mut records: Vec<SlotRecordRow> = sqlx::query_as(
+        let mut records = sqlx::query_as::<_, Keyed<SlotRecordRow>>(
             "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at,
                     r.finished_at AS restart_finished_at, r.outcome AS restart_outcome,
                     r.reason AS restart_reason, r.attempts AS restart_attempts
@@ -202,9 +208,9 @@ impl Journal {
             .filter(|o| *o.started_at < until)
             .collect();
         Ok(AuditRows {
-            ledgers,
-            epochs,
-            records,
+            ledgers: Keyed::all(ledgers),
+            epochs: Keyed::all(epochs),
+            records: Keyed::all(records),
             truncated,
             open,
             runs,
@@ -308,9 +314,11 @@ where
     }
     sql.push_str(&format!(" ORDER BY {id} DESC LIMIT "));
     bind(&mut sql, Bound::Integer(i64::from(f.limit) + 1))?;
-    Ok(sqlx::query_as_with(sqlx::AssertSqlSafe(sql), args)
-        .fetch_all(pool)
-        .await?)
+    Ok(Keyed::all(
+        sqlx::query_as_with::<_, Keyed<T>, _>(sqlx::AssertSqlSafe(sql), args)
+            .fetch_all(pool)
+            .await?,
+    ))
 }
 
 /// A value bound to a listing's placeholder.

@@ -168,6 +168,42 @@ pub struct TransitionRow {
     pub detail: JsonText,
 }
 
+/// A row read with its key: a row whose columns do not read as `T` (a time that is not one, a
+/// JSON column that does not parse) fails the read with the row's key (`id`, else `uid` and
+/// `generation`) and what is wrong — a row is never dropped.
+pub struct Keyed<T>(pub T);
+
+impl<'r, T: FromRow<'r, sqlx::any::AnyRow>> FromRow<'r, sqlx::any::AnyRow> for Keyed<T> {
+    fn from_row(row: &'r sqlx::any::AnyRow) -> sqlx::Result<Self> {
+        use sqlx::Row;
+        T::from_row(row).map(Keyed).map_err(|e| {
+            let key = match row.try_get::<i64, _>("id") {
+                Ok(id) => format!("id {id}"),
+                Err(_) => {
+                    let uid = row.try_get::<String, _>("uid").unwrap_or_default();
+                    match row.try_get::<i64, _>("generation") {
+                        Ok(generation) => format!("uid {uid}, generation {generation}"),
+                        Err(_) => format!("uid {uid}"),
+                    }
+                }
+            };
+            sqlx::Error::Decode(format!("journal row ({key}) is unreadable: {e}").into())
+        })
+    }
+}
+
+impl<T> Keyed<T> {
+    /// The rows of a keyed read.
+    pub fn all(rows: Vec<Keyed<T>>) -> Vec<T> {
+        rows.into_iter().map(|k| k.0).collect()
+    }
+
+    /// The row of a keyed read, if any.
+    pub fn one(row: Option<Keyed<T>>) -> Option<T> {
+        row.map(|k| k.0)
+    }
+}
+
 /// A JSON column, parsed.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(transparent)]

@@ -8,6 +8,7 @@ use chrono::TimeZone;
 use super::{vocab::RestartOutcome, *};
 
 mod pg;
+mod unreadable;
 
 /// For each test body `async fn name(journal: Journal)`: a module `name` with a test `sqlite` (on
 /// an in-memory journal, or `file` for a WAL file in a temporary folder) and a test `postgres` (on
