@@ -186,7 +186,7 @@ impl Journal {
              FROM slots s LEFT JOIN restarts r ON r.uid = s.uid AND r.slot = s.slot
              WHERE s.last_slot >= $1 AND s.slot < $2 AND ($3 IS NULL OR s.namespace = $3)
                AND ($4 IS NULL OR s.name = $4) AND ($5 IS NULL OR s.target = $5)
-             ORDER BY s.uid, s.slot, s.id LIMIT $6",
+             LIMIT $6",
         )
         .bind(ts(since))
         .bind(ts(until))
@@ -196,8 +196,14 @@ impl Journal {
         .bind(cap as i64 + 1)
         .fetch_all(&self.pool)
         .await?;
+        // no ORDER BY: it would steer the planner to an index giving that order (a scan of the
+        // whole journal) instead of the window's range of `slots_by_last_slot`
         let truncated = records.len() > cap;
         records.truncate(cap);
+        records.sort_by(|a, b| {
+            let (a, b) = (&a.0.record, &b.0.record);
+            (&a.uid, a.slot, a.id).cmp(&(&b.uid, b.slot, b.id))
+        });
         let open = self.open_restarts(namespace).await?;
         let runs = (self.runs_since(since).await?)
             .into_iter()

@@ -273,7 +273,7 @@ pub struct SlotRecordRow {
 }
 
 /// What an audit of a window reads: the Erus' ledgers, their epochs, the slot records of the
-/// window (with their restarts; at most `cap`, the first by Eru and slot), the restarts still
+/// window (with their restarts; at most `cap`, sorted by Eru and slot), the restarts still
 /// in progress, and the operator's runs and journal outages around the window.
 #[derive(Clone, Debug, Default)]
 pub struct AuditRows {
