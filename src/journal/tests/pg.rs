@@ -186,7 +186,7 @@ async fn operators_starting_at_once_migrate_once() {
         .fetch_one(&journals[0].pool)
         .await
         .unwrap();
-    assert_eq!(applied, 3, "0001, 0005 and 0006");
+    assert_eq!(applied, 4, "0001, 0005, 0006 and 0007");
     for j in &journals {
         j.close().await;
     }
