@@ -223,14 +223,19 @@ async fn a_lost_journal_resumes_from_the_cluster_and_never_restarts_or_recounts_
     )
     .await;
 
-    // the journal's volume is replaced while the operator is down
+    // the journal's volume (or database) is replaced while the operator is down
     operator.stop();
     let stopped = Utc::now();
     let before = status(&erus, "web").await.unwrap();
     let restarted_slot = template_slot(&deployments.get("web").await.unwrap()).unwrap();
     let generation = deployments.get("web").await.unwrap().metadata.generation.unwrap();
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", operator.database.display()));
+    if operator.database_url.is_some() {
+        // on PostgreSQL: an empty database in its place
+        operator.database_url = Some(common::fresh_database("lost"));
+    } else {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", operator.database.display()));
+        }
     }
     tokio::time::sleep(Duration::from_secs(12)).await;
     let starting = Utc::now();
