@@ -143,11 +143,10 @@ async fn sigkill_right_after_the_patch_restarts_the_slot_once() {
             && s.updated_replicas == Some(2)
             && s.available_replicas == Some(2)
             && s.replicas == Some(2);
-        let progressing = s
-            .conditions
-            .iter()
-            .flatten()
-            .find(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("NewReplicaSetAvailable"))?;
+        let progressing =
+            s.conditions.iter().flatten().find(|c| {
+                c.type_ == "Progressing" && c.reason.as_deref() == Some("NewReplicaSetAvailable")
+            })?;
         let at = progressing.last_update_time.as_ref()?.0;
         done.then(|| chrono::DateTime::from_timestamp(at.as_second(), 0).unwrap())
     })
