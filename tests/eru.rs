@@ -14,7 +14,7 @@ use common::{
         wait_ready,
     },
     get_json,
-    ledger::{Ledger, check, every},
+    ledger::{Ledger, Workload, check, check_every, every},
     wait_for,
 };
 use eru::eru::Eru;
@@ -91,14 +91,15 @@ async fn scheduled_restart_rolls_out_and_status_agrees_with_the_journal() {
             .any(|c| c.type_ == "Ready" && c.status == "True")
     );
     assert_eq!(get_json(&operator.url("/readyz"))["caches"], true);
-    let born = created(&erus, "web").await;
     let settled = settle(&erus, &operator, "web").await;
-    let window = (born + SECOND, settled);
-    check(
+    check_every(
         &client,
         &ns.name,
         &operator,
-        &Ledger::deployment("web", "web", window, every(10, window.0, window.1)),
+        "web",
+        Workload::Deployment("web"),
+        10,
+        settled,
     )
     .await;
 }
@@ -179,13 +180,14 @@ async fn sigkill_right_after_the_patch_restarts_the_slot_once() {
         (s.phase.as_deref() == Some("Suspended")).then_some(())
     })
     .await;
-    let born = created(&erus, "web").await;
-    let window = (born + SECOND, settled);
-    check(
+    check_every(
         &client,
         &ns.name,
         &operator,
-        &Ledger::deployment("web", "web", window, every(10, window.0, window.1)),
+        "web",
+        Workload::Deployment("web"),
+        10,
+        settled,
     )
     .await;
     let rows = items(&operator, "/history?name=web&limit=1000");

@@ -15,7 +15,7 @@ use common::{
         Accounted, accounted, create_eru, deployment, items, settle, succeeded_after, template_slot, time,
         wait_ready,
     },
-    ledger::{Ledger, check, every},
+    ledger::{Workload, check_every},
     repo, wait_for,
 };
 use eru::eru::Eru;
@@ -91,15 +91,14 @@ async fn fault_control_plane_restarted_mid_rollout() {
     let resumed = succeeded_after(&operator, "web", back + chrono::Duration::seconds(5)).await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let settled = settle(&erus, &operator, "web").await;
-    let window = (
-        common::eru::created(&erus, "web").await + chrono::Duration::seconds(1),
-        settled,
-    );
-    check(
+    check_every(
         &client,
         &ns.name,
         &operator,
-        &Ledger::deployment("web", "web", window, every(5, window.0, window.1)),
+        "web",
+        Workload::Deployment("web"),
+        5,
+        settled,
     )
     .await;
 
@@ -184,15 +183,14 @@ async fn survive_journal_outage(
     .await;
     let after = succeeded_after(operator, "web", back).await;
     let settled = settle(erus, operator, "web").await;
-    let window = (
-        common::eru::created(erus, "web").await + chrono::Duration::seconds(1),
-        settled,
-    );
-    check(
+    check_every(
         client,
         ns,
         operator,
-        &Ledger::deployment("web", "web", window, every(5, window.0, window.1)),
+        "web",
+        Workload::Deployment("web"),
+        5,
+        settled,
     )
     .await;
 
@@ -452,15 +450,14 @@ async fn fault_leader_exits_in_a_long_control_plane_outage_and_returns_under_a_s
     let resumed = succeeded_after(&operator, "web", back + chrono::Duration::seconds(5)).await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let settled = settle(&erus, &operator, "web").await;
-    let window = (
-        common::eru::created(&erus, "web").await + chrono::Duration::seconds(1),
-        settled,
-    );
-    check(
+    check_every(
         &client,
         &ns.name,
         &operator,
-        &Ledger::deployment("web", "web", window, every(5, window.0, window.1)),
+        "web",
+        Workload::Deployment("web"),
+        5,
+        settled,
     )
     .await;
 

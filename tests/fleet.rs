@@ -12,7 +12,7 @@ use common::{
     eru::{
         Accounted, accounted, create_eru, created, deployment, items, settle, template_slot, time, wait_ready,
     },
-    ledger::{Ledger, SlotRecord, at_seconds, check, every, slot_records},
+    ledger::{Ledger, SlotRecord, Workload, at_seconds, check, check_every, every, slot_records},
     wait_for,
 };
 use eru::eru::Eru;
@@ -507,14 +507,15 @@ async fn jitter_moves_each_restart_by_its_own_stable_offset() {
     offsets.dedup();
     assert!(offsets.len() > 1, "one offset for every slot: {offsets:?}");
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
-    let born = created(&erus, "jittery").await;
     let settled = settle(&erus, &operator, "jittery").await;
-    let window = (born + Span::seconds(1), settled);
-    check(
+    check_every(
         &client,
         &ns.name,
         &operator,
-        &Ledger::deployment("jittery", "web", window, every(10, window.0, window.1)),
+        "jittery",
+        Workload::Deployment("web"),
+        10,
+        settled,
     )
     .await;
 }

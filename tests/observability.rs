@@ -14,7 +14,7 @@ use std::{
 use chrono::{DateTime, Utc};
 use common::{
     Operator, TestNamespace, client, free_port, get, get_json,
-    ledger::{Ledger, check, every},
+    ledger::{Workload, check_every},
     wait_for,
 };
 use eru::eru::{Eru, RESTARTED_AT_ANNOTATION};
@@ -337,15 +337,14 @@ async fn every_dashboard_and_alert_expression_works_against_a_real_prometheus() 
     let _ = erus.get("web").await.unwrap().name_any();
     // every slot of the three Erus one record, each fired one rolled once, nothing else rolled
     for (name, step) in [("web", 5), ("slow", 30), ("paused", 5)] {
-        let window = (
-            common::eru::created(&erus, name).await + chrono::Duration::seconds(1),
-            Utc::now(),
-        );
-        check(
+        check_every(
             &client,
             &ns.name,
             &operator,
-            &Ledger::deployment(name, name, window, every(step, window.0, window.1)),
+            name,
+            Workload::Deployment(name),
+            step,
+            Utc::now(),
         )
         .await;
     }

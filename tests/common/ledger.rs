@@ -446,3 +446,26 @@ pub async fn check(client: &Client, ns: &str, operator: &Operator, expected: &Le
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+/// [`check`] of the Eru `eru` restarting `workload` on `*/step` seconds, from its creation (a
+/// second after: the API server records it to the second) to `to`.
+pub async fn check_every(
+    client: &Client,
+    ns: &str,
+    operator: &Operator,
+    eru: &str,
+    workload: Workload<'_>,
+    step: i64,
+    to: DateTime<Utc>,
+) -> Vec<SlotRecord> {
+    let erus: Api<eru::eru::Eru> = Api::namespaced(client.clone(), ns);
+    let from = super::eru::created(&erus, eru).await + chrono::Duration::seconds(1);
+    let expected = Ledger {
+        eru,
+        workload,
+        window: (from, to),
+        slots: every(step, from, to),
+        journal_from: None,
+    };
+    check(client, ns, operator, &expected).await
+}
