@@ -45,6 +45,8 @@ async fn apply(client: &Client, ns: &str) {
         "metadata": {"name": "web"},
         "spec": {
             "replicas": 1,
+            // every rollout's ReplicaSet is kept, so the ledger check can count them
+            "revisionHistoryLimit": 1000,
             "selector": {"matchLabels": {"app": "web"}},
             "template": {
                 "metadata": {"labels": {"app": "web"}},
@@ -97,6 +99,23 @@ async fn schemathesis_and_a_generated_client_agree_with_the_openapi_document() {
                 && count(&operator, "/history?outcome=succeeded") >= 6)
                 .then_some(())
         },
+    )
+    .await;
+    // the journal the contract is tried on keeps the promise: every slot so far one record, each
+    // fired one rolled the Deployment once
+    let erus = kube::Api::<eru::eru::Eru>::namespaced(client.clone(), &ns.name);
+    let born = common::eru::created(&erus, "web").await;
+    let window = (born + chrono::Duration::seconds(1), chrono::Utc::now());
+    common::ledger::check(
+        &client,
+        &ns.name,
+        &operator,
+        &common::ledger::Ledger::deployment(
+            "web",
+            "web",
+            window,
+            common::ledger::every(2, window.0, window.1),
+        ),
     )
     .await;
 

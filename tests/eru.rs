@@ -9,8 +9,13 @@ use std::time::Duration;
 use chrono::Utc;
 use common::{
     Operator, TestNamespace, client,
-    eru::{create_eru, create_raw_eru, deployment, events, items, status, template_slot, time, wait_ready},
-    get_json, wait_for,
+    eru::{
+        create_eru, create_raw_eru, created, deployment, events, items, settle, status, template_slot, time,
+        wait_ready,
+    },
+    get_json,
+    ledger::{Ledger, Workload, check, check_every, every},
+    wait_for,
 };
 use eru::eru::Eru;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -19,6 +24,8 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
+
+const SECOND: chrono::Duration = chrono::Duration::seconds(1);
 
 #[tokio::test]
 #[ignore = "needs the local cluster: hack/test.sh"]
@@ -84,6 +91,17 @@ async fn scheduled_restart_rolls_out_and_status_agrees_with_the_journal() {
             .any(|c| c.type_ == "Ready" && c.status == "True")
     );
     assert_eq!(get_json(&operator.url("/readyz"))["caches"], true);
+    let settled = settle(&erus, &operator, "web").await;
+    check_every(
+        &client,
+        &ns.name,
+        &operator,
+        "web",
+        Workload::Deployment("web"),
+        10,
+        settled,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -117,8 +135,29 @@ async fn sigkill_right_after_the_patch_restarts_the_slot_once() {
     operator.kill(); // SIGKILL, between the patch and everything after it
     let killed = Utc::now();
     operator.env.clear();
-    // down long enough for the rollout to finish unobserved
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // down until the rollout has finished unobserved, and the Deployment's record of that is
+    // older than what the operator takes for "just now" (2 s: it would use its own clock then)
+    let completed = wait_for("the rollout to finish", Duration::from_secs(60), || async {
+        let d = deployments.get("web").await.ok()?;
+        let s = d.status.as_ref()?;
+        let done = s.observed_generation == d.metadata.generation
+            && s.updated_replicas == Some(2)
+            && s.available_replicas == Some(2)
+            && s.replicas == Some(2);
+        let progressing =
+            s.conditions.iter().flatten().find(|c| {
+                c.type_ == "Progressing" && c.reason.as_deref() == Some("NewReplicaSetAvailable")
+            })?;
+        let at = progressing.last_update_time.as_ref()?.0;
+        done.then(|| chrono::DateTime::from_timestamp(at.as_second(), 0).unwrap())
+    })
+    .await;
+    wait_for(
+        "the rollout's completion 3 s in the past",
+        Duration::from_secs(10),
+        || async { (Utc::now() > completed + SECOND * 3).then_some(()) },
+    )
+    .await;
     let restarting = Utc::now();
     operator.restart().await;
 
@@ -135,19 +174,23 @@ async fn sigkill_right_after_the_patch_restarts_the_slot_once() {
     )
     .await;
     // stop further slots, then compare the journal with the Deployment
-    erus.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"suspend": true}})),
-    )
-    .await
-    .unwrap();
+    let settled = settle(&erus, &operator, "web").await;
     wait_for("suspended and idle", Duration::from_secs(60), || async {
         let s = status(&erus, "web").await?;
         (s.phase.as_deref() == Some("Suspended")).then_some(())
     })
     .await;
-    let rows = items(&operator, "/history?name=web");
+    check_every(
+        &client,
+        &ns.name,
+        &operator,
+        "web",
+        Workload::Deployment("web"),
+        10,
+        settled,
+    )
+    .await;
+    let rows = items(&operator, "/history?name=web&limit=1000");
     assert_eq!(
         rows.iter().filter(|r| time(&r["slot"]) == slot).count(),
         1,
@@ -211,49 +254,74 @@ async fn downtime_is_recorded_as_operator_down_and_only_the_latest_slot_runs() {
 
     operator.stop();
     let stopped = Utc::now();
+    // down for 13 s: three or four slots of */4 pass with no operator
     tokio::time::sleep(Duration::from_secs(13)).await;
     let restarted = Utc::now();
     operator.restart().await;
 
-    let catch_up = wait_for("the catch-up restart", Duration::from_secs(60), || async {
-        let rows = items(&operator, "/history?name=web");
-        rows.into_iter()
-            .map(|r| time(&r["slot"]))
-            .find(|slot| *slot > stopped)
+    wait_for("the downtime accounted", Duration::from_secs(60), || async {
+        (!items(&operator, "/missed?name=web&reason=operator_down").is_empty()).then_some(())
     })
     .await;
+    let settled = settle(&erus, &operator, "web").await;
+    let born = created(&erus, "web").await;
+    let window = (born + SECOND, settled);
+    let records = check(
+        &client,
+        &ns.name,
+        &operator,
+        &Ledger::deployment("web", "web", window, every(4, window.0, window.1)),
+    )
+    .await;
+    let record = |slot: chrono::DateTime<Utc>| {
+        records
+            .iter()
+            .find(|r| r.covers(slot))
+            .unwrap_or_else(|| panic!("slot {slot}: {records:?}"))
+    };
+    let down: Vec<_> = records
+        .iter()
+        .filter(|r| r.reason.as_deref() == Some("operator_down"))
+        .collect();
+    let count: i64 = down.iter().map(|r| r.slot_count).sum();
+    // one downtime: from the old process's last heartbeat (before it stopped) to the new one's
+    // start (after it was started again)
+    let (start, end) = down[0].window.expect("operator_down names its window");
+    assert!(start <= stopped, "window start {start} after the stop {stopped}");
     assert!(
-        catch_up <= restarted + chrono::Duration::seconds(5),
-        "the catch-up is a downtime slot: {catch_up}"
+        end >= restarted,
+        "window end {end} before the restart {restarted}"
     );
-    let missed = items(&operator, "/missed?name=web");
-    let down: Vec<&Value> = missed.iter().filter(|m| m["reason"] == "operator_down").collect();
-    let count: i64 = down.iter().map(|m| m["slot_count"].as_i64().unwrap()).sum();
+    assert!(
+        down.iter()
+            .all(|r| r.window == Some((start, end)) && r.result == "missed"),
+        "{down:?}"
+    );
+    // the new process accounted the downtime in its first pass: the newest slot then ran (the
+    // catch-up), every older one since the stop is operator_down
+    let accounted_at = down.iter().map(|r| r.evaluated_at).min().unwrap();
+    let catch_up = *every(4, stopped, accounted_at)
+        .last()
+        .expect("a slot between the stop and the first pass");
+    assert!(
+        record(catch_up).fired(),
+        "the latest slot at the first pass ({accounted_at}) runs: {:?}",
+        record(catch_up)
+    );
+    for slot in every(4, stopped, restarted) {
+        if slot != catch_up {
+            let r = record(slot);
+            assert_eq!(
+                r.reason.as_deref(),
+                Some("operator_down"),
+                "slot {slot} of the downtime: {r:?}"
+            );
+        }
+    }
     assert!(
         count >= 2,
-        "13 s down under */4 misses at least 2 slots: {missed:?}"
+        "13 s down under */4 misses at least 2 slots: {down:?}"
     );
-    for m in &down {
-        let (start, end) = (time(&m["window"]["start"]), time(&m["window"]["end"]));
-        assert!(
-            start <= stopped && start > stopped - chrono::Duration::seconds(3),
-            "window start {start} vs stop {stopped}"
-        );
-        assert!(
-            end >= restarted && end < restarted + chrono::Duration::seconds(10),
-            "window end {end} vs restart {restarted}"
-        );
-        assert!(
-            time(&m["slot"]) > start && time(&m["last_slot"]) < catch_up,
-            "{m}"
-        );
-        assert_eq!(m["result"], "missed");
-    }
-    let in_downtime = items(&operator, "/history?name=web")
-        .iter()
-        .filter(|r| time(&r["slot"]) > stopped && time(&r["slot"]) <= restarted)
-        .count();
-    assert!(in_downtime <= 1, "only the latest downtime slot runs");
     // the status is written after the journal in the same pass: wait for it
     wait_for(
         "status.missedSlots to count the downtime",
@@ -351,7 +419,22 @@ async fn annotation_creates_updates_and_deletes_an_eru_but_never_a_users() {
             .unwrap();
         wait_ready(&deployments, "mine", replicas).await;
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // a barrier: a second conflict, reported after the updates above were seen (one watch, in
+    // order)
+    create_eru(
+        &client,
+        &ns.name,
+        "later",
+        json!({"schedule": "0 1 * * *", "target": {"kind": "Deployment", "name": "later"}}),
+    )
+    .await
+    .unwrap();
+    let annotations = json!({"metadata": {"annotations": {"mtsre.meitu.com/eru": "true"}}});
+    deployment(&client, &ns.name, "later", 1, annotations).await;
+    wait_for("the barrier's EruConflict", Duration::from_secs(30), || async {
+        (!events(&client, &ns.name, "later", "EruConflict").await.is_empty()).then_some(())
+    })
+    .await;
     let reported = events(&client, &ns.name, "mine", "EruConflict").await;
     let times: i32 = reported
         .iter()
@@ -507,8 +590,36 @@ async fn paused_target_is_skipped_and_an_invalid_schedule_recovers() {
         (s.phase.as_deref() == Some("Waiting") && valid && s.next_schedule_time.is_some()).then_some(())
     })
     .await;
-    // the other Erus kept running meanwhile
-    assert!(!items(&operator, "/missed?name=paused").is_empty());
+    // the other Eru kept being accounted meanwhile and after: a slot after the recovery is
+    // skipped target_paused too, every slot has one record, and its Deployment never rolled
+    let recovered = Utc::now();
+    let after = wait_for(
+        "a target_paused slot after the recovery",
+        Duration::from_secs(30),
+        || async {
+            items(&operator, "/slots?name=paused&reason=target_paused")
+                .iter()
+                .map(|r| time(&r["slot"]))
+                .find(|slot| *slot > recovered)
+        },
+    )
+    .await;
+    let erus_paused = created(&erus, "paused").await;
+    let window = (erus_paused + SECOND, after);
+    let records = check(
+        &client,
+        &ns.name,
+        &operator,
+        &Ledger::deployment("paused", "paused", window, every(3, window.0, window.1)),
+    )
+    .await;
+    for r in &records {
+        assert_eq!(
+            (r.result.as_str(), r.reason.as_deref()),
+            ("skipped", Some("target_paused")),
+            "{r:?}"
+        );
+    }
 }
 
 /// Deletion: an Eru deleted mid-rollout leaves no per-Eru series in /metrics (so no shipped alert
@@ -652,5 +763,8 @@ async fn a_deleted_eru_leaves_no_series_and_its_restart_in_progress_is_abandoned
     .await;
     let text = metrics();
     assert_eq!(series_of(&text, "slow-b"), 0, "{text}");
-    assert_ne!(rolling_out(&text), Some(1.0), "{text}");
+    assert!(
+        matches!(rolling_out(&text), None | Some(0.0)),
+        "nothing rolls out: {text}"
+    );
 }

@@ -15,6 +15,7 @@ use common::{
         Accounted, accounted, create_eru, deployment, items, settle, succeeded_after, template_slot, time,
         wait_ready,
     },
+    ledger::{Workload, check_every},
     repo, wait_for,
 };
 use eru::eru::Eru;
@@ -89,7 +90,17 @@ async fn fault_control_plane_restarted_mid_rollout() {
     .await;
     let resumed = succeeded_after(&operator, "web", back + chrono::Duration::seconds(5)).await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
-    settle(&erus, &operator, "web").await;
+    let settled = settle(&erus, &operator, "web").await;
+    check_every(
+        &client,
+        &ns.name,
+        &operator,
+        "web",
+        Workload::Deployment("web"),
+        5,
+        settled,
+    )
+    .await;
 
     // every slot from the first restart to the first one restarted after the outage: exactly one
     // record, and none claims the operator was down (it ran throughout; the API server did not)
@@ -136,6 +147,8 @@ fn every_5s_with_a_short_deadline() -> serde_json::Value {
 /// one record, and the slots of the outage say why they were not restarted:
 /// `journal_unavailable`, with the outage's window (never `past_deadline` or `superseded`).
 async fn survive_journal_outage(
+    client: &kube::Client,
+    ns: &str,
     operator: &Operator,
     deployments: &Api<Deployment>,
     erus: &Api<Eru>,
@@ -169,7 +182,17 @@ async fn survive_journal_outage(
     })
     .await;
     let after = succeeded_after(operator, "web", back).await;
-    settle(erus, operator, "web").await;
+    let settled = settle(erus, operator, "web").await;
+    check_every(
+        client,
+        ns,
+        operator,
+        "web",
+        Workload::Deployment("web"),
+        5,
+        settled,
+    )
+    .await;
 
     // no cluster write without its record: every slot the template carried has its restart
     let restarts = items(operator, "/history?name=web&limit=1000");
@@ -198,7 +221,11 @@ async fn survive_journal_outage(
     // and takes writes a moment after it ends); the window starts at the last write that worked
     // (a heartbeat a second, or a batch, before) and ends at the first that works again.
     let edge = chrono::Duration::seconds(1);
-    let tolerance = chrono::Duration::seconds(3);
+    let after_patched = restarts
+        .iter()
+        .find(|r| time(&r["slot"]) == after)
+        .map(|r| time(&r["patched_at"]))
+        .expect("the restart after the outage landed");
     let inside: Vec<_> = slots
         .iter()
         .filter(|(slot, _)| *slot > started + edge && *slot <= back - edge)
@@ -220,9 +247,11 @@ async fn survive_journal_outage(
             from < slot && slot <= to,
             "slot {slot} outside its window {from} .. {to}"
         );
+        // the journal took the write of the restart before the outage, and that of the restart
+        // after it: the window lies between them
         assert!(
-            *from >= started - tolerance && *to <= back + tolerance,
-            "window {from} .. {to} is not within the outage {started} .. {back} (± {tolerance})"
+            *from >= before && *to <= after_patched,
+            "window {from} .. {to} is not between the restarts around the outage ({before}, {after_patched})"
         );
     }
     println!(
@@ -267,7 +296,7 @@ async fn fault_postgres_restarted() {
         .args(["restart", "--name", &name, "--immediate", "--down-seconds", "10"])
         .spawn()
         .unwrap();
-    survive_journal_outage(&operator, &deployments, &erus, outage).await;
+    survive_journal_outage(&client, &ns.name, &operator, &deployments, &erus, outage).await;
 }
 
 /// A tmpfs of `size` mounted on a fresh folder (the test runs as root, as CI does); unmounted
@@ -329,7 +358,7 @@ async fn fault_journal_disk_full() {
         .arg(&path)
         .spawn()
         .unwrap();
-    survive_journal_outage(&operator, &deployments, &erus, outage).await;
+    survive_journal_outage(&client, &ns.name, &operator, &deployments, &erus, outage).await;
     let _ = &disk;
 }
 
@@ -404,9 +433,8 @@ async fn fault_leader_exits_in_a_long_control_plane_outage_and_returns_under_a_s
         "a lost lease is an error exit, not a clean stop"
     );
     assert!(
-        (first_exit - down) < chrono::Duration::seconds(19),
-        "it exited {} after the outage began",
-        first_exit - down
+        first_exit < back,
+        "it exited at {first_exit}, after the outage ended at {back}"
     );
 
     // back: supervised until it leads again, then it restarts on schedule unaided
@@ -421,7 +449,17 @@ async fn fault_leader_exits_in_a_long_control_plane_outage_and_returns_under_a_s
     .await;
     let resumed = succeeded_after(&operator, "web", back + chrono::Duration::seconds(5)).await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
-    settle(&erus, &operator, "web").await;
+    let settled = settle(&erus, &operator, "web").await;
+    check_every(
+        &client,
+        &ns.name,
+        &operator,
+        "web",
+        Workload::Deployment("web"),
+        5,
+        settled,
+    )
+    .await;
 
     // every slot exactly one record (accounted() panics on none or two); the slots while no
     // process ran are operator_down, none restarted twice
@@ -443,7 +481,11 @@ async fn fault_leader_exits_in_a_long_control_plane_outage_and_returns_under_a_s
         else {
             panic!("operator_down without a window: {record:?}")
         };
-        assert!(from < slot && slot <= to && *from >= first_exit - chrono::Duration::seconds(12));
+        // the downtime begins after the restart before the outage and by the first exit
+        assert!(
+            from < slot && slot <= to && *from > first && *from <= first_exit,
+            "slot {slot}: window {from} .. {to}, first exit {first_exit}"
+        );
     }
     let last = slots.last().map(|(_, a)| a.clone());
     assert_eq!(last, Some(Accounted::Fired("succeeded".into())), "{slots:?}");

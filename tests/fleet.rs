@@ -9,10 +9,13 @@ use std::{collections::HashMap, time::Duration};
 use chrono::{DateTime, Duration as Span, SubsecRound, Timelike, Utc};
 use common::{
     Operator, TestNamespace, client,
-    eru::{Accounted, accounted, create_eru, deployment, items, template_slot, time, wait_ready},
+    eru::{
+        Accounted, accounted, create_eru, created, deployment, items, settle, template_slot, time, wait_ready,
+    },
+    ledger::{Ledger, SlotRecord, Workload, at_seconds, check, check_every, every, slot_records},
     wait_for,
 };
-use eru::eru::{Eru, ledger::jitter_offset, schedule::Schedule};
+use eru::eru::Eru;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, ResourceExt, api::ListParams};
 use serde_json::json;
@@ -36,6 +39,42 @@ fn rolling_out(d: &Deployment, slot: DateTime<Utc>) -> bool {
 /// A slot `lead` from now, on a whole second.
 fn slot_in(lead: i64) -> DateTime<Utc> {
     (Utc::now() + Span::seconds(lead)).trunc_subsecs(0)
+}
+
+/// Waits until the operator has accounted every slot of `name` up to `slot` (a record at or after
+/// it), as long as the slot is away plus a generous minute; panics if it does not.
+async fn accounted_through(operator: &Operator, name: &str, slot: DateTime<Utc>) {
+    let wait = (slot - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(60);
+    wait_for(&format!("{name} accounted through {slot}"), wait, || async {
+        slot_records(operator, name)
+            .unwrap()
+            .iter()
+            .any(|r| r.last_slot >= slot)
+            .then_some(())
+    })
+    .await;
+}
+
+/// The one record of `slot` in `records`, as [`Accounted`].
+fn of(records: &[SlotRecord], slot: DateTime<Utc>) -> Accounted {
+    let covering: Vec<&SlotRecord> = records.iter().filter(|r| r.covers(slot)).collect();
+    assert_eq!(covering.len(), 1, "slot {slot}: {covering:?}");
+    covering[0].accounted()
+}
+
+/// The jitter offset as the operator's docs define it (src/eru/hash.rs): FNV-1a 64 of the Eru's
+/// uid and the slot's Unix milliseconds (little-endian), the first output of SplitMix64 seeded
+/// with it, modulo the jitter in milliseconds. Written out here, not taken from the operator.
+fn documented_offset(uid: &str, slot: DateTime<Utc>, jitter_seconds: u64) -> Span {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in uid.bytes().chain(slot.timestamp_millis().to_le_bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut z = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    Span::milliseconds((z % (jitter_seconds * 1000)) as i64)
 }
 
 /// A 6-field schedule matching `slot` once a day (UTC).
@@ -160,6 +199,19 @@ async fn thirty_erus_on_one_slot_never_roll_more_than_the_cap() {
     let metrics = common::get(&operator.url("/metrics")).1;
     assert!(metrics.contains("eru_restarts_queued 0"), "queue not empty");
     assert!(metrics.contains("eru_restarts_in_flight 0"), "places not freed");
+    // the once-a-day schedule has exactly this slot in the test's minutes; every Deployment
+    // rolled it once if and only if its Eru fired it
+    for i in 0..ERUS {
+        let (eru, target) = (format!("e-{i}"), format!("web-{i}"));
+        let born = created(&erus, &eru).await;
+        check(
+            &client,
+            &ns.name,
+            &operator,
+            &Ledger::deployment(&eru, &target, (born + Span::seconds(1), Utc::now()), vec![slot]),
+        )
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -209,13 +261,44 @@ async fn blackouts_skip_exactly_their_slots_and_name_the_window() {
     .await
     .unwrap();
     let until = end.max(began + Span::seconds(45)) + Span::seconds(5);
-    tokio::time::sleep((until - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(3)).await;
+    let own_seconds = [10, 15, 30, 35, 50, 55];
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let (own_born, shared_born) = (created(&erus, "own").await, created(&erus, "shared").await);
+    let own_window = (own_born + Span::seconds(1), until);
+    let shared_window = (shared_born + Span::seconds(1), until);
+    let own_last = *at_seconds(&own_seconds, own_window.0, until).last().unwrap();
+    let shared_last = *every(5, shared_window.0, until).last().unwrap();
+    accounted_through(&operator, "own", own_last).await;
+    accounted_through(&operator, "shared", shared_last).await;
+    let own = check(
+        &client,
+        &ns.name,
+        &operator,
+        &Ledger::deployment(
+            "own",
+            "own",
+            own_window,
+            at_seconds(&own_seconds, own_window.0, until),
+        ),
+    )
+    .await;
+    let shared = check(
+        &client,
+        &ns.name,
+        &operator,
+        &Ledger::deployment(
+            "shared",
+            "shared",
+            shared_window,
+            every(5, shared_window.0, until),
+        ),
+    )
+    .await;
 
     // "own": its slots inside [start, end) are blackout, named; none outside is
     let mut own_blackout = 0;
-    let own_slots = Schedule::parse("10,15,30,35,50,55 * * * * *", None).unwrap();
-    for slot in own_slots.slots_between(began + Span::seconds(2), until) {
-        let record = accounted(&operator, "own", 1, slot, slot).remove(0).1;
+    for slot in at_seconds(&own_seconds, own_window.0, until) {
+        let record = of(&own, slot);
         let inside = start <= slot && slot < end;
         match &record {
             Accounted::Missed { reason, window } if reason == "blackout" => {
@@ -240,7 +323,8 @@ async fn blackouts_skip_exactly_their_slots_and_name_the_window() {
 
     // "shared": exactly the slots at :00 and :05 of every 20 s are blackout (cluster-wide)
     let mut fired = 0;
-    for (slot, record) in accounted(&operator, "shared", 5, began + Span::seconds(2), until) {
+    for slot in every(5, shared_window.0, until) {
+        let record = of(&shared, slot);
         let inside = slot.second() % 20 < 10;
         match &record {
             Accounted::Missed { reason, window } if reason == "blackout" => {
@@ -280,7 +364,6 @@ async fn a_dry_run_changes_nothing_for_a_minute_while_its_history_shows_every_sl
     wait_ready(&deployments, "api", 1).await;
     let before = deployments.get("web").await.unwrap();
     let operator = Operator::start(&client, &ns.name, &[]).await;
-    let began = Utc::now();
     create_eru(
         &client,
         &ns.name,
@@ -289,8 +372,11 @@ async fn a_dry_run_changes_nothing_for_a_minute_while_its_history_shows_every_sl
     )
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_secs(62)).await;
-    let until = Utc::now() - Span::seconds(2);
+    // a minute of slots
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let born = created(&erus, "dry").await;
+    let until = born + Span::seconds(61);
+    accounted_through(&operator, "dry", *every(5, born, until).last().unwrap()).await;
 
     let after = deployments.get("web").await.unwrap();
     assert_eq!(
@@ -303,11 +389,19 @@ async fn a_dry_run_changes_nothing_for_a_minute_while_its_history_shows_every_sl
         "the template got a restart annotation"
     );
     assert_eq!(after.spec, before.spec);
-    let slots = accounted(&operator, "dry", 5, began + Span::seconds(1), until);
+    let window = (born + Span::seconds(1), until);
+    let records = check(
+        &client,
+        &ns.name,
+        &operator,
+        &Ledger::deployment("dry", "web", window, every(5, window.0, window.1)),
+    )
+    .await;
+    let slots = every(5, window.0, window.1);
     assert!(slots.len() >= 11, "a minute of */5 slots: {}", slots.len());
-    for (slot, record) in &slots {
+    for slot in &slots {
         assert_eq!(
-            *record,
+            of(&records, *slot),
             Accounted::Missed {
                 reason: "dry_run".into(),
                 window: None
@@ -329,7 +423,6 @@ async fn a_dry_run_changes_nothing_for_a_minute_while_its_history_shows_every_sl
             "what would have been patched: {reason}"
         );
     }
-    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let status = erus.get("dry").await.unwrap().status.unwrap();
     let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
     assert_eq!(ready.reason, "DryRun");
@@ -337,7 +430,6 @@ async fn a_dry_run_changes_nothing_for_a_minute_while_its_history_shows_every_sl
     // the whole operator dry: an ordinary Eru journals dry_run too, and patches nothing
     drop(operator);
     let operator = Operator::start(&client, &ns.name, &["--dry-run"]).await;
-    let began = Utc::now();
     create_eru(
         &client,
         &ns.name,
@@ -346,20 +438,25 @@ async fn a_dry_run_changes_nothing_for_a_minute_while_its_history_shows_every_sl
     )
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_secs(17)).await;
-    let slots = accounted(
+    let born = created(&erus, "plain").await;
+    let until = born + Span::seconds(16);
+    accounted_through(&operator, "plain", *every(5, born, until).last().unwrap()).await;
+    let window = (born + Span::seconds(1), until);
+    let records = check(
+        &client,
+        &ns.name,
         &operator,
-        "plain",
-        5,
-        began + Span::seconds(1),
-        Utc::now() - Span::seconds(2),
-    );
+        &Ledger::deployment("plain", "api", window, every(5, window.0, window.1)),
+    )
+    .await;
+    let slots = every(5, window.0, window.1);
     assert!(slots.len() >= 2);
-    assert!(
-        slots
-            .iter()
-            .all(|(_, r)| matches!(r, Accounted::Missed { reason, .. } if reason == "dry_run"))
-    );
+    for slot in slots {
+        assert!(
+            matches!(of(&records, slot), Accounted::Missed { reason, .. } if reason == "dry_run"),
+            "{slot}: {records:?}"
+        );
+    }
     assert_eq!(template_slot(&deployments.get("api").await.unwrap()), None);
 }
 
@@ -391,24 +488,36 @@ async fn jitter_moves_each_restart_by_its_own_stable_offset() {
             (done.len() >= 3).then_some(done)
         })
         .await;
+    let mut offsets = Vec::new();
     for (slot, patched_at) in landed {
-        let due = slot + jitter_offset(&uid, slot, 6);
-        let late = patched_at - due;
+        let offset = documented_offset(&uid, slot, 6);
+        let due = slot + offset;
         println!(
             "jitter: slot {slot}, offset {} ms, patch landed {} ms after it",
-            (due - slot).num_milliseconds(),
-            late.num_milliseconds()
+            offset.num_milliseconds(),
+            (patched_at - due).num_milliseconds()
         );
-        assert!(due >= slot && due < slot + Span::seconds(6));
+        // the API server's record of the patch (whole seconds would be a second early)
         assert!(
-            late >= Span::zero(),
+            patched_at >= due,
             "patched before its jittered instant: {patched_at} < {due}"
         );
-        assert!(
-            late < Span::seconds(2),
-            "patched {late} after its jittered instant"
-        );
+        offsets.push(offset);
     }
+    offsets.dedup();
+    assert!(offsets.len() > 1, "one offset for every slot: {offsets:?}");
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let settled = settle(&erus, &operator, "jittery").await;
+    check_every(
+        &client,
+        &ns.name,
+        &operator,
+        "jittery",
+        Workload::Deployment("web"),
+        10,
+        settled,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -444,12 +553,17 @@ async fn an_annotated_deployment_gets_a_hashed_schedule_spread_by_name() {
             },
         )
         .await;
-        let expected = Schedule::parse_for("H 3 * * *", None, &format!("{}/{name}", ns.name))
-            .unwrap()
-            .next_after(Utc::now() - Span::seconds(5))
-            .unwrap();
-        assert_eq!(next, expected, "{name}: the status and `schedule --name` agree");
-        assert_eq!(next.hour(), 3);
+        // the next 03:mm:00 UTC, within a day
+        let now = Utc::now();
+        assert!(
+            next > now - Span::seconds(5) && next <= now + Span::days(1),
+            "{name}: {next}"
+        );
+        assert_eq!(
+            (next.hour(), next.second(), next.nanosecond()),
+            (3, 0, 0),
+            "{name}: {next}"
+        );
         minutes.push(next.minute());
     }
     minutes.sort_unstable();

@@ -14,22 +14,18 @@ use std::{
 use chrono::{DateTime, Utc};
 use common::{
     Operator, TestNamespace, client,
-    eru::{create_eru, deployment, items, time, wait_ready},
+    eru::{create_eru, deployment, items, settle, time, wait_ready},
+    ledger::{Ledger, check, every},
     wait_for,
 };
 use eru::eru::Eru;
 use k8s_openapi::api::{apps::v1::Deployment, events::v1::Event};
-use kube::{
-    Api, Client,
-    api::{Patch, PatchParams},
-};
+use kube::{Api, Client};
 use serde_json::{Value, json};
 
-/// client-go's defaults, the operator's: a standby waits this long after the last change of the
-/// Lease it saw ...
+/// client-go's default, the operator's: a standby waits this long after the last change of the
+/// Lease it saw (and tries every 2 s).
 const LEASE_DURATION: Duration = Duration::from_secs(15);
-/// ... and tries every retry period.
-const RETRY_PERIOD: Duration = Duration::from_secs(2);
 
 /// The flags of a replica named `instance` electing a leader through a Lease in `ns`.
 fn elected(ns: &str, instance: &str) -> Vec<String> {
@@ -72,7 +68,8 @@ async fn never_two_leaders(replicas: &[&Operator], span: Duration) {
     }
 }
 
-/// How long `standby` takes to lead, from `since` (polled every 50 ms).
+/// How long `standby` takes to lead, from `since` (printed, never asserted: how fast is for
+/// hack/bench.sh; that it happens at all, within a generous three leases, is the test's).
 async fn takeover(standby: &Operator, since: Instant) -> Duration {
     wait_for("the standby to take over", LEASE_DURATION * 3, || async {
         (standby.role().as_deref() == Some("leader")).then(|| since.elapsed())
@@ -167,10 +164,6 @@ async fn two_replicas_with_separate_journals_never_both_act() {
         "takeover after SIGKILL of the leader: {:.1} s",
         took.as_secs_f64()
     );
-    assert!(
-        took <= LEASE_DURATION + RETRY_PERIOD + Duration::from_secs(1),
-        "{took:?}"
-    );
     wait_for("a restart by the new leader", Duration::from_secs(60), || async {
         items(standby, "/history?name=web&outcome=succeeded")
             .iter()
@@ -179,14 +172,25 @@ async fn two_replicas_with_separate_journals_never_both_act() {
     })
     .await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
-    erus.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    let settled = settle(&erus, standby, "web").await;
+    wait_for("suspended", Duration::from_secs(60), || async {
+        let s = erus.get("web").await.ok()?.status?;
+        (s.phase.as_deref() == Some("Suspended")).then_some(())
+    })
+    .await;
+    // every slot after the kill is the new leader's: one record in its journal each, and the
+    // Deployment rolled exactly its fired ones (the dead one's journal holds the slots before)
+    let window = (killed_at + chrono::Duration::milliseconds(1), settled);
+    check(
+        &client,
+        &ns.name,
+        standby,
+        &Ledger {
+            journal_from: Some(killed_at),
+            ..Ledger::deployment("web", "web", window, every(5, window.0, window.1))
+        },
     )
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    .await;
 
     // Events: the old leader's all before its death, the new leader's all after it
     let (old, new) = if first == 0 {
@@ -306,12 +310,16 @@ async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
         .map(|t| format!("{:.1}", t.as_secs_f64()))
         .collect();
     println!("takeover after SIGKILL of the leader (s): {}", seconds.join(", "));
-    for took in &takeovers {
-        assert!(
-            *took <= LEASE_DURATION + RETRY_PERIOD + Duration::from_secs(1),
-            "{seconds:?}"
-        );
-    }
+    // the whole run on the one journal both replicas share, against the Deployment
+    let born = common::eru::created(&erus, "web").await;
+    let window = (born + chrono::Duration::seconds(1), suspended);
+    check(
+        &client,
+        &ns.name,
+        &replicas[leader],
+        &Ledger::deployment("web", "web", window, every(5, window.0, window.1)),
+    )
+    .await;
     // every slot from the first restart to the suspension: one record (a slot restarted twice
     // or recorded twice panics here), and a downtime says which kill it was
     let slots = common::eru::accounted(

@@ -12,7 +12,11 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use common::{Operator, TestNamespace, client, free_port, get, get_json, wait_for};
+use common::{
+    Operator, TestNamespace, client, free_port, get, get_json,
+    ledger::{Workload, check_every},
+    wait_for,
+};
 use eru::eru::{Eru, RESTARTED_AT_ANNOTATION};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
@@ -102,6 +106,8 @@ async fn deployment(client: &Client, ns: &str, name: &str, extra: Value) {
         "metadata": {"name": name},
         "spec": {
             "replicas": 2,
+            // every rollout's ReplicaSet is kept, so the ledger check can count them
+            "revisionHistoryLimit": 1000,
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
@@ -329,4 +335,17 @@ async fn every_dashboard_and_alert_expression_works_against_a_real_prometheus() 
             .is_empty()
     );
     let _ = erus.get("web").await.unwrap().name_any();
+    // every slot of the three Erus one record, each fired one rolled once, nothing else rolled
+    for (name, step) in [("web", 5), ("slow", 30), ("paused", 5)] {
+        check_every(
+            &client,
+            &ns.name,
+            &operator,
+            name,
+            Workload::Deployment(name),
+            step,
+            Utc::now(),
+        )
+        .await;
+    }
 }

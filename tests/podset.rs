@@ -85,8 +85,8 @@ async fn sample_scales_replaces_and_is_garbage_collected() {
     let after = settled(&podsets, &pods, "podset-sample", 3).await;
     assert!(!after.contains(&names[1]), "{after:?}");
 
-    // the journal saw the scaling
-    let transitions = kubectl(&[
+    // the journal saw the scaling: up to 7, down to 3, and back to Stable each time
+    let phase = kubectl(&[
         "get",
         "podset",
         "podset-sample",
@@ -95,7 +95,23 @@ async fn sample_scales_replaces_and_is_garbage_collected() {
         "-o",
         "jsonpath={.status.phase}",
     ]);
-    assert_eq!(transitions, "Stable");
+    assert_eq!(phase, "Stable");
+    let transitions =
+        common::get_json(&operator.url("/transitions?kind=PodSet&name=podset-sample&limit=1000"))["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+    for (from, to) in [
+        ("Stable", "ScalingUp"),
+        ("ScalingUp", "Stable"),
+        ("Stable", "ScalingDown"),
+        ("ScalingDown", "Stable"),
+    ] {
+        assert!(
+            transitions.iter().any(|t| t["from"] == from && t["to"] == to),
+            "the journal has no {from} → {to}: {transitions:?}"
+        );
+    }
 
     // counted in eru_objects while it exists; a PodSet has no finalizer, and its deletion (seen
     // on the watch) must take it out of the count

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use common::{
     Operator, TestNamespace, client,
     eru::{create_eru, deployment, items, merge, settle, status, time},
+    ledger::{Ledger, Workload, check, every},
     wait_for,
 };
 use eru::eru::{Eru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION};
@@ -45,6 +46,8 @@ async fn statefulset(client: &Client, ns: &str, name: &str, replicas: i32, extra
         "metadata": {"name": name},
         "spec": {
             "replicas": replicas,
+            // every revision is kept, so the ledger check can count them
+            "revisionHistoryLimit": 1000,
             "serviceName": name,
             "selector": {"matchLabels": {"app": name}},
             "template": template(name)
@@ -61,7 +64,8 @@ async fn statefulset(client: &Client, ns: &str, name: &str, replicas: i32, extra
 async fn daemonset(client: &Client, ns: &str, name: &str, extra: Value) -> DaemonSet {
     let mut body = json!({
         "metadata": {"name": name},
-        "spec": {"selector": {"matchLabels": {"app": name}}, "template": template(name)}
+        "spec": {"selector": {"matchLabels": {"app": name}}, "template": template(name),
+                 "revisionHistoryLimit": 1000}
     });
     merge(&mut body, extra);
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
@@ -254,7 +258,30 @@ async fn statefulset_and_daemonset_restart_and_roll_out_on_their_own_status() {
     assert_eq!(web_slot.timestamp() % 10, 0, "on the schedule: {web_slot}");
     assert_eq!(agent_slot.timestamp() % 10, 0, "on the schedule: {agent_slot}");
     // stop further slots, so the workloads hold still for the checks
-    futures::join!(settle(&erus, &operator, "web"), settle(&erus, &operator, "agent"));
+    let (web_settled, agent_settled) =
+        futures::join!(settle(&erus, &operator, "web"), settle(&erus, &operator, "agent"));
+    for (name, workload, settled) in [
+        ("web", Workload::StatefulSet("web"), web_settled),
+        ("agent", Workload::DaemonSet("agent"), agent_settled),
+    ] {
+        let window = (
+            common::eru::created(&erus, name).await + chrono::Duration::seconds(1),
+            settled,
+        );
+        check(
+            &client,
+            &ns.name,
+            &operator,
+            &Ledger {
+                eru: name,
+                workload,
+                window,
+                slots: every(10, window.0, window.1),
+                journal_from: None,
+            },
+        )
+        .await;
+    }
 
     // the StatefulSet: every journaled patch is on its template, and its rollout is done by
     // its own status: one revision, every replica updated, ready and available, each Pod of
@@ -460,6 +487,33 @@ async fn a_statefulset_that_would_not_roll_is_skipped_with_why_and_never_patched
     let sts = statefulsets.get("ondelete").await.unwrap();
     assert_eq!(sts.metadata.generation, Some(1));
     assert!(items(&operator, "/history?name=ondelete").is_empty());
+    for name in ["ondelete", "partitioned"] {
+        let born = common::eru::created(&erus, name).await;
+        let settled = settle(&erus, &operator, name).await;
+        let window = (born + chrono::Duration::seconds(1), settled);
+        let records = check(
+            &client,
+            &ns.name,
+            &operator,
+            &Ledger {
+                eru: name,
+                workload: Workload::StatefulSet(name),
+                window,
+                slots: every(5, window.0, window.1),
+                journal_from: None,
+            },
+        )
+        .await;
+        if name == "ondelete" {
+            assert!(
+                records
+                    .iter()
+                    .all(|r| r.reason.as_deref() == Some("target_not_rollable")
+                        || r.reason.as_deref() == Some("suspended")),
+                "{records:?}"
+            );
+        }
+    }
 }
 
 #[tokio::test]
@@ -511,6 +565,23 @@ async fn annotated_statefulsets_and_daemonsets_get_automatic_erus() {
     assert_eq!(row["target"], "StatefulSet/web");
     let patched = statefulsets.get("web").await.unwrap();
     assert!(template_slot(patched.spec.as_ref().and_then(|s| s.template.metadata.as_ref())) >= Some(slot));
+    let window = (
+        common::eru::created(&erus, "web-statefulset").await + chrono::Duration::seconds(1),
+        Utc::now(),
+    );
+    check(
+        &client,
+        &ns.name,
+        &operator,
+        &Ledger {
+            eru: "web-statefulset",
+            workload: Workload::StatefulSet("web"),
+            window,
+            slots: every(10, window.0, window.1),
+            journal_from: None,
+        },
+    )
+    .await;
     // the Deployment's Eru was left alone
     assert_eq!(
         erus.get("web").await.unwrap().spec.target.kind.as_str(),

@@ -377,4 +377,6 @@ pub fn downtime(
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;

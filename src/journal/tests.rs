@@ -494,15 +494,12 @@ async fn a_file_another_process_locks_is_a_clear_error_after_the_busy_timeout() 
         .execute("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE")
         .await
         .unwrap();
-    let started = std::time::Instant::now();
+    // (how long it waits first is the busy timeout, a setting: asserted with the other pragmas,
+    // not timed here)
     let text = Journal::open(&path).await.unwrap_err().to_string();
     assert!(
         text.contains("eru.db") && text.contains("locked by another process"),
         "unclear error: {text}"
-    );
-    assert!(
-        started.elapsed() >= std::time::Duration::from_secs(4),
-        "the 5 s busy timeout"
     );
     holder.close().await.unwrap();
 }

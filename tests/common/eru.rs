@@ -12,7 +12,11 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use super::{Operator, get_json, wait_for};
+use super::{
+    Operator, get_json,
+    ledger::{SlotRecord, every, slot_records},
+    wait_for,
+};
 
 /// A Deployment of `replicas` pause Pods labelled `app: <name>`, with `extra` merged into it.
 pub async fn deployment(client: &Client, ns: &str, name: &str, replicas: i32, extra: Value) -> Deployment {
@@ -20,6 +24,8 @@ pub async fn deployment(client: &Client, ns: &str, name: &str, replicas: i32, ex
         "metadata": {"name": name},
         "spec": {
             "replicas": replicas,
+            // every rollout's ReplicaSet is kept, so the ledger check can count them
+            "revisionHistoryLimit": 1000,
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
@@ -90,6 +96,34 @@ pub async fn status(api: &Api<Eru>, name: &str) -> Option<EruStatus> {
     api.get(name).await.ok()?.status
 }
 
+/// When the API server created the Eru `name` (whole seconds): its first spec took effect then.
+pub async fn created(erus: &Api<Eru>, name: &str) -> DateTime<Utc> {
+    let eru = erus.get(name).await.unwrap();
+    let at = eru.metadata.creation_timestamp.expect("a creationTimestamp").0;
+    DateTime::from_timestamp(at.as_second(), 0).unwrap()
+}
+
+/// Runs `sql` on the operator's journal (the SQLite file with `sqlite3`, or the PostgreSQL
+/// database with `psql`), as someone with access to its disk or server could.
+pub fn journal_sql(operator: &Operator, sql: &str) {
+    let output = match &operator.database_url {
+        Some(url) => std::process::Command::new("psql")
+            .args([url.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", sql])
+            .output(),
+        None => std::process::Command::new("sqlite3")
+            .args(["-bail", "-cmd", ".timeout 10000"])
+            .arg(&operator.database)
+            .arg(sql)
+            .output(),
+    }
+    .expect("psql or sqlite3 on PATH");
+    assert!(
+        output.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// An RFC 3339 time of a JSON answer.
 pub fn time(value: &Value) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(value.as_str().unwrap_or_default())
@@ -122,14 +156,15 @@ pub fn items(operator: &Operator, path: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// Events about the object named `regarding` with `reason`.
+/// Events about the object named `regarding` with `reason`; panics if they cannot be listed (an
+/// empty answer must mean "none", never "the API call failed").
 pub async fn events(client: &Client, ns: &str, regarding: &str, reason: &str) -> Vec<Event> {
     let api: Api<Event> = Api::namespaced(client.clone(), ns);
     let list = api
         .list(&Default::default())
         .await
-        .map(|l| l.items)
-        .unwrap_or_default();
+        .unwrap_or_else(|e| panic!("listing the Events of {ns}: {e}"))
+        .items;
     list.into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
         .filter(|e| e.reason.as_deref() == Some(reason))
@@ -154,7 +189,7 @@ pub enum Accounted {
 }
 
 /// Every `*/step`-second slot of `name` in `[from, to]` with its one record, from the journal
-/// the operator serves (`/history`, `/missed`); panics on a slot with none or with two.
+/// the operator serves (`/slots`, every page); panics on a slot with none or with two.
 pub fn accounted(
     operator: &Operator,
     name: &str,
@@ -162,35 +197,17 @@ pub fn accounted(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Vec<(DateTime<Utc>, Accounted)> {
-    let restarts = items(operator, &format!("/history?name={name}&limit=1000"));
-    let missed = items(operator, &format!("/missed?name={name}&limit=1000"));
-    let first = (from.timestamp() + step - 1) / step * step;
-    let mut slots = Vec::new();
-    for second in (first..=to.timestamp()).step_by(step as usize) {
-        let slot = DateTime::from_timestamp(second, 0).unwrap();
-        let fired: Vec<&Value> = restarts
-            .iter()
-            .filter(|r| time(&r["slot"]) == slot && !r["patched_at"].is_null())
-            .collect();
-        let skipped: Vec<&Value> = missed
-            .iter()
-            .filter(|m| time(&m["slot"]) <= slot && slot <= time(&m["last_slot"]))
-            .collect();
-        let record = match (fired.as_slice(), skipped.as_slice()) {
-            ([r], []) => Accounted::Fired(r["outcome"].as_str().unwrap_or_default().to_string()),
-            ([], [m]) => Accounted::Missed {
-                reason: m["reason"].as_str().unwrap_or_default().to_string(),
-                window: m["window"]
-                    .as_object()
-                    .map(|w| (time(&w["start"]), time(&w["end"]))),
-            },
-            _ => panic!(
-                "slot {slot} of {name} must have exactly one record; restarts {fired:?}, missed {skipped:?}"
-            ),
-        };
-        slots.push((slot, record));
-    }
-    slots
+    let records = slot_records(operator, name).unwrap_or_else(|e| panic!("{e}"));
+    every(step, from, to)
+        .into_iter()
+        .map(|slot| {
+            let covering: Vec<&SlotRecord> = records.iter().filter(|r| r.covers(slot)).collect();
+            let [record] = covering.as_slice() else {
+                panic!("slot {slot} of {name} must have exactly one record: {covering:?}")
+            };
+            (slot, record.accounted())
+        })
+        .collect()
 }
 
 /// Waits for a succeeded restart of a slot after `after`.

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod eru;
+pub mod ledger;
 
 use std::{
     future::Future,

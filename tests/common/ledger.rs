@@ -1,0 +1,471 @@
+//! The operator's promise checked from the cluster's side, the one check every Eru scenario ends
+//! with: every slot of the spec in force (written out by the test, never computed by the
+//! operator's code) has exactly one ledger record (`/slots`, every page); every fired slot's
+//! patch is on the workload — one rollout (a ReplicaSet, or a ControllerRevision) carrying the
+//! slot in `restartedAt`, and the pod template carries the newest one — and the workload carries
+//! no slot that has no fired record.
+//!
+//! [`violations`] says what is wrong (empty when nothing is), so a test can prove the check
+//! fails on a forged journal; [`check`] waits a generous while for the operator to account the
+//! last slots and panics with the violations if they stay.
+
+use std::{collections::BTreeMap, fmt, time::Duration};
+
+use chrono::{DateTime, Utc};
+use eru::eru::RESTARTED_AT_ANNOTATION;
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
+use serde_json::Value;
+
+use super::{Operator, eru::Accounted, get};
+
+/// One record of `/slots`: a slot, or a summary of `slot_count` slots from `slot` to `last_slot`.
+#[derive(Clone)]
+pub struct SlotRecord {
+    pub slot: DateTime<Utc>,
+    pub last_slot: DateTime<Utc>,
+    pub slot_count: i64,
+    /// `fired`, `missed` or `skipped`.
+    pub result: String,
+    pub reason: Option<String>,
+    pub window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    pub note: Option<String>,
+    pub evaluated_at: DateTime<Utc>,
+    /// The record as served.
+    pub raw: Value,
+}
+
+impl fmt::Debug for SlotRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.raw)
+    }
+}
+
+fn parse_time(value: &Value) -> Option<DateTime<Utc>> {
+    Some(
+        DateTime::parse_from_rfc3339(value.as_str()?)
+            .ok()?
+            .with_timezone(&Utc),
+    )
+}
+
+impl SlotRecord {
+    fn parse(raw: Value) -> Result<Self, String> {
+        let at = |key: &str| parse_time(&raw[key]).ok_or_else(|| format!("{key} is no time: {raw}"));
+        Ok(Self {
+            slot: at("slot")?,
+            last_slot: at("last_slot")?,
+            slot_count: raw["slot_count"]
+                .as_i64()
+                .ok_or_else(|| format!("no slot_count: {raw}"))?,
+            result: raw["result"].as_str().unwrap_or_default().to_string(),
+            reason: raw["reason"].as_str().map(str::to_string),
+            window: parse_time(&raw["window"]["start"]).zip(parse_time(&raw["window"]["end"])),
+            note: raw["note"].as_str().map(str::to_string),
+            evaluated_at: at("evaluated_at")?,
+            raw,
+        })
+    }
+
+    /// Whether this record stands for `slot` (a summary for every slot from `slot` to
+    /// `last_slot`).
+    pub fn covers(&self, slot: DateTime<Utc>) -> bool {
+        self.slot <= slot && slot <= self.last_slot
+    }
+
+    pub fn fired(&self) -> bool {
+        self.result == "fired"
+    }
+
+    /// When the slot's restart patch landed, if it did.
+    pub fn patched_at(&self) -> Option<DateTime<Utc>> {
+        parse_time(&self.raw["restart"]["patched_at"])
+    }
+
+    /// The restart attempt's outcome, if one was decided.
+    pub fn outcome(&self) -> Option<&str> {
+        self.raw["restart"]["outcome"].as_str()
+    }
+
+    /// The record as [`Accounted`].
+    pub fn accounted(&self) -> Accounted {
+        if self.fired() {
+            Accounted::Fired(self.outcome().unwrap_or_default().to_string())
+        } else {
+            Accounted::Missed {
+                reason: self.reason.clone().unwrap_or_default(),
+                window: self.window,
+            }
+        }
+    }
+}
+
+/// Every record of the Eru `name` in the operator's ledger, newest first: every page of
+/// `/slots`, following `next_cursor` until it is null (never truncated).
+pub fn slot_records(operator: &Operator, name: &str) -> Result<Vec<SlotRecord>, String> {
+    let mut records = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _page in 0..10_000 {
+        let path = match &cursor {
+            None => format!("/slots?name={name}&limit=1000"),
+            Some(c) => format!("/slots?name={name}&limit=1000&cursor={c}"),
+        };
+        let (status, body) = get(&operator.url(&path));
+        if status != 200 {
+            return Err(format!("GET {path}: {status} {body}"));
+        }
+        let page: Value = serde_json::from_str(&body).map_err(|e| format!("GET {path}: {e}: {body}"))?;
+        for item in page["items"]
+            .as_array()
+            .ok_or_else(|| format!("GET {path}: no items: {body}"))?
+        {
+            records.push(SlotRecord::parse(item.clone())?);
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => return Ok(records),
+        }
+    }
+    Err(format!("/slots?name={name} did not end after 10000 pages"))
+}
+
+/// The slots of `*/step` in the seconds field (`step` divides 60) in `[from, to]`: every instant
+/// on a whole second that is a multiple of `step`. Written out here so no test takes its expected
+/// slots from the operator's own schedule code.
+pub fn every(step: i64, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    assert!(step > 0 && 60 % step == 0, "*/{step} is not even within a minute");
+    let first = from.timestamp().div_euclid(step) * step;
+    (first..=to.timestamp())
+        .step_by(step as usize)
+        .map(|s| DateTime::from_timestamp(s, 0).unwrap())
+        .filter(|slot| from <= *slot && *slot <= to)
+        .collect()
+}
+
+/// The slots of `a,b,c * * * * *` (these seconds of every minute) in `[from, to]`.
+pub fn at_seconds(seconds: &[i64], from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    (from.timestamp()..=to.timestamp())
+        .filter(|s| seconds.contains(&s.rem_euclid(60)))
+        .map(|s| DateTime::from_timestamp(s, 0).unwrap())
+        .filter(|slot| from <= *slot && *slot <= to)
+        .collect()
+}
+
+/// The workload an Eru restarts.
+#[derive(Clone, Copy, Debug)]
+pub enum Workload<'a> {
+    Deployment(&'a str),
+    StatefulSet(&'a str),
+    DaemonSet(&'a str),
+}
+
+/// The slot a revision's template carries: `Err` with the raw value if it is not a time.
+pub type CarriedSlot = Option<Result<DateTime<Utc>, String>>;
+
+/// What the workload shows of its restarts: the slot its pod template carries, and every
+/// revision of its template the controller made (a Deployment's ReplicaSets, a StatefulSet's or
+/// DaemonSet's ControllerRevisions) with the slot it carries.
+#[derive(Debug)]
+pub struct Rollouts {
+    pub template: Option<DateTime<Utc>>,
+    /// (revision number, the slot its template carries — `Err` with the raw value if it is not
+    /// a time)
+    pub revisions: Vec<(i64, CarriedSlot)>,
+}
+
+fn slot_of(annotations: Option<&BTreeMap<String, String>>) -> CarriedSlot {
+    let value = annotations?.get(RESTARTED_AT_ANNOTATION)?;
+    Some(
+        DateTime::parse_from_rfc3339(value)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|_| value.clone()),
+    )
+}
+
+fn owned_by(meta: &kube::api::ObjectMeta, uid: &str) -> bool {
+    meta.owner_references.iter().flatten().any(|o| o.uid == uid)
+}
+
+/// The workload's template revisions, read from the API server.
+pub async fn rollouts(client: &Client, ns: &str, workload: Workload<'_>) -> Result<Rollouts, String> {
+    let failed = |what: &str, e: kube::Error| format!("{what} in {ns}: {e}");
+    match workload {
+        Workload::Deployment(name) => {
+            let d = Api::<Deployment>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .map_err(|e| failed(&format!("Deployment {name}"), e))?;
+            let uid = d.uid().unwrap_or_default();
+            let sets = Api::<ReplicaSet>::namespaced(client.clone(), ns)
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| failed("ReplicaSets", e))?;
+            let mut revisions = Vec::new();
+            for rs in sets.items.iter().filter(|rs| owned_by(&rs.metadata, &uid)) {
+                let revision = rs
+                    .annotations()
+                    .get("deployment.kubernetes.io/revision")
+                    .and_then(|r| r.parse().ok())
+                    .ok_or_else(|| format!("ReplicaSet {} has no revision", rs.name_any()))?;
+                let template = rs.spec.as_ref().and_then(|s| s.template.as_ref());
+                let meta = template.and_then(|t| t.metadata.as_ref());
+                revisions.push((revision, slot_of(meta.and_then(|m| m.annotations.as_ref()))));
+            }
+            let meta = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+            let template = slot_of(meta.and_then(|m| m.annotations.as_ref())).and_then(Result::ok);
+            Ok(Rollouts { template, revisions })
+        }
+        Workload::StatefulSet(name) => {
+            let s = Api::<StatefulSet>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .map_err(|e| failed(&format!("StatefulSet {name}"), e))?;
+            let meta = s.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+            let template = slot_of(meta.and_then(|m| m.annotations.as_ref())).and_then(Result::ok);
+            controller_revisions(client, ns, &s, template).await
+        }
+        Workload::DaemonSet(name) => {
+            let d = Api::<DaemonSet>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .map_err(|e| failed(&format!("DaemonSet {name}"), e))?;
+            let meta = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+            let template = slot_of(meta.and_then(|m| m.annotations.as_ref())).and_then(Result::ok);
+            controller_revisions(client, ns, &d, template).await
+        }
+    }
+}
+
+async fn controller_revisions<K: Resource>(
+    client: &Client,
+    ns: &str,
+    owner: &K,
+    template: Option<DateTime<Utc>>,
+) -> Result<Rollouts, String> {
+    let uid = owner.meta().uid.clone().unwrap_or_default();
+    let list = Api::<ControllerRevision>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("ControllerRevisions in {ns}: {e}"))?;
+    let revisions = list
+        .items
+        .iter()
+        .filter(|r| owned_by(&r.metadata, &uid))
+        .map(|r| {
+            let data = r.data.as_ref().map(|d| &d.0).unwrap_or(&Value::Null);
+            let annotations = &data["spec"]["template"]["metadata"]["annotations"];
+            let slot = annotations[RESTARTED_AT_ANNOTATION].as_str().map(|v| {
+                DateTime::parse_from_rfc3339(v)
+                    .map(|t| t.with_timezone(&Utc))
+                    .map_err(|_| v.to_string())
+            });
+            (r.revision, slot)
+        })
+        .collect();
+    Ok(Rollouts { template, revisions })
+}
+
+/// What one scenario expects of one Eru.
+pub struct Ledger<'a> {
+    pub eru: &'a str,
+    pub workload: Workload<'a>,
+    /// `[from, to]`: the stretch the test knows the spec of.
+    pub window: (DateTime<Utc>, DateTime<Utc>),
+    /// The slots of the spec in force in `window`, written out by the test ([`every`],
+    /// [`at_seconds`]).
+    pub slots: Vec<DateTime<Utc>>,
+    /// Fired slots up to this instant are not this journal's to account (a journal lost, a
+    /// replica with a journal of its own): the workload's rollouts of them are not compared.
+    pub journal_from: Option<DateTime<Utc>>,
+}
+
+impl<'a> Ledger<'a> {
+    /// The Eru `eru` restarting the Deployment `deployment`, expecting `slots` in `window`.
+    pub fn deployment(
+        eru: &'a str,
+        deployment: &'a str,
+        window: (DateTime<Utc>, DateTime<Utc>),
+        slots: Vec<DateTime<Utc>>,
+    ) -> Self {
+        Self {
+            eru,
+            workload: Workload::Deployment(deployment),
+            window,
+            slots,
+            journal_from: None,
+        }
+    }
+}
+
+/// Everything that breaks the promise for `expected` (empty if nothing does): a slot of the
+/// window with no record or with two, a record of the window on no slot of the schedule or
+/// counting other slots than it stands for, a fired slot whose patch did not land or whose
+/// rollout the workload does not show exactly once, a landed patch on a slot not fired, a slot on
+/// the workload with no fired record, the template not carrying the newest fired slot, a template
+/// revision gone or reused.
+pub async fn violations(
+    client: &Client,
+    ns: &str,
+    operator: &Operator,
+    expected: &Ledger<'_>,
+) -> Vec<String> {
+    let name = expected.eru;
+    let records = match slot_records(operator, name) {
+        Ok(records) => records,
+        Err(e) => return vec![e],
+    };
+    let mut wrong = Vec::new();
+    let (from, to) = expected.window;
+    // the ledger side: every slot of the window exactly one record
+    for slot in &expected.slots {
+        let covering: Vec<&SlotRecord> = records.iter().filter(|r| r.covers(*slot)).collect();
+        if covering.len() != 1 {
+            wrong.push(format!(
+                "{name}: slot {slot} has {} records: {covering:?}",
+                covering.len()
+            ));
+        }
+    }
+    for r in &records {
+        if r.last_slot < r.slot || r.slot_count < 1 || (r.slot_count == 1) != (r.slot == r.last_slot) {
+            wrong.push(format!("{name}: a record that contradicts itself: {r:?}"));
+        }
+        for end in [r.slot, r.last_slot] {
+            if from <= end && end <= to && !expected.slots.contains(&end) {
+                wrong.push(format!(
+                    "{name}: a record on {end}, no slot of the schedule: {r:?}"
+                ));
+            }
+        }
+        if from <= r.slot && r.last_slot <= to {
+            let inside = expected.slots.iter().filter(|s| r.covers(**s)).count() as i64;
+            if inside != r.slot_count {
+                wrong.push(format!(
+                    "{name}: a record for {} slots stands for {inside} of the schedule: {r:?}",
+                    r.slot_count
+                ));
+            }
+        }
+    }
+    // the journal's own join: a fired slot's patch landed, no other slot's did
+    let mine = |slot: DateTime<Utc>| expected.journal_from.is_none_or(|f| slot > f);
+    let mut fired: Vec<DateTime<Utc>> = Vec::new();
+    for r in &records {
+        match (r.fired(), r.patched_at()) {
+            (true, None) => wrong.push(format!(
+                "{name}: slot {} fired but no patch landed: {r:?}",
+                r.slot
+            )),
+            (false, Some(at)) => wrong.push(format!(
+                "{name}: slot {} is {} but its patch landed at {at}: {r:?}",
+                r.slot, r.result
+            )),
+            _ => {}
+        }
+        if r.fired() && r.slot_count != 1 {
+            wrong.push(format!("{name}: a fired summary record: {r:?}"));
+        }
+        if r.fired() && mine(r.slot) {
+            fired.push(r.slot);
+        }
+    }
+    // the workload side: one rollout per fired slot, and no other slot
+    let rollouts = match rollouts(client, ns, expected.workload).await {
+        Ok(rollouts) => rollouts,
+        Err(e) => {
+            wrong.push(e);
+            return wrong;
+        }
+    };
+    let mut rolled: BTreeMap<DateTime<Utc>, usize> = BTreeMap::new();
+    for (revision, slot) in &rollouts.revisions {
+        match slot {
+            Some(Ok(slot)) => *rolled.entry(*slot).or_default() += 1,
+            Some(Err(value)) => wrong.push(format!(
+                "{name}: revision {revision} of {:?} carries {value:?}, no slot",
+                expected.workload
+            )),
+            None => {}
+        }
+    }
+    for slot in &fired {
+        let n = rolled.get(slot).copied().unwrap_or(0);
+        if n != 1 {
+            wrong.push(format!(
+                "{name}: fired slot {slot} rolled {n} times on {:?} (revisions {:?})",
+                expected.workload, rollouts.revisions
+            ));
+        }
+    }
+    for slot in rolled.keys().filter(|s| mine(**s)) {
+        if !fired.contains(slot) {
+            wrong.push(format!(
+                "{name}: {:?} rolled slot {slot}, which has no fired record",
+                expected.workload
+            ));
+        }
+    }
+    let newest = fired.iter().max().copied();
+    let template_mine = rollouts.template.filter(|s| mine(*s));
+    if template_mine != newest {
+        wrong.push(format!(
+            "{name}: {:?} carries {:?}, the newest fired slot is {newest:?}",
+            expected.workload, rollouts.template
+        ));
+    }
+    // each template change is a revision of its own, none gone (so none was counted short)
+    let mut numbers: Vec<i64> = rollouts.revisions.iter().map(|(n, _)| *n).collect();
+    numbers.sort_unstable();
+    if numbers != (1..=numbers.len() as i64).collect::<Vec<_>>() {
+        wrong.push(format!(
+            "{name}: the revisions of {:?} are {numbers:?}, not 1..=n: one was reused or is gone",
+            expected.workload
+        ));
+    }
+    wrong
+}
+
+/// [`violations`] until there are none (the operator accounts the last slots of the window a
+/// moment after they pass, and the workload's controller makes the last revision a moment after
+/// the patch), at most 60 s; panics with what is still wrong then. Returns the Eru's records.
+pub async fn check(client: &Client, ns: &str, operator: &Operator, expected: &Ledger<'_>) -> Vec<SlotRecord> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let wrong = violations(client, ns, operator, expected).await;
+        if wrong.is_empty() {
+            return slot_records(operator, expected.eru).unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ledger of {} breaks the promise after 60 s ({} slots in {:?}):\n{}",
+            expected.eru,
+            expected.slots.len(),
+            expected.window,
+            wrong.join("\n")
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// [`check`] of the Eru `eru` restarting `workload` on `*/step` seconds, from its creation (a
+/// second after: the API server records it to the second) to `to`.
+pub async fn check_every(
+    client: &Client,
+    ns: &str,
+    operator: &Operator,
+    eru: &str,
+    workload: Workload<'_>,
+    step: i64,
+    to: DateTime<Utc>,
+) -> Vec<SlotRecord> {
+    let erus: Api<eru::eru::Eru> = Api::namespaced(client.clone(), ns);
+    let from = super::eru::created(&erus, eru).await + chrono::Duration::seconds(1);
+    let expected = Ledger {
+        eru,
+        workload,
+        window: (from, to),
+        slots: every(step, from, to),
+        journal_from: None,
+    };
+    check(client, ns, operator, &expected).await
+}
