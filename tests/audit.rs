@@ -460,6 +460,12 @@ async fn an_outage_audited_by_the_api_the_cli_and_the_page_in_a_real_browser() {
     }
     eprintln!("screenshots in {}", shots.display());
 
+    // the promise from the cluster's side too: one record per slot, one rollout per fired slot
+    for name in ["web", "api", "frozen"] {
+        let workload = common::ledger::Workload::Deployment(name);
+        common::ledger::check_every(&client, &ns.name, &operator, name, workload, STEP, until).await;
+    }
+
     // a record gone from the journal: the audit says so, and the CLI exits 3
     operator.kill();
     forge_missing_record(&journal, since, until).await;
