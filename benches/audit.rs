@@ -6,7 +6,10 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
-use eru::journal::{Entry, Journal, NewEpoch, NewRestart, NewSlot, ObjectKey, PatchedRestart, SlotResult};
+use eru::journal::{
+    Entry, FinishedRestart, Journal, NewEpoch, NewRestart, NewSlot, ObjectKey, PatchedRestart, SlotResult,
+    vocab::RestartOutcome,
+};
 use serde_json::json;
 
 const REQUESTS: usize = 40;
@@ -63,6 +66,14 @@ async fn journal(path: &std::path::Path, erus: usize, hours: i64, end: DateTime<
                     uid: o.uid.clone(),
                     slot,
                     patched_at: slot + chrono::Duration::seconds(1),
+                });
+                // rolled out, as a real journal's are (one restart in flight per Eru at most)
+                batch.restarts_finished.push(FinishedRestart {
+                    uid: o.uid.clone(),
+                    slot,
+                    finished_at: slot + chrono::Duration::seconds(30),
+                    outcome: RestartOutcome::Succeeded,
+                    reason: None,
                 });
             }
             batch.slots.push(NewSlot {

@@ -137,6 +137,8 @@ pub fn audit(
     for r in rows.records {
         records.entry(r.record.uid.clone()).or_default().push(r);
     }
+    // the restart in flight of each Eru (one at most): a map, not a scan of them per Eru
+    let open: HashMap<&str, Ts> = rows.open.iter().map(|r| (r.uid.as_str(), r.slot)).collect();
     let window = Span { since, until, target };
     let mut erus = Vec::new();
     for ledger in &rows.ledgers {
@@ -148,7 +150,7 @@ pub fn audit(
         if !lived_in_window && eru_records.is_empty() {
             continue;
         }
-        let in_flight = rows.open.iter().find(|r| r.uid == ledger.uid).map(|r| r.slot);
+        let in_flight = open.get(ledger.uid.as_str()).copied();
         let counters = totals.as_ref().map(|t| {
             let (rows_fired, rows_not_fired) = t.get(&ledger.uid).copied().unwrap_or_default();
             counters(
