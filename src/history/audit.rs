@@ -108,13 +108,8 @@ pub async fn read(
         p.name.as_ref().map(|n| n.0.as_str()),
     );
     let target = p.target.as_ref().map(|t| t.0.as_str());
-    let rows = journal
-        .audit_rows(since, until, object, target, RECORD_CAP)
-        .await?;
-    let totals = match cross_check {
-        true => Some(journal.row_totals(object.0, object.1).await?),
-        false => None,
-    };
+    let mut rows = (journal.audit_rows(since, until, object, target, RECORD_CAP, cross_check)).await?;
+    let totals = rows.totals.take();
     Ok(audit(rows, totals, (since, until), now, blackouts, target))
 }
 

@@ -155,7 +155,11 @@ impl Journal {
 
 impl Journal {
     /// The rows an audit of `[since, until)` reads, of the Erus `namespace`/`name` (all if
-    /// `None`), of slots on `target` (all if `None`).
+    /// `None`), of slots on `target` (all if `None`), and with `totals` each Eru's rows summed
+    /// over the whole journal — all in one read transaction, so the operator's writes meanwhile
+    /// cannot make a slot look unaccounted (its cursor read before its record was written) or a
+    /// counter look short of the rows. (SQLite's WAL reads one snapshot per transaction;
+    /// PostgreSQL needs REPEATABLE READ for that.)
     pub async fn audit_rows(
         &self,
         since: DateTime<Utc>,
@@ -163,22 +167,31 @@ impl Journal {
         object: (Option<&str>, Option<&str>),
         target: Option<&str>,
         cap: usize,
+        totals: bool,
     ) -> Result<AuditRows> {
         let (namespace, name) = object;
+        let mut tx = self.pool.begin().await?;
+        if self.backend == Backend::Postgres {
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .execute(&mut *tx)
+                .await?;
+        }
         let ledgers = sqlx::query_as::<_, Keyed<LedgerRow>>(
             "SELECT * FROM eru_ledger WHERE ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2)
              ORDER BY namespace, name, uid",
         )
         .bind(namespace)
         .bind(name)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
         let epochs = sqlx::query_as::<_, Keyed<EpochRow>>(
             "SELECT * FROM spec_epochs WHERE effective_from < $1 ORDER BY uid, effective_from",
         )
         .bind(ts(until))
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
+        // no ORDER BY: it would steer the planner to an index giving that order (a scan of the
+        // whole journal) instead of the window's range of `slots_by_last_slot`
         let mut records = sqlx::query_as::<_, Keyed<SlotRecordRow>>(
             "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at,
                     r.finished_at AS restart_finished_at, r.outcome AS restart_outcome,
@@ -194,55 +207,69 @@ impl Journal {
         .bind(name)
         .bind(target)
         .bind(cap as i64 + 1)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
-        // no ORDER BY: it would steer the planner to an index giving that order (a scan of the
-        // whole journal) instead of the window's range of `slots_by_last_slot`
         let truncated = records.len() > cap;
         records.truncate(cap);
         records.sort_by(|a, b| {
             let (a, b) = (&a.0.record, &b.0.record);
             (&a.uid, a.slot, a.id).cmp(&(&b.uid, b.slot, b.id))
         });
-        let open = self.open_restarts(namespace).await?;
-        let runs = (self.runs_since(since).await?)
-            .into_iter()
-            .filter(|r| *r.started_at < until)
-            .collect();
-        let outages = (self.outages_since(since).await?)
-            .into_iter()
-            .filter(|o| *o.started_at < until)
-            .collect();
+        let open = sqlx::query_as::<_, Keyed<RestartRow>>(
+            "SELECT * FROM restarts WHERE outcome = 'in_progress' AND ($1 IS NULL OR namespace = $1)
+             ORDER BY id",
+        )
+        .bind(namespace)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut runs = sqlx::query_as::<_, Keyed<OperatorRun>>(
+            "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
+                            ORDER BY heartbeat_at DESC LIMIT 1) AS before
+             UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
+        )
+        .bind(ts(since))
+        .fetch_all(&mut *tx)
+        .await
+        .map(Keyed::all)?;
+        runs.retain(|r| *r.started_at < until);
+        runs.sort_by(|a, b| (&a.started_at, a.id).cmp(&(&b.started_at, b.id)));
+        let outages = sqlx::query_as::<_, Keyed<OutageRow>>(
+            "SELECT * FROM journal_outages WHERE ended_at > $1 AND started_at < $2 ORDER BY started_at, id",
+        )
+        .bind(ts(since))
+        .bind(ts(until))
+        .fetch_all(&mut *tx)
+        .await?;
+        let totals = match totals {
+            false => None,
+            true => {
+                let rows = sqlx::query(
+                    "SELECT uid, CAST(SUM(CASE WHEN result = 'fired' THEN slot_count ELSE 0 END) AS BIGINT),
+                            CAST(SUM(CASE WHEN result = 'fired' THEN 0 ELSE slot_count END) AS BIGINT)
+                     FROM slots WHERE ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2) GROUP BY uid",
+                )
+                .bind(namespace)
+                .bind(name)
+                .fetch_all(&mut *tx)
+                .await?;
+                Some(
+                    rows.iter()
+                        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+                        .collect::<Result<Vec<(String, i64, i64)>>>()?,
+                )
+            }
+        };
+        tx.commit().await?;
         Ok(AuditRows {
             ledgers: Keyed::all(ledgers),
             epochs: Keyed::all(epochs),
             records: Keyed::all(records),
             truncated,
-            open,
+            open: Keyed::all(open),
             runs,
-            outages,
+            outages: Keyed::all(outages),
+            totals,
         })
-    }
-
-    /// Slots each Eru's rows stand for, fired and not, over the whole journal: what its ledger's
-    /// running counters must agree with (retention prunes rows, never counters).
-    pub async fn row_totals(
-        &self,
-        namespace: Option<&str>,
-        name: Option<&str>,
-    ) -> Result<Vec<(String, i64, i64)>> {
-        let rows = sqlx::query(
-            "SELECT uid, CAST(SUM(CASE WHEN result = 'fired' THEN slot_count ELSE 0 END) AS BIGINT),
-                    CAST(SUM(CASE WHEN result = 'fired' THEN 0 ELSE slot_count END) AS BIGINT)
-             FROM slots WHERE ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2) GROUP BY uid",
-        )
-        .bind(namespace)
-        .bind(name)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-            .collect()
     }
 
     /// Every slot's ledger record (fired, missed, skipped), newest first (by id), `limit + 1`

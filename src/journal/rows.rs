@@ -285,6 +285,8 @@ pub struct AuditRows {
     pub open: Vec<RestartRow>,
     pub runs: Vec<OperatorRun>,
     pub outages: Vec<OutageRow>,
+    /// Each Eru's slots over the whole journal, `(uid, fired, not fired)`, when asked for.
+    pub totals: Option<Vec<(String, i64, i64)>>,
 }
 
 /// An Eru's ledger row: its cursor and counters.
