@@ -195,36 +195,7 @@ async fn an_outage_audited_by_the_api_the_cli_and_the_page_in_a_real_browser() {
         wait_ready(&deployments, name, 1).await;
     }
     // the API server refuses every pod-template change of `frozen`
-    let policy = format!("freeze-{}", ns.name);
-    let manifest = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-         "metadata": {"name": policy},
-         "spec": {"failurePolicy": "Fail",
-                  "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
-                                                          "operations": ["UPDATE"], "resources": ["deployments"]}]},
-                  "validations": [{"expression": "object.metadata.name != 'frozen' || object.spec.template == oldObject.spec.template",
-                                   "message": "the pod template of frozen is frozen"}]}},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-         "metadata": {"name": policy},
-         "spec": {"policyName": policy, "validationActions": ["Deny"],
-                  "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name}}}}}
-    ]});
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), manifest.to_string()).unwrap();
-    kubectl(&["apply", "-f", file.path().to_str().unwrap()]);
-    wait_for("the policy in force", Duration::from_secs(30), || async {
-        let patch = json!({"spec": {"template": {"metadata": {"annotations": {"probe": "x"}}}}});
-        let dry_run = PatchParams {
-            dry_run: true,
-            ..PatchParams::default()
-        };
-        deployments
-            .patch("frozen", &dry_run, &Patch::Merge(patch))
-            .await
-            .is_err()
-            .then_some(())
-    })
-    .await;
+    let file = common::eru::freeze_template(&deployments, &ns.name, "frozen").await;
 
     let since = Utc::now();
     let mut operator = Operator::start(&client, &ns.name, &[]).await;

@@ -313,40 +313,7 @@ async fn a_denied_restart_backs_off_and_is_abandoned_at_its_deadline_never_appli
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     deployment(&client, &ns.name, "web", 1, json!({})).await;
     wait_ready(&deployments, "web", 1).await;
-    // a ValidatingAdmissionPolicy freezing the pod templates of this namespace
-    let policy = format!("freeze-{}", ns.name);
-    let manifest = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-         "metadata": {"name": policy},
-         "spec": {"failurePolicy": "Fail",
-                  "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
-                                                          "operations": ["UPDATE"], "resources": ["deployments"]}]},
-                  "validations": [{"expression": "object.spec.template == oldObject.spec.template",
-                                   "message": "the pod template is frozen"}]}},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-         "metadata": {"name": policy},
-         "spec": {"policyName": policy, "validationActions": ["Deny"],
-                  "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name}}}}}
-    ]});
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), manifest.to_string()).unwrap();
-    kubectl(&["apply", "-f", file.path().to_str().unwrap()]);
-    // a dry run goes through admission and changes nothing
-    let frozen = |deployments: Api<Deployment>| async move {
-        let patch = json!({"spec": {"template": {"metadata": {"annotations": {"probe": "x"}}}}});
-        let dry_run = PatchParams {
-            dry_run: true,
-            ..PatchParams::default()
-        };
-        deployments
-            .patch("web", &dry_run, &Patch::Merge(patch))
-            .await
-            .is_err()
-    };
-    wait_for("the policy in force", Duration::from_secs(30), || async {
-        frozen(deployments.clone()).await.then_some(())
-    })
-    .await;
+    let file = common::eru::freeze_template(&deployments, &ns.name, "web").await;
 
     let operator = Operator::start(&client, &ns.name, &[]).await;
     let spec = json!({"schedule": "*/15 * * * * *", "startingDeadlineSeconds": 8,

@@ -13,7 +13,7 @@ use kube::{
 use serde_json::{Value, json};
 
 use super::{
-    Operator, get_json,
+    Operator, get_json, kubectl,
     ledger::{SlotRecord, every, slot_records},
     wait_for,
 };
@@ -242,4 +242,42 @@ pub async fn settle(erus: &Api<Eru>, operator: &Operator, name: &str) -> DateTim
     })
     .await;
     at
+}
+
+/// Makes the API server refuse every change of the pod template of the Deployment `name` in `ns`
+/// (a ValidatingAdmissionPolicy, "the pod template is frozen") and waits until a dry run is
+/// refused. Delete the returned manifest (`kubectl delete -f`) to lift it.
+pub async fn freeze_template(deployments: &Api<Deployment>, ns: &str, name: &str) -> tempfile::NamedTempFile {
+    let policy = format!("freeze-{ns}");
+    let manifest = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+         "metadata": {"name": policy},
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                          "operations": ["UPDATE"], "resources": ["deployments"]}]},
+                  "validations": [{"expression": format!("object.metadata.name != '{name}' || object.spec.template == oldObject.spec.template"),
+                                   "message": "the pod template is frozen"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": {"name": policy},
+         "spec": {"policyName": policy, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}}}
+    ]});
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), manifest.to_string()).unwrap();
+    kubectl(&["apply", "-f", file.path().to_str().unwrap()]);
+    // a dry run goes through admission and changes nothing
+    wait_for("the policy in force", Duration::from_secs(30), || async {
+        let patch = json!({"spec": {"template": {"metadata": {"annotations": {"probe": "x"}}}}});
+        let dry_run = PatchParams {
+            dry_run: true,
+            ..PatchParams::default()
+        };
+        deployments
+            .patch(name, &dry_run, &Patch::Merge(patch))
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    file
 }
