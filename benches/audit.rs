@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
-use eru::journal::{
+use eru_operator::journal::{
     Entry, FinishedRestart, Journal, NewEpoch, NewRestart, NewSlot, ObjectKey, PatchedRestart, SlotResult,
     vocab::RestartOutcome,
 };
@@ -129,10 +129,10 @@ async fn main() {
     let filled = Instant::now();
     let journal = journal(&dir.path().join("eru.db"), erus, hours, end).await;
     let filled = filled.elapsed();
-    let app = eru::http::router(eru::http::AppState {
+    let app = eru_operator::http::router(eru_operator::http::AppState {
         journal,
-        metrics: eru::metrics::Metrics::new(),
-        readiness: eru::runtime::Readiness::default(),
+        metrics: eru_operator::metrics::Metrics::new(),
+        readiness: eru_operator::runtime::Readiness::default(),
         blackouts: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

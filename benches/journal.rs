@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use eru::{
+use eru_operator::{
     eru::ledger::{self, Epoch, EpochSpec, Span, account},
     history::{HistoryParams, history},
     journal::{Entry, Journal, NewRestart, NewSlot, NewTransition, ObjectKey, SlotResult},
@@ -355,7 +355,7 @@ async fn measure(backend: &mut Backend, full: bool, scale: i64) -> Figures {
         }
         journal.append(&batch).await.unwrap();
     }
-    use eru::history::params::{Cursor, Limit, Restarts};
+    use eru_operator::history::params::{Cursor, Limit, Restarts};
     let page = |cursor: Option<Cursor<Restarts>>| HistoryParams {
         limit: Some(Limit(100)),
         cursor,
@@ -485,10 +485,10 @@ async fn server_version(server: &str) -> String {
 /// Serves the operator's HTTP API over `journal` on loopback and pages `/history` through it:
 /// (what, p50, p99) for the first page, a page deep in the journal, and a page of one Eru.
 async fn over_http(journal: Journal, requests: usize, rows: i64) -> Vec<(&'static str, Duration, Duration)> {
-    let app = eru::http::router(eru::http::AppState {
+    let app = eru_operator::http::router(eru_operator::http::AppState {
         journal,
-        metrics: eru::metrics::Metrics::new(),
-        readiness: eru::runtime::Readiness::default(),
+        metrics: eru_operator::metrics::Metrics::new(),
+        readiness: eru_operator::runtime::Readiness::default(),
         blackouts: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

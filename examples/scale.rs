@@ -321,7 +321,7 @@ async fn main() -> Res<()> {
             slot.to_rfc3339_opts(SecondsFormat::Secs, true)
         ),
     );
-    let erus: Api<eru::eru::Eru> = Api::namespaced(client.clone(), &ns);
+    let erus: Api<eru_operator::eru::Eru> = Api::namespaced(client.clone(), &ns);
     let t = Instant::now();
     each(n, 32, |i| {
         let api = erus.clone();
@@ -387,7 +387,7 @@ async fn main() -> Res<()> {
         let (landed, done): (i64, i64) = sqlx::query_as(
             "SELECT count(patched_at), count(*) FILTER (WHERE outcome = 'succeeded') FROM restarts WHERE slot = $1",
         )
-        .bind(eru::journal::ts(slot))
+        .bind(eru_operator::journal::ts(slot))
         .fetch_one(&journal)
         .await?;
         if landed as usize == n && !landed_all {
@@ -451,7 +451,7 @@ async fn main() -> Res<()> {
                 .as_ref()
                 .and_then(|s| s.template.metadata.as_ref())
                 .and_then(|m| m.annotations.as_ref())
-                .and_then(|a| a.get(eru::eru::RESTARTED_AT_ANNOTATION))
+                .and_then(|a| a.get(eru_operator::eru::RESTARTED_AT_ANNOTATION))
                 == Some(&text)
         })
         .count();
@@ -508,7 +508,7 @@ async fn main() -> Res<()> {
         let offsets = offsets.clone();
         async move {
             let patch = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": format!("web-{i}")},
-                               "spec": {"template": {"metadata": {"annotations": {eru::eru::RESTARTED_AT_ANNOTATION: marker}}}}});
+                               "spec": {"template": {"metadata": {"annotations": {eru_operator::eru::RESTARTED_AT_ANNOTATION: marker}}}}});
             api.patch(&format!("web-{i}"), &PatchParams::apply("scale-limit").force(), &Patch::Apply(patch)).await?;
             offsets.lock().unwrap().push(start.elapsed().as_secs_f64());
             Ok(())

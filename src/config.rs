@@ -42,7 +42,7 @@ pub struct RunArgs {
     #[arg(long, env = "ERU_HTTP_ADDRESS", default_value = "0.0.0.0:8080")]
     pub http_address: SocketAddr,
 
-    /// Log filter, e.g. `info` or `eru=debug,kube=info`.
+    /// Log filter, e.g. `info` or `eru_operator=debug,kube=info`.
     #[arg(long, env = "ERU_LOG_LEVEL", default_value = "info", value_parser = parse_log_filter)]
     pub log_level: String,
 

@@ -4,7 +4,7 @@ use std::{path::PathBuf, process::ExitCode};
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use eru::{
+use eru_operator::{
     config::RunArgs,
     eru::schedule::{self, Schedule},
 };
@@ -169,7 +169,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(args),
-        Command::Crds { out } => match eru::crds::write_all(&out) {
+        Command::Crds { out } => match eru_operator::crds::write_all(&out) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: writing CRDs to {}: {e}", out.display());
@@ -182,7 +182,7 @@ fn main() -> ExitCode {
             use utoipa::OpenApi;
             println!(
                 "{}",
-                eru::http::ApiDoc::openapi()
+                eru_operator::http::ApiDoc::openapi()
                     .to_pretty_json()
                     .expect("the document serializes")
             );
@@ -246,9 +246,9 @@ fn preview(
 /// the offline commands do; `Err` with the exit status of a journal that is not there.
 fn offline<T>(
     database: &str,
-    query: impl AsyncFnOnce(eru::journal::Journal) -> Result<T, eru::history::QueryError>,
-) -> Result<Result<T, eru::history::QueryError>, ExitCode> {
-    if !eru::journal::is_postgres_url(database) && !std::path::Path::new(database).exists() {
+    query: impl AsyncFnOnce(eru_operator::journal::Journal) -> Result<T, eru_operator::history::QueryError>,
+) -> Result<Result<T, eru_operator::history::QueryError>, ExitCode> {
+    if !eru_operator::journal::is_postgres_url(database) && !std::path::Path::new(database).exists() {
         eprintln!("error: journal {database} does not exist");
         return Err(ExitCode::from(2));
     }
@@ -257,7 +257,7 @@ fn offline<T>(
         .build()
         .expect("a runtime");
     Ok(runtime.block_on(async {
-        let journal = eru::journal::Journal::connect(database).await?;
+        let journal = eru_operator::journal::Journal::connect(database).await?;
         query(journal).await
     }))
 }
@@ -265,7 +265,7 @@ fn offline<T>(
 fn history(args: HistoryArgs) -> ExitCode {
     let result = offline(&args.database, async |journal| {
         // The flags go through the HTTP API's own query parser: the same rules, the same errors.
-        let query = eru::history::params::query_string([
+        let query = eru_operator::history::params::query_string([
             ("namespace", args.namespace.as_deref()),
             ("name", args.name.as_deref()),
             ("target", args.target.as_deref()),
@@ -280,23 +280,23 @@ fn history(args: HistoryArgs) -> ExitCode {
         ]);
         let (json, table) = match args.listing {
             Listing::Restarts => {
-                let page = eru::history::history(&journal, &eru::history::parse(&query)?).await?;
+                let page = eru_operator::history::history(&journal, &eru_operator::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
             Listing::Missed => {
-                let page = eru::history::missed(&journal, &eru::history::parse(&query)?).await?;
+                let page = eru_operator::history::missed(&journal, &eru_operator::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
             Listing::Slots => {
-                let page = eru::history::slots(&journal, &eru::history::parse(&query)?).await?;
+                let page = eru_operator::history::slots(&journal, &eru_operator::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
             Listing::Transitions => {
-                let page = eru::history::transitions(&journal, &eru::history::parse(&query)?).await?;
+                let page = eru_operator::history::transitions(&journal, &eru_operator::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
         };
-        Ok::<_, eru::history::QueryError>(match args.output {
+        Ok::<_, eru_operator::history::QueryError>(match args.output {
             Output::Json => json.expect("pages serialize") + "\n",
             Output::Table => table,
         })
@@ -310,7 +310,7 @@ fn history(args: HistoryArgs) -> ExitCode {
             print!("{text}");
             ExitCode::SUCCESS
         }
-        Err(eru::history::QueryError::Invalid(message)) => {
+        Err(eru_operator::history::QueryError::Invalid(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(2)
         }
@@ -325,7 +325,7 @@ fn history(args: HistoryArgs) -> ExitCode {
 const UNACCOUNTED: u8 = 3;
 
 fn audit(args: AuditArgs) -> ExitCode {
-    let blackouts = match eru::eru::blackout::ClusterBlackouts::load(args.blackouts_file.clone()) {
+    let blackouts = match eru_operator::eru::blackout::ClusterBlackouts::load(args.blackouts_file.clone()) {
         Ok(b) => b.current(),
         Err(e) => {
             eprintln!("error: {e}");
@@ -334,15 +334,15 @@ fn audit(args: AuditArgs) -> ExitCode {
     };
     let result = offline(&args.database, async |journal| {
         // through the HTTP API's own query parser: the same rules, the same errors
-        let query = eru::history::params::query_string([
+        let query = eru_operator::history::params::query_string([
             ("namespace", args.namespace.as_deref()),
             ("name", args.name.as_deref()),
             ("target", args.target.as_deref()),
             ("since", args.since.as_deref()),
             ("until", args.until.as_deref()),
         ]);
-        let params = eru::history::parse(&query)?;
-        eru::history::audit::read(&journal, &params, Utc::now(), &blackouts, true).await
+        let params = eru_operator::history::parse(&query)?;
+        eru_operator::history::audit::read(&journal, &params, Utc::now(), &blackouts, true).await
     });
     let result = match result {
         Ok(result) => result,
@@ -363,7 +363,7 @@ fn audit(args: AuditArgs) -> ExitCode {
                 ExitCode::from(UNACCOUNTED)
             }
         }
-        Err(eru::history::QueryError::Invalid(message)) => {
+        Err(eru_operator::history::QueryError::Invalid(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(2)
         }
@@ -380,7 +380,7 @@ fn run(args: RunArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     init_tracing(&args);
-    eru::memory::one_malloc_arena();
+    eru_operator::memory::one_malloc_arena();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -388,7 +388,7 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(eru::app::run(args)) {
+    match runtime.block_on(eru_operator::app::run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -403,7 +403,7 @@ fn init_tracing(args: &RunArgs) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match args.log_format {
-        eru::config::LogFormat::Json => builder.json().init(),
-        eru::config::LogFormat::Text => builder.init(),
+        eru_operator::config::LogFormat::Json => builder.json().init(),
+        eru_operator::config::LogFormat::Text => builder.init(),
     }
 }

@@ -14,7 +14,7 @@ use common::{
     eru::{create_eru, deployment, items, time, wait_ready},
     get_json, kubectl, wait_for,
 };
-use eru::eru::Eru;
+use eru_operator::eru::Eru;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api,

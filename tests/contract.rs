@@ -59,12 +59,12 @@ async fn apply(client: &Client, ns: &str) {
         .create(&PostParams::default(), &deployment)
         .await
         .unwrap();
-    let eru: eru::eru::Eru = serde_json::from_value(json!({
+    let eru: eru_operator::eru::Eru = serde_json::from_value(json!({
         "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru", "metadata": {"name": "web"},
         "spec": {"schedule": "*/2 * * * * *", "target": {"kind": "Deployment", "name": "web"}}
     }))
     .unwrap();
-    Api::<eru::eru::Eru>::namespaced(client.clone(), ns)
+    Api::<eru_operator::eru::Eru>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &eru)
         .await
         .unwrap();
@@ -103,7 +103,7 @@ async fn schemathesis_and_a_generated_client_agree_with_the_openapi_document() {
     .await;
     // the journal the contract is tried on keeps the promise: every slot so far one record, each
     // fired one rolled the Deployment once
-    let erus = kube::Api::<eru::eru::Eru>::namespaced(client.clone(), &ns.name);
+    let erus = kube::Api::<eru_operator::eru::Eru>::namespaced(client.clone(), &ns.name);
     let born = common::eru::created(&erus, "web").await;
     let window = (born + chrono::Duration::seconds(1), chrono::Utc::now());
     common::ledger::check(

@@ -5,24 +5,24 @@ use std::path::Path;
 #[test]
 fn committed_crds_match_the_types() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
-    for (file, crd) in eru::crds::all() {
+    for (file, crd) in eru_operator::crds::all() {
         let committed = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
         assert!(
-            committed == eru::crds::render(&crd),
+            committed == eru_operator::crds::render(&crd),
             "crds/{file} is stale: run `cargo run -- crds` and commit the result"
         );
     }
     let files = std::fs::read_dir(&dir).unwrap().count();
     assert_eq!(
         files,
-        eru::crds::all().len(),
+        eru_operator::crds::all().len(),
         "crds/ holds a file no type generates"
     );
 }
 
 #[test]
 fn schema_rejects_what_the_api_server_can_check() {
-    let eru = serde_json::to_value(eru::crds::all()[0].1.clone()).unwrap();
+    let eru = serde_json::to_value(eru_operator::crds::all()[0].1.clone()).unwrap();
     let spec = &eru["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(spec["schedule"]["maxLength"], 128);
     assert!(spec["schedule"]["pattern"].is_string());
@@ -31,7 +31,7 @@ fn schema_rejects_what_the_api_server_can_check() {
         serde_json::json!(["Deployment", "StatefulSet", "DaemonSet"])
     );
     assert_eq!(spec["startingDeadlineSeconds"]["default"], 300);
-    let memcached = serde_json::to_value(eru::crds::all()[1].1.clone()).unwrap();
+    let memcached = serde_json::to_value(eru_operator::crds::all()[1].1.clone()).unwrap();
     let size = &memcached["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
         ["size"];
     assert_eq!(size["minimum"], 0.0);

@@ -17,7 +17,7 @@ use common::{
     ledger::{Ledger, Workload, check, check_every, every},
     wait_for,
 };
-use eru::eru::Eru;
+use eru_operator::eru::Eru;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, ResourceExt,

@@ -18,7 +18,7 @@ use common::{
     ledger::{Workload, check_every},
     repo, wait_for,
 };
-use eru::eru::Eru;
+use eru_operator::eru::Eru;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use serde_json::json;

@@ -15,7 +15,7 @@ use common::{
     ledger::{Ledger, SlotRecord, Workload, at_seconds, check, check_every, every, slot_records},
     wait_for,
 };
-use eru::eru::Eru;
+use eru_operator::eru::Eru;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, ResourceExt, api::ListParams};
 use serde_json::json;

@@ -18,7 +18,7 @@ use common::{
     ledger::{Ledger, check, every},
     wait_for,
 };
-use eru::eru::Eru;
+use eru_operator::eru::Eru;
 use k8s_openapi::api::{apps::v1::Deployment, events::v1::Event};
 use kube::{Api, Client};
 use serde_json::{Value, json};

@@ -8,7 +8,7 @@ use axum::{
     http::{Request, StatusCode},
 };
 use chrono::{Duration, TimeZone, Utc};
-use eru::{
+use eru_operator::{
     http::{AppState, router},
     journal::{Entry, Journal, NewRestart, NewSlot, NewTransition, ObjectKey, SlotResult},
     metrics::Metrics,
@@ -241,7 +241,7 @@ async fn filters_and_items() {
 /// abandoned (decided, given up: also in `/history`), dry run (journaled only: also in `/history`).
 #[tokio::test]
 async fn slots_list_each_slot_once_with_its_restart_where_history_and_missed_overlap() {
-    use eru::journal::{FinishedRestart, PatchedRestart, vocab::RestartOutcome};
+    use eru_operator::journal::{FinishedRestart, PatchedRestart, vocab::RestartOutcome};
     let journal = Journal::open_in_memory().await.unwrap();
     let slot = |m: i64| Utc.with_ymd_and_hms(2026, 11, 22, 3, 0, 0).unwrap() + Duration::minutes(m);
     let web = object("web");
@@ -454,7 +454,7 @@ async fn openapi_document_is_generated_from_the_handlers() {
     );
     assert_eq!(
         param("/slots", "reason")["enum"].as_array().unwrap().len(),
-        eru::eru::ledger::Reason::ALL.len()
+        eru_operator::eru::ledger::Reason::ALL.len()
     );
     assert_eq!(param("/slots", "limit")["maximum"], 1000);
     assert!(doc["paths"]["/slots"]["get"]["responses"]["400"].is_object());
@@ -462,7 +462,7 @@ async fn openapi_document_is_generated_from_the_handlers() {
     assert!(!restart.is_null(), "a slot record carries its restart attempt");
     assert_eq!(
         param("/missed", "reason")["enum"].as_array().unwrap().len(),
-        eru::eru::ledger::Reason::ALL.len()
+        eru_operator::eru::ledger::Reason::ALL.len()
     );
     assert_eq!(
         param("/transitions", "kind")["enum"],
@@ -549,7 +549,7 @@ proptest! {
 
 #[test]
 fn the_document_lists_exactly_the_reasons_outcomes_and_kinds_the_operator_journals() {
-    use eru::{
+    use eru_operator::{
         eru::ledger::Reason,
         history::params::{self, vocabulary},
         journal::vocab::RestartOutcome,
@@ -561,9 +561,9 @@ fn the_document_lists_exactly_the_reasons_outcomes_and_kinds_the_operator_journa
     outcomes.extend(RestartOutcome::ALL.iter().map(|o| o.as_str()));
     assert_eq!(vocabulary::<params::Outcome>(), outcomes);
     let kinds = [
-        eru::eru::Eru::kind(&()),
-        eru::podset::PodSet::kind(&()),
-        eru::memcached::Memcached::kind(&()),
+        eru_operator::eru::Eru::kind(&()),
+        eru_operator::podset::PodSet::kind(&()),
+        eru_operator::memcached::Memcached::kind(&()),
     ];
     assert_eq!(vocabulary::<params::Kind>(), kinds);
 }

@@ -16,7 +16,7 @@ use common::{
     ledger::{Ledger, SlotRecord, check, every, violations},
     wait_for,
 };
-use eru::eru::{Eru, EruStatus};
+use eru_operator::eru::{Eru, EruStatus};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api,

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Operator, TestNamespace, client, get_json, kubectl, wait_for};
-use eru::memcached::Memcached;
+use eru_operator::memcached::Memcached;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod, events::v1::Event};
 use kube::{
     Api, ResourceExt,
@@ -180,7 +180,7 @@ async fn negative_size_is_refused_by_the_api_server() {
 #[tokio::test]
 #[ignore = "needs the local cluster: hack/test.sh"]
 async fn an_eru_restarts_a_memcached_deployment_and_neither_apply_undoes_the_other() {
-    use eru::eru::{Eru, RESTARTED_AT_ANNOTATION};
+    use eru_operator::eru::{Eru, RESTARTED_AT_ANNOTATION};
     let client = client().await;
     let ns = TestNamespace::create(&client, "memcached-eru").await;
     let operator = Operator::start(&client, &ns.name, &[]).await;

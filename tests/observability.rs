@@ -17,7 +17,7 @@ use common::{
     ledger::{Workload, check_every},
     wait_for,
 };
-use eru::eru::{Eru, RESTARTED_AT_ANNOTATION};
+use eru_operator::eru::{Eru, RESTARTED_AT_ANNOTATION};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, Client,

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Operator, TestNamespace, client, kubectl, wait_for};
-use eru::podset::PodSet;
+use eru_operator::podset::PodSet;
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
 use kube::{
     Api, Client, ResourceExt,

@@ -15,7 +15,7 @@ use common::{
     ledger::{Ledger, Workload, check, every},
     wait_for,
 };
-use eru::eru::{Eru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION};
+use eru_operator::eru::{Eru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION};
 use k8s_openapi::{
     api::{
         apps::v1::{DaemonSet, StatefulSet},

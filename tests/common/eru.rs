@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use eru::eru::{Eru, EruStatus, RESTARTED_AT_ANNOTATION};
+use eru_operator::eru::{Eru, EruStatus, RESTARTED_AT_ANNOTATION};
 use k8s_openapi::api::{apps::v1::Deployment, events::v1::Event};
 use kube::{
     Api, Client,

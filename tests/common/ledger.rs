@@ -12,7 +12,7 @@
 use std::{collections::BTreeMap, fmt, time::Duration};
 
 use chrono::{DateTime, Utc};
-use eru::eru::RESTARTED_AT_ANNOTATION;
+use eru_operator::eru::RESTARTED_AT_ANNOTATION;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
 use serde_json::Value;
@@ -458,7 +458,7 @@ pub async fn check_every(
     step: i64,
     to: DateTime<Utc>,
 ) -> Vec<SlotRecord> {
-    let erus: Api<eru::eru::Eru> = Api::namespaced(client.clone(), ns);
+    let erus: Api<eru_operator::eru::Eru> = Api::namespaced(client.clone(), ns);
     let from = super::eru::created(&erus, eru).await + chrono::Duration::seconds(1);
     let expected = Ledger {
         eru,
