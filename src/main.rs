@@ -280,19 +280,24 @@ fn history(args: HistoryArgs) -> ExitCode {
         ]);
         let (json, table) = match args.listing {
             Listing::Restarts => {
-                let page = eru_operator::history::history(&journal, &eru_operator::history::parse(&query)?).await?;
+                let page =
+                    eru_operator::history::history(&journal, &eru_operator::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
             Listing::Missed => {
-                let page = eru_operator::history::missed(&journal, &eru_operator::history::parse(&query)?).await?;
+                let page =
+                    eru_operator::history::missed(&journal, &eru_operator::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
             Listing::Slots => {
-                let page = eru_operator::history::slots(&journal, &eru_operator::history::parse(&query)?).await?;
+                let page =
+                    eru_operator::history::slots(&journal, &eru_operator::history::parse(&query)?).await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
             Listing::Transitions => {
-                let page = eru_operator::history::transitions(&journal, &eru_operator::history::parse(&query)?).await?;
+                let page =
+                    eru_operator::history::transitions(&journal, &eru_operator::history::parse(&query)?)
+                        .await?;
                 (serde_json::to_string_pretty(&page), page.table())
             }
         };

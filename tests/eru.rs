@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{Timelike, Utc};
 use common::{
     Operator, TestNamespace, client,
     eru::{
@@ -14,7 +14,7 @@ use common::{
         wait_ready,
     },
     get_json,
-    ledger::{Ledger, Workload, check, check_every, every},
+    ledger::{Ledger, Workload, check, check_daily, check_every, every},
     wait_for,
 };
 use eru_operator::eru::Eru;
@@ -339,7 +339,7 @@ async fn downtime_is_recorded_as_operator_down_and_only_the_latest_slot_runs() {
 async fn annotation_creates_updates_and_deletes_an_eru_but_never_a_users() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "eru-auto").await;
-    let _operator = Operator::start(&client, &ns.name, &[]).await;
+    let operator = Operator::start(&client, &ns.name, &[]).await;
     let annotations = json!({"metadata": {"annotations": {"mtsre.meitu.com/eru": "true", "mtsre.meitu.com/eru-schedule": "0 3 * * *"}}});
     let d = deployment(&client, &ns.name, "auto", 1, annotations.clone()).await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
@@ -447,6 +447,9 @@ async fn annotation_creates_updates_and_deletes_an_eru_but_never_a_users() {
     let mine = erus.get("mine").await.unwrap();
     assert_eq!(mine.spec.schedule, "0 1 * * *");
     assert!(mine.labels().get("app.kubernetes.io/managed-by").is_none());
+    for name in ["mine", "later"] {
+        check_daily(&client, &ns.name, &operator, name, name, (1, 0)).await;
+    }
 }
 
 /// Annotations changed while the operator was down are acted on at its start, although plain
@@ -497,6 +500,15 @@ async fn annotations_changed_while_the_operator_was_down_are_acted_on_at_its_sta
         events(&client, &ns.name, "plain", "EruConflict").await.is_empty(),
         "a plain workload has no conflict to report"
     );
+    check_daily(&client, &ns.name, &operator, "plain", "plain", (1, 0)).await;
+    // the automatic Eru's default `H 3 * * *`: 03:mm UTC, mm from its name
+    let next = wait_for(
+        "the new automatic Eru scheduled",
+        Duration::from_secs(30),
+        || async { erus.get("new").await.ok()?.status?.next_schedule_time },
+    )
+    .await;
+    check_daily(&client, &ns.name, &operator, "new", "new", (3, next.minute())).await;
 }
 
 #[tokio::test]
@@ -637,6 +649,8 @@ async fn a_deleted_eru_leaves_no_series_and_its_restart_in_progress_is_abandoned
     for name in ["slow-a", "slow-b", "keep"] {
         deployment(&client, &ns.name, name, 1, json!({})).await;
     }
+    // the barrier's: no Pod, so outside the quota below
+    deployment(&client, &ns.name, "barrier", 0, json!({})).await;
     for name in ["slow-a", "slow-b", "keep"] {
         wait_ready(&deployments, name, 1).await;
     }
@@ -663,14 +677,16 @@ async fn a_deleted_eru_leaves_no_series_and_its_restart_in_progress_is_abandoned
         .await
         .unwrap();
     }
-    create_eru(
-        &client,
-        &ns.name,
-        "keep",
-        json!({"schedule": "0 0 1 1 *", "target": {"kind": "Deployment", "name": "keep"}}),
-    )
-    .await
-    .unwrap();
+    for name in ["keep", "barrier"] {
+        create_eru(
+            &client,
+            &ns.name,
+            name,
+            json!({"schedule": "0 0 1 1 *", "target": {"kind": "Deployment", "name": name}}),
+        )
+        .await
+        .unwrap();
+    }
     for name in ["slow-a", "slow-b"] {
         wait_for(
             &format!("{name} rolling out"),
@@ -740,7 +756,14 @@ async fn a_deleted_eru_leaves_no_series_and_its_restart_in_progress_is_abandoned
         status(&erus, "keep").await?.phase.map(|_| ())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // a barrier: the operator follows deletions one by one in the watch's order, so once the
+    // barrier's (deleted after the old keep) series are gone, the old keep's deletion was handled
+    assert!(series_of(&metrics(), "barrier") > 0, "{}", metrics());
+    erus.delete("barrier", &Default::default()).await.unwrap();
+    wait_for("the barrier's series gone", Duration::from_secs(30), || async {
+        (series_of(&metrics(), "barrier") == 0).then_some(())
+    })
+    .await;
     assert!(series_of(&metrics(), "keep") > 0, "the namesake's series stay");
     assert!(
         items(&operator, "/history?name=slow-a&outcome=in_progress").is_empty(),

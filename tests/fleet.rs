@@ -12,7 +12,9 @@ use common::{
     eru::{
         Accounted, accounted, create_eru, created, deployment, items, settle, template_slot, time, wait_ready,
     },
-    ledger::{Ledger, SlotRecord, Workload, at_seconds, check, check_every, every, slot_records},
+    ledger::{
+        Ledger, SlotRecord, Workload, at_seconds, check, check_daily, check_every, every, slot_records,
+    },
     wait_for,
 };
 use eru_operator::eru::Eru;
@@ -588,6 +590,10 @@ async fn an_annotated_deployment_gets_a_hashed_schedule_spread_by_name() {
         &first[14..16],
         format!("{:02}", minutes_of(&erus, "alpha").await).as_str()
     );
+    for name in names {
+        let minute = minutes_of(&erus, name).await;
+        check_daily(&client, &ns.name, &operator, name, name, (3, minute)).await;
+    }
     drop(operator);
 }
 

@@ -282,4 +282,17 @@ async fn an_eru_restarts_a_memcached_deployment_and_neither_apply_undoes_the_oth
             .any(|c| c.type_ == "Degraded" && c.status == "True"),
         "the Memcached never went Degraded"
     );
+    // every slot from the Eru's creation on exactly once, each fired one rolled once — although
+    // the Deployment keeps only its last ReplicaSets and two field managers apply it
+    let until = chrono::Utc::now();
+    common::ledger::check_every(
+        &client,
+        &ns.name,
+        &operator,
+        "cache",
+        common::ledger::Workload::Deployment("cache"),
+        3,
+        until,
+    )
+    .await;
 }

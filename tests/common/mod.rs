@@ -355,7 +355,12 @@ impl Operator {
                     .unwrap_or_else(|| self.database.display().to_string()),
             )
             .args(["--http-address", &format!("127.0.0.1:{}", self.port)])
-            .args(["--heartbeat-seconds", "1", "--log-level", "info,eru_operator=debug"])
+            .args([
+                "--heartbeat-seconds",
+                "1",
+                "--log-level",
+                "info,eru_operator=debug",
+            ])
             .args(&self.extra)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(log.try_clone().unwrap())
