@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 
-mod ui;
+pub mod ui;
 
 use crate::{
     eru::blackout::ClusterBlackouts,

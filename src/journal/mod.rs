@@ -91,6 +91,7 @@ mod terms;
 #[cfg(test)]
 mod tests;
 pub mod vocab;
+mod window;
 mod write;
 mod writer;
 

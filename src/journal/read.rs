@@ -190,29 +190,19 @@ impl Journal {
         .bind(ts(until))
         .fetch_all(&mut *tx)
         .await?;
-        // no ORDER BY: it would steer the planner to an index giving that order (a scan of the
-        // whole journal) instead of the window's range of `slots_by_last_slot`
-        let mut records = sqlx::query_as::<_, Keyed<SlotRecordRow>>(
-            "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at,
-                    r.finished_at AS restart_finished_at, r.outcome AS restart_outcome,
-                    r.reason AS restart_reason, r.attempts AS restart_attempts
-             FROM slots s LEFT JOIN restarts r ON r.uid = s.uid AND r.slot = s.slot
-             WHERE s.last_slot >= $1 AND s.slot < $2 AND ($3 IS NULL OR s.namespace = $3)
-               AND ($4 IS NULL OR s.name = $4) AND ($5 IS NULL OR s.target = $5)
-             LIMIT $6",
-        )
-        .bind(ts(since))
-        .bind(ts(until))
-        .bind(namespace)
-        .bind(name)
-        .bind(target)
-        .bind(cap as i64 + 1)
-        .fetch_all(&mut *tx)
-        .await?;
+        let filter = window::WindowFilter {
+            since,
+            until,
+            namespace,
+            name,
+            target,
+            limit: cap + 1,
+        };
+        let mut records = window::records(&mut tx, self.backend, &filter).await?;
         let truncated = records.len() > cap;
         records.truncate(cap);
         records.sort_by(|a, b| {
-            let (a, b) = (&a.0.record, &b.0.record);
+            let (a, b) = (&a.record, &b.record);
             (&a.uid, a.slot, a.id).cmp(&(&b.uid, b.slot, b.id))
         });
         let open = sqlx::query_as::<_, Keyed<RestartRow>>(
@@ -263,7 +253,7 @@ impl Journal {
         Ok(AuditRows {
             ledgers: Keyed::all(ledgers),
             epochs: Keyed::all(epochs),
-            records: Keyed::all(records),
+            records,
             truncated,
             open: Keyed::all(open),
             runs,

@@ -16,13 +16,13 @@ pub(super) fn legend() -> Markup {
         figure.legend aria-label="legend" {
             svg width="850" height="24" role="img" aria-label="legend" {
                 (defs())
-                g transform="translate(8,12)" { (outcome_mark("succeeded", 0.0, 0.0, "")) }
+                g transform="translate(8,12)" { (outcome_mark("succeeded", 0.0, 0.0, None)) }
                 text x="20" y="16" { "succeeded" }
-                g transform="translate(100,12)" { (outcome_mark("failed", 0.0, 0.0, "")) }
+                g transform="translate(100,12)" { (outcome_mark("failed", 0.0, 0.0, None)) }
                 text x="112" y="16" { "failed" }
-                g transform="translate(170,12)" { (outcome_mark("abandoned", 0.0, 0.0, "")) }
+                g transform="translate(170,12)" { (outcome_mark("abandoned", 0.0, 0.0, None)) }
                 text x="182" y="16" { "abandoned" }
-                g transform="translate(262,12)" { (outcome_mark("in_progress", 0.0, 0.0, "")) }
+                g transform="translate(262,12)" { (outcome_mark("in_progress", 0.0, 0.0, None)) }
                 text x="274" y="16" { "in progress" }
                 rect x="360" y="6" width="14" height="12" class="missed" {}
                 text x="380" y="16" { "missed" }
@@ -63,23 +63,37 @@ fn defs() -> Markup {
     }
 }
 
-/// A restart's mark: its outcome's shape (and colour), centred on `(x, y)`.
-fn outcome_mark(outcome: &str, x: f64, y: f64, title: &str) -> Markup {
-    let t = html! { @if !title.is_empty() { title { (title) } } };
+/// A coordinate, to a tenth of a pixel (a page draws tens of thousands: `1041.6666666666667`
+/// would make it half again as large).
+#[derive(Clone, Copy)]
+struct Px(f64);
+
+impl maud::Render for Px {
+    fn render_to(&self, buffer: &mut String) {
+        use std::fmt::Write;
+        let _ = write!(buffer, "{:.1}", self.0);
+    }
+}
+
+/// A restart's mark: its outcome's shape (and colour, its class), centred on `(x, y)`; `slot`
+/// (`data-slot`) and hover text when it stands for a record.
+fn outcome_mark(outcome: &str, x: f64, y: f64, record: Option<(String, &str)>) -> Markup {
+    let (slot, title) = record.unzip();
+    let t = html! { @if let Some(title) = title { title { (title) } } };
     match outcome {
         "succeeded" => {
-            html! { circle.mark.succeeded cx=(x) cy=(y) r="5" data-kind="fired" data-outcome="succeeded" { (t) } }
+            html! { circle.mark.succeeded cx=(Px(x)) cy=(Px(y)) r="5" data-kind="fired" data-slot=[slot] { (t) } }
         }
         "failed" => html! {
-            path.mark.failed d=(format!("M{} {}l10 10m0 -10l-10 10", x - 5.0, y - 5.0)) data-kind="fired" data-outcome="failed" { (t) }
+            path.mark.failed d=(format!("M{:.1} {:.1}l10 10m0 -10l-10 10", x - 5.0, y - 5.0)) data-kind="fired" data-slot=[slot] { (t) }
         },
         "abandoned" => html! {
-            polygon.mark.abandoned points=(format!("{},{} {},{} {},{}", x, y - 6.0, x + 6.0, y + 5.0, x - 6.0, y + 5.0))
-                data-kind="fired" data-outcome="abandoned" { (t) }
+            polygon.mark.abandoned points=(format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", x, y - 6.0, x + 6.0, y + 5.0, x - 6.0, y + 5.0))
+                data-kind="fired" data-slot=[slot] { (t) }
         },
         _ => html! {
-            polygon.mark.in_progress points=(format!("{},{} {},{} {},{} {},{}", x, y - 6.0, x + 6.0, y, x, y + 6.0, x - 6.0, y))
-                data-kind="fired" data-outcome="in_progress" { (t) }
+            polygon.mark.in_progress points=(format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", x, y - 6.0, x + 6.0, y, x, y + 6.0, x - 6.0, y))
+                data-kind="fired" data-slot=[slot] { (t) }
         },
     }
 }
@@ -198,7 +212,7 @@ fn record_mark(r: &SlotRecordRow, y: f64, x: &dyn Fn(DateTime<Utc>) -> f64) -> M
         if let Some(at) = r.restart_finished_at {
             title.push_str(&format!("; finished {at}"));
         }
-        return html! { g data-slot=(s.slot) { (outcome_mark(outcome, x(s.slot.0), y, &title)) } };
+        return outcome_mark(outcome, x(s.slot.0), y, Some((s.slot.to_string(), &title)));
     }
     let reason = s.reason.as_deref().unwrap_or("");
     let mut title = format!("slot {}", s.slot);
@@ -214,7 +228,7 @@ fn record_mark(r: &SlotRecordRow, y: f64, x: &dyn Fn(DateTime<Utc>) -> f64) -> M
     }
     let (x0, x1) = (x(s.slot.0) - 3.0, x(s.last_slot.0) + 3.0);
     html! {
-        rect class=(format!("mark {}", s.result)) x=(x0) y=(y - 5.0) width=(x1 - x0) height="10"
+        rect class=(format!("mark {}", s.result)) x=(Px(x0)) y=(Px(y - 5.0)) width=(Px(x1 - x0)) height="10"
             data-kind=(s.result) data-reason=(reason) data-slot=(s.slot) data-count=(s.slot_count) {
             title { (title) }
         }
