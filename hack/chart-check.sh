@@ -78,7 +78,7 @@ static() {
   refuse "two replicas on one SQLite file" --set replicas=2
   refuse "two replicas without leader election" --set replicas=2 --set leaderElection.enabled=false \
     --set journal.postgres.existingSecret=eru-journal
-  refuse "settings for the API's auth, which the binary lacks" --set http.auth.mode=kubernetes
+  refuse "an API auth mode the binary lacks" --set http.auth=basic
   refuse "a half-specified blackout" --set 'fleet.blackouts[0].name=x' --set 'fleet.blackouts[0].start=2026-01-01T00:00:00Z'
   say "the schema and templates refuse 8 bad value sets"
 }

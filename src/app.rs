@@ -91,23 +91,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     info!(database = %redact(&args.database), backend = journal.backend().as_str(), "journal open");
 
     let shutdown = shutdown_channel();
-    let listener = tokio::net::TcpListener::bind(args.http_address)
-        .await
-        .with_context(|| format!("binding the HTTP API to {}", args.http_address))?;
-    info!(address = %args.http_address, "HTTP API listening");
-    let app = crate::http::router(crate::http::AppState {
-        journal: journal.clone(),
-        metrics: metrics.clone(),
-        readiness: readiness.clone(),
-        blackouts: eru_options.blackouts.clone(),
-    });
-    let http = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_requested(shutdown.clone()))
-            .into_future(),
-    );
-
     let client = client(&args).await?;
+    let http = http_api(
+        &args,
+        crate::http::AppState {
+            journal: journal.clone(),
+            metrics: metrics.clone(),
+            readiness: readiness.clone(),
+            blackouts: eru_options.blackouts.clone(),
+        },
+        &client,
+        &instance,
+        shutdown.clone(),
+    )
+    .await?;
     let (leadership, term, elector) = elect(&args, &client, &instance);
     let recorder = Recorder::new(
         client.clone(),
@@ -228,6 +225,72 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     journal.close().await;
     info!("stopped cleanly");
     Ok(())
+}
+
+/// The HTTP API on `--http-address`: plain, or HTTPS (`--tls-cert-file`, or self-signed with
+/// `--http-auth kubernetes`), behind its bounds and access checks.
+async fn http_api(
+    args: &RunArgs,
+    state: crate::http::AppState,
+    client: &Client,
+    instance: &str,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use crate::{
+        config::HttpAuth,
+        http::{
+            auth::Auth,
+            limits::Guard,
+            tls::{Certificate, Source},
+        },
+    };
+    let auth = (args.http_auth == HttpAuth::Kubernetes).then(|| Auth::new(client.clone()));
+    let source = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => Some(Source::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
+        // the names a client inside the cluster or through a port-forward uses
+        _ if auth.is_some() => Some(Source::SelfSigned(vec![
+            "localhost".into(),
+            "127.0.0.1".into(),
+            instance.into(),
+            "eru-operator".into(),
+            format!("eru-operator.{}.svc", args.leader_elect_namespace),
+            format!("eru-operator.{}.svc.cluster.local", args.leader_elect_namespace),
+        ])),
+        _ => None,
+    };
+    let tls = match source {
+        Some(source) => {
+            let certificate = Certificate::load(source)?;
+            let acceptor = certificate.acceptor()?;
+            tokio::spawn(Arc::clone(&certificate).watch(shutdown_requested(shutdown.clone())));
+            Some(acceptor)
+        }
+        None => None,
+    };
+    let guard = Guard::new(
+        auth,
+        usize::from(args.http_max_queries),
+        args.http_request_timeout,
+    );
+    let listener = tokio::net::TcpListener::bind(args.http_address)
+        .await
+        .with_context(|| format!("binding the HTTP API to {}", args.http_address))?;
+    info!(
+        address = %args.http_address,
+        tls = tls.is_some(),
+        auth = ?args.http_auth,
+        "HTTP API listening"
+    );
+    let app = crate::http::router_with(state, guard);
+    Ok(tokio::spawn(crate::http::serve::serve(
+        listener,
+        app,
+        tls,
+        shutdown_requested(shutdown),
+    )))
 }
 
 /// A Kubernetes client from `--kubeconfig`, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster).

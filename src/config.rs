@@ -12,6 +12,15 @@ pub enum LogFormat {
     Json,
 }
 
+/// Who may read the HTTP API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HttpAuth {
+    /// Anyone who reaches the port.
+    None,
+    /// Bearer tokens, TokenReview and SubjectAccessReview.
+    Kubernetes,
+}
+
 /// Schedule of automatic Erus without a schedule annotation: a stable minute of 03:xx per Eru
 /// (`H` is hashed from its namespace/name), so a fleet does not restart in the same second.
 pub const DEFAULT_SCHEDULE: &str = "H 3 * * *";
@@ -41,6 +50,42 @@ pub struct RunArgs {
     /// Address of the HTTP API (/history, /metrics, /healthz, /readyz).
     #[arg(long, env = "ERU_HTTP_ADDRESS", default_value = "0.0.0.0:8080")]
     pub http_address: SocketAddr,
+
+    /// Who may read the HTTP API: `none` (anyone who reaches the port: local runs, the demo), or
+    /// `kubernetes` (a bearer token checked with a TokenReview, each endpoint authorised with a
+    /// SubjectAccessReview: docs/api.md, Access). The installs in deploy/ and the chart use
+    /// `kubernetes`.
+    #[arg(long, env = "ERU_HTTP_AUTH", value_enum, default_value_t = HttpAuth::None)]
+    pub http_auth: HttpAuth,
+
+    /// Serve HTTPS with this certificate (PEM, the chain first), read again when it changes.
+    /// Without it: plain HTTP, or with `--http-auth kubernetes` a self-signed certificate.
+    #[arg(
+        long,
+        env = "ERU_TLS_CERT_FILE",
+        value_name = "PATH",
+        requires = "tls_key_file"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// The private key of `--tls-cert-file` (PEM).
+    #[arg(
+        long,
+        env = "ERU_TLS_KEY_FILE",
+        value_name = "PATH",
+        requires = "tls_cert_file"
+    )]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// Journal queries of the HTTP API running at once; more wait a second for a place, then get
+    /// a 503 with `Retry-After`. Keep it below the journal's connections (4 on SQLite, 8 on
+    /// PostgreSQL) so reconciles and the journal writer always find one.
+    #[arg(long, env = "ERU_HTTP_MAX_QUERIES", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub http_max_queries: u16,
+
+    /// Longest an HTTP request may take before its 503 (`30s`, `2m`).
+    #[arg(long, env = "ERU_HTTP_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub http_request_timeout: Duration,
 
     /// Log filter, e.g. `info` or `eru_operator=debug,kube=info`.
     #[arg(long, env = "ERU_LOG_LEVEL", default_value = "info", value_parser = parse_log_filter)]

@@ -68,7 +68,17 @@ fn page<L: Listing, R, T: From<R>>(
 
 /// `GET /history`.
 pub async fn history(journal: &Journal, p: &HistoryParams) -> Result<HistoryPage> {
+    history_in(journal, p, None).await
+}
+
+/// [`history`] of only these namespaces (`None`: all), the HTTP API's authorisation scope.
+pub async fn history_in(
+    journal: &Journal,
+    p: &HistoryParams,
+    namespaces: Option<Vec<String>>,
+) -> Result<HistoryPage> {
     let f = Filter {
+        namespaces,
         target: p.target.as_ref().map(|t| t.0.clone()),
         outcome: p.outcome.as_ref().map(wire_name),
         ..filter(&p.namespace, &p.name, p.since, p.until, p.limit, p.cursor)
@@ -80,7 +90,17 @@ pub async fn history(journal: &Journal, p: &HistoryParams) -> Result<HistoryPage
 
 /// `GET /transitions`.
 pub async fn transitions(journal: &Journal, p: &TransitionParams) -> Result<TransitionPage> {
+    transitions_in(journal, p, None).await
+}
+
+/// [`transitions`] of only these namespaces (`None`: all), the HTTP API's authorisation scope.
+pub async fn transitions_in(
+    journal: &Journal,
+    p: &TransitionParams,
+    namespaces: Option<Vec<String>>,
+) -> Result<TransitionPage> {
     let f = Filter {
+        namespaces,
         kind: p.kind.as_ref().map(wire_name),
         ..filter(&p.namespace, &p.name, p.since, p.until, p.limit, p.cursor)
     };
@@ -91,7 +111,17 @@ pub async fn transitions(journal: &Journal, p: &TransitionParams) -> Result<Tran
 
 /// `GET /missed`.
 pub async fn missed(journal: &Journal, p: &MissedParams) -> Result<MissedPage> {
+    missed_in(journal, p, None).await
+}
+
+/// [`missed`] of only these namespaces (`None`: all), the HTTP API's authorisation scope.
+pub async fn missed_in(
+    journal: &Journal,
+    p: &MissedParams,
+    namespaces: Option<Vec<String>>,
+) -> Result<MissedPage> {
     let f = Filter {
+        namespaces,
         target: p.target.as_ref().map(|t| t.0.clone()),
         reason: p.reason.as_ref().map(wire_name),
         ..filter(&p.namespace, &p.name, p.since, p.until, p.limit, p.cursor)
@@ -103,7 +133,17 @@ pub async fn missed(journal: &Journal, p: &MissedParams) -> Result<MissedPage> {
 
 /// `GET /slots`: every slot's one ledger record, with its restart attempt.
 pub async fn slots(journal: &Journal, p: &SlotParams) -> Result<SlotPage> {
+    slots_in(journal, p, None).await
+}
+
+/// [`slots`] of only these namespaces (`None`: all), the HTTP API's authorisation scope.
+pub async fn slots_in(
+    journal: &Journal,
+    p: &SlotParams,
+    namespaces: Option<Vec<String>>,
+) -> Result<SlotPage> {
     let f = Filter {
+        namespaces,
         target: p.target.as_ref().map(|t| t.0.clone()),
         result: p.result.as_ref().map(wire_name),
         reason: p.reason.as_ref().map(wire_name),

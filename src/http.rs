@@ -9,20 +9,29 @@
 //! operator.
 
 use axum::{
-    Json, Router,
-    extract::{FromRequestParts, Path, RawQuery, State},
-    http::{HeaderValue, StatusCode, header, request::Parts},
+    Extension, Json, Router,
+    extract::{Path, RawQuery, State},
+    http::StatusCode,
     response::{Html, IntoResponse, Response},
     routing::get,
 };
-use serde::{Serialize, de::DeserializeOwned};
+use serde::Serialize;
 use utoipa::{OpenApi, ToSchema};
 
 use std::sync::Arc;
 
 use chrono::Utc;
 
+mod answer;
+pub mod auth;
+pub mod limits;
+pub mod serve;
+pub mod tls;
 pub mod ui;
+
+use answer::{AUTHENTICATE, AUTHORISE, UNAVAILABLE, contract_headers};
+pub use answer::{ApiError, Params};
+use limits::{Caller, Guard};
 
 use crate::{
     eru::blackout::ClusterBlackouts,
@@ -71,7 +80,7 @@ value: omit a parameter not to filter by it. Listings are newest first and paged
 `cursor` (the `next_cursor` of the previous page, null on the last one); rows journaled while a \
 client pages appear before its first page, never inside later ones. Unknown paths get a 404 and \
 undocumented methods a 405 with `Allow`, with the same JSON body. Every answer carries \
-`Cache-Control: no-store`."
+`Cache-Control: no-store`.\n\nWith `--http-auth kubernetes` every endpoint but `/healthz`, `/readyz`, `/` and `/openapi.json` needs `Authorization: Bearer <token>`, a token the cluster accepts (TokenReview): without one, a 401. `/metrics` needs `get` on the non-resource URL `/metrics`; the journal's endpoints answer for the namespaces where the caller may `get` the subresource `erus/history` (group `mtsre.meitu.com`), every namespace if granted cluster-wide: a listing without `namespace` holds only those, a `namespace` outside them is a 403, and an audit of every namespace needs the cluster-wide grant. When the cluster cannot be asked, a 503. Journal queries run a few at a time: over the cap a 503 with `Retry-After`."
     ),
     paths(
         history_handler,
@@ -87,8 +96,14 @@ undocumented methods a 405 with `Allow`, with the same JSON body. Every answer c
 )]
 pub struct ApiDoc;
 
-/// The router.
+/// The router, without access checks and with the default bounds.
 pub fn router(state: AppState) -> Router {
+    router_with(state, Guard::open())
+}
+
+/// The router behind `guard`: its bounds, and its access checks if it has any.
+pub fn router_with(state: AppState, guard: Guard) -> Router {
+    let guard = Arc::new(guard);
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -103,121 +118,73 @@ pub fn router(state: AppState) -> Router {
         .route("/ui/eru/{namespace}/{name}", get(ui_eru))
         .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
+        .layer(axum::middleware::from_fn_with_state(guard.clone(), limits::guard))
+        .layer(Extension(guard))
         .layer(axum::middleware::map_response(contract_headers))
         .with_state(state)
-}
-
-/// What every answer carries: `Cache-Control: no-store`, and for a 405 (axum's, which sets `Allow`)
-/// the same JSON body as every other error.
-async fn contract_headers(response: Response) -> Response {
-    let mut response = if response.status() == StatusCode::METHOD_NOT_ALLOWED {
-        let allow = response.headers().get(header::ALLOW).cloned();
-        let mut refused = ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            format!(
-                "method not allowed; this endpoint allows {}",
-                allow
-                    .as_ref()
-                    .and_then(|a| a.to_str().ok())
-                    .unwrap_or("GET, HEAD")
-            ),
-        )
-        .into_response();
-        if let Some(allow) = allow {
-            refused.headers_mut().insert(header::ALLOW, allow);
-        }
-        refused
-    } else {
-        response
-    };
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
-}
-
-/// An error answer: a status and `{"error": "..."}`.
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    message: String,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.status, Json(ErrorBody { error: self.message })).into_response()
-    }
-}
-
-impl From<QueryError> for ApiError {
-    fn from(e: QueryError) -> Self {
-        match e {
-            QueryError::Invalid(message) => Self::new(StatusCode::BAD_REQUEST, message),
-            QueryError::Journal(e) => {
-                tracing::error!(error = %e, "journal query failed");
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, "the journal is unavailable")
-            }
-        }
-    }
-}
-
-/// Query parameters, refused with a JSON 400 naming the parameter when outside their schema.
-pub struct Params<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Params(history::parse(parts.uri.query().unwrap_or_default())?))
-    }
 }
 
 /// Restarts, newest first.
 #[utoipa::path(get, path = "/history", operation_id = "listHistory", params(HistoryParams), responses(
     (status = 200, description = "A page of restarts", body = HistoryPage),
     (status = 400, description = "A parameter outside its schema", body = ErrorBody),
-    (status = 503, description = "The journal is unavailable", body = ErrorBody),
+    (status = 401, description = AUTHENTICATE, body = ErrorBody),
+    (status = 403, description = AUTHORISE, body = ErrorBody),
+    (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn history_handler(
     State(state): State<AppState>,
+    Extension(guard): Extension<Arc<Guard>>,
+    caller: Caller,
     Params(p): Params<HistoryParams>,
 ) -> Result<Json<HistoryPage>, ApiError> {
-    Ok(Json(history::history(&state.journal, &p).await?))
+    let scope = guard
+        .scope(&caller, p.namespace.as_ref().map(|n| n.0.as_str()), false)
+        .await?;
+    let _place = guard.query().await?;
+    Ok(Json(history::history_in(&state.journal, &p, scope).await?))
 }
 
 /// State-machine transitions, newest first.
 #[utoipa::path(get, path = "/transitions", operation_id = "listTransitions", params(TransitionParams), responses(
     (status = 200, description = "A page of transitions", body = TransitionPage),
     (status = 400, description = "A parameter outside its schema", body = ErrorBody),
-    (status = 503, description = "The journal is unavailable", body = ErrorBody),
+    (status = 401, description = AUTHENTICATE, body = ErrorBody),
+    (status = 403, description = AUTHORISE, body = ErrorBody),
+    (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn transitions_handler(
     State(state): State<AppState>,
+    Extension(guard): Extension<Arc<Guard>>,
+    caller: Caller,
     Params(p): Params<TransitionParams>,
 ) -> Result<Json<TransitionPage>, ApiError> {
-    Ok(Json(history::transitions(&state.journal, &p).await?))
+    let scope = guard
+        .scope(&caller, p.namespace.as_ref().map(|n| n.0.as_str()), false)
+        .await?;
+    let _place = guard.query().await?;
+    Ok(Json(history::transitions_in(&state.journal, &p, scope).await?))
 }
 
 /// Slots that were not restarted, with reason and downtime window, newest first.
 #[utoipa::path(get, path = "/missed", operation_id = "listMissed", params(MissedParams), responses(
     (status = 200, description = "A page of missed and skipped slots", body = MissedPage),
     (status = 400, description = "A parameter outside its schema", body = ErrorBody),
-    (status = 503, description = "The journal is unavailable", body = ErrorBody),
+    (status = 401, description = AUTHENTICATE, body = ErrorBody),
+    (status = 403, description = AUTHORISE, body = ErrorBody),
+    (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn missed_handler(
     State(state): State<AppState>,
+    Extension(guard): Extension<Arc<Guard>>,
+    caller: Caller,
     Params(p): Params<MissedParams>,
 ) -> Result<Json<MissedPage>, ApiError> {
-    Ok(Json(history::missed(&state.journal, &p).await?))
+    let scope = guard
+        .scope(&caller, p.namespace.as_ref().map(|n| n.0.as_str()), false)
+        .await?;
+    let _place = guard.query().await?;
+    Ok(Json(history::missed_in(&state.journal, &p, scope).await?))
 }
 
 /// Every slot's one ledger record, newest first: restarted (`fired`, with its restart), or not
@@ -227,13 +194,21 @@ async fn missed_handler(
 #[utoipa::path(get, path = "/slots", operation_id = "listSlots", params(SlotParams), responses(
     (status = 200, description = "A page of slot records", body = SlotPage),
     (status = 400, description = "A parameter outside its schema", body = ErrorBody),
-    (status = 503, description = "The journal is unavailable", body = ErrorBody),
+    (status = 401, description = AUTHENTICATE, body = ErrorBody),
+    (status = 403, description = AUTHORISE, body = ErrorBody),
+    (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn slots_handler(
     State(state): State<AppState>,
+    Extension(guard): Extension<Arc<Guard>>,
+    caller: Caller,
     Params(p): Params<SlotParams>,
 ) -> Result<Json<SlotPage>, ApiError> {
-    Ok(Json(history::slots(&state.journal, &p).await?))
+    let scope = guard
+        .scope(&caller, p.namespace.as_ref().map(|n| n.0.as_str()), false)
+        .await?;
+    let _place = guard.query().await?;
+    Ok(Json(history::slots_in(&state.journal, &p, scope).await?))
 }
 
 /// The audit of a window: per Eru, the slots its spec produced, how each is accounted (restarted
@@ -243,12 +218,20 @@ async fn slots_handler(
 #[utoipa::path(get, path = "/audit", operation_id = "audit", params(AuditParams), responses(
     (status = 200, description = "The audit of the window", body = Audit),
     (status = 400, description = "A parameter outside its schema, since not before until, or a window over 31 days", body = ErrorBody),
-    (status = 503, description = "The journal is unavailable", body = ErrorBody),
+    (status = 401, description = AUTHENTICATE, body = ErrorBody),
+    (status = 403, description = AUTHORISE, body = ErrorBody),
+    (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn audit_handler(
     State(state): State<AppState>,
+    Extension(guard): Extension<Arc<Guard>>,
+    caller: Caller,
     Params(p): Params<AuditParams>,
 ) -> Result<Json<Audit>, ApiError> {
+    guard
+        .scope(&caller, p.namespace.as_ref().map(|n| n.0.as_str()), true)
+        .await?;
+    let _place = guard.query().await?;
     let blackouts = state.blackouts.current();
     Ok(Json(
         audit::read(&state.journal, &p, Utc::now(), &blackouts, true).await?,
@@ -289,11 +272,32 @@ fn page_or_refusal(result: Result<maud::Markup, QueryError>) -> Response {
     }
 }
 
+/// A page's access check (an audit: one namespace, or all of them) and its place among the queries.
+async fn allowed<'g>(
+    guard: &'g Guard,
+    caller: &Caller,
+    namespace: Option<&str>,
+) -> Result<tokio::sync::SemaphorePermit<'g>, ApiError> {
+    guard.scope(caller, namespace, true).await?;
+    guard.query().await
+}
+
 /// `/ui`: every Eru of a window on one timeline.
-async fn ui_fleet(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
+async fn ui_fleet(
+    State(state): State<AppState>,
+    Extension(guard): Extension<Arc<Guard>>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+) -> Response {
     let now = Utc::now();
+    let params: Result<ui::PageParams, _> = history::parse(&page_query(query.as_deref()));
+    let namespace = params.as_ref().ok().and_then(|p| p.namespace.as_ref());
+    let _place = match allowed(&guard, &caller, namespace.map(|n| n.0.as_str())).await {
+        Ok(place) => place,
+        Err(refused) => return refused.into_response(),
+    };
     let page = async {
-        let params: ui::PageParams = history::parse(&page_query(query.as_deref()))?;
+        let params = params?;
         let blackouts = state.blackouts.current();
         let audit = audit::read(&state.journal, &params.audit_params(now), now, &blackouts, false).await?;
         Ok(ui::fleet_page(&audit, &params, state.fleet()))
@@ -304,10 +308,16 @@ async fn ui_fleet(State(state): State<AppState>, RawQuery(query): RawQuery) -> R
 /// `/ui/eru/{namespace}/{name}`: one Eru's slots, times and epochs.
 async fn ui_eru(
     State(state): State<AppState>,
+    Extension(guard): Extension<Arc<Guard>>,
+    caller: Caller,
     Path((namespace, name)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> Response {
     let now = Utc::now();
+    let _place = match allowed(&guard, &caller, Some(&namespace)).await {
+        Ok(place) => place,
+        Err(refused) => return refused.into_response(),
+    };
     let page = async {
         let mut query = page_query(query.as_deref());
         for (key, value) in [("namespace", &namespace), ("name", &name)] {
@@ -398,6 +408,9 @@ async fn readyz(State(state): State<AppState>) -> Response {
 /// Prometheus metrics, text exposition format 0.0.4.
 #[utoipa::path(get, path = "/metrics", operation_id = "metrics", responses(
     (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
+    (status = 401, description = AUTHENTICATE, body = ErrorBody),
+    (status = 403, description = "With --http-auth kubernetes: the caller may not get the non-resource URL /metrics (ClusterRole eru-metrics-reader)", body = ErrorBody),
+    (status = 503, description = "With --http-auth kubernetes: access could not be checked with the API server", body = ErrorBody),
 ))]
 async fn metrics(State(state): State<AppState>) -> Response {
     // streamed a chunk at a time: the per-Eru series of a large fleet are tens of MB of text

@@ -331,6 +331,22 @@ where
             bind(&mut sql, Bound::Text(value.clone()))?;
         }
     }
+    if let Some(namespaces) = &f.namespaces {
+        // the same table qualifier as the id column (`s.` in a join)
+        let column = format!("{}namespace", id.strip_suffix("id").unwrap_or_default());
+        if namespaces.is_empty() {
+            sql.push_str(" AND 1 = 0");
+        } else {
+            sql.push_str(&format!(" AND {column} IN ("));
+            for (i, namespace) in namespaces.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                bind(&mut sql, Bound::Text(namespace.clone()))?;
+            }
+            sql.push(')');
+        }
+    }
     if let Some(before) = f.before {
         sql.push_str(&format!(" AND {id} < "));
         bind(&mut sql, Bound::Integer(before))?;

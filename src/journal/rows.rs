@@ -364,6 +364,10 @@ pub struct Filter {
     /// Journal time bounds, as [`ts`] strings: at or after `since`, before `until`.
     pub since: Option<String>,
     pub until: Option<String>,
+    /// Only rows of these namespaces (`None`: every namespace; an empty list: none). The HTTP
+    /// API's authorisation scope: applied in the query, so a page is full of rows the caller may
+    /// read and its cursor skips nothing it may.
+    pub namespaces: Option<Vec<String>>,
     /// Rows with an id below this one (the page cursor).
     pub before: Option<i64>,
     /// Page size; one row more is fetched to tell whether another page follows.

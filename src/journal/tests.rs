@@ -750,6 +750,27 @@ async fn listings_filter_and_page_alike(journal: Journal) {
         ..Filter::default()
     };
     assert_eq!(journal.missed(&missed).await.unwrap().len(), 1);
+    // the HTTP API's authorisation scope: a set of namespaces, in the query (`s.` in the join)
+    let scoped = |namespaces: &[&str]| Filter {
+        namespaces: Some(namespaces.iter().map(|n| n.to_string()).collect()),
+        limit: 100,
+        ..Filter::default()
+    };
+    assert_eq!(
+        journal.restarts(&scoped(&["ns", "other"])).await.unwrap().len(),
+        25
+    );
+    assert_eq!(
+        journal
+            .slot_records(&scoped(&["other", "ns"]))
+            .await
+            .unwrap()
+            .len(),
+        25
+    );
+    assert_eq!(journal.transitions(&scoped(&["ns"])).await.unwrap().len(), 25);
+    assert!(journal.missed(&scoped(&["other"])).await.unwrap().is_empty());
+    assert!(journal.restarts(&scoped(&[])).await.unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -143,13 +143,27 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// An HTTP client that takes any status as an answer, and HTTPS with any certificate (the
+/// operator's self-signed one under `--http-auth kubernetes`).
+pub fn agent(timeout: Option<Duration>) -> ureq::Agent {
+    let tls = ureq::tls::TlsConfig::builder()
+        .provider(ureq::tls::TlsProvider::Rustls)
+        .unversioned_rustls_crypto_provider(std::sync::Arc::new(
+            tokio_rustls::rustls::crypto::ring::default_provider(),
+        ))
+        .disable_verification(true)
+        .build();
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(timeout)
+        .tls_config(tls)
+        .build()
+        .into()
+}
+
 /// GET `url`; returns the status and body (any status; panics only if nothing answers).
 pub fn get(url: &str) -> (u16, String) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut response = agent.get(url).call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let mut response = (agent(None).get(url).call()).unwrap_or_else(|e| panic!("GET {url}: {e}"));
     let status = response.status().as_u16();
     (status, response.body_mut().read_to_string().unwrap_or_default())
 }
@@ -329,7 +343,7 @@ impl Operator {
                 }
                 return false; // wait_ready tells why
             }
-            if ureq::get(&self.url("/healthz")).call().is_ok() {
+            if agent(None).get(&self.url("/healthz")).call().is_ok() {
                 return false;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -391,7 +405,7 @@ impl Operator {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("operator exited with {status}:\n{}", self.log_tail());
             }
-            if let Ok(response) = ureq::get(&self.url("/readyz")).call()
+            if let Ok(response) = agent(None).get(&self.url("/readyz")).call()
                 && response.status() == 200
             {
                 return;
@@ -412,12 +426,7 @@ impl Operator {
 
     /// What `/readyz` says this process is: `leader` or `standby` (`None` if it does not answer).
     pub fn role(&self) -> Option<String> {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(2)))
-            .build()
-            .into();
-        let text = agent
+        let text = agent(Some(Duration::from_secs(2)))
             .get(&self.url("/readyz"))
             .call()
             .ok()?
@@ -428,9 +437,13 @@ impl Operator {
         body["role"].as_str().map(str::to_string)
     }
 
-    /// `http://127.0.0.1:<port><path>`.
+    /// `http://127.0.0.1:<port><path>`, or `https://` when the operator serves HTTPS
+    /// (`--http-auth kubernetes`, `--tls-cert-file`).
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        let tls = self.extra.iter().any(|a| a == "--tls-cert-file")
+            || (self.extra.windows(2)).any(|w| w[0] == "--http-auth" && w[1] == "kubernetes");
+        let scheme = if tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}{path}", self.port)
     }
 
     /// The last lines of the operator's log, for failure messages.

@@ -62,3 +62,8 @@ so they keep the names deploy/ has always used (eru-journal, eru-blackouts). */}
 {{- define "eru-operator.prefix" -}}
 {{- include "eru-operator.fullname" . | trimSuffix "-operator" }}
 {{- end }}
+
+{{/* The API's scheme: HTTPS with auth (self-signed) or a TLS Secret. */}}
+{{- define "eru-operator.scheme" -}}
+{{- if or (eq .Values.http.auth "kubernetes") .Values.http.tls.secretName -}}HTTPS{{- else -}}HTTP{{- end -}}
+{{- end }}

@@ -1,0 +1,118 @@
+//! What every answer shares: the JSON error body with its status (and `WWW-Authenticate`,
+//! `Retry-After` where they apply), `Cache-Control: no-store`, and query parameters refused with
+//! a 400 naming the parameter.
+
+use axum::{
+    Json,
+    extract::FromRequestParts,
+    http::{HeaderValue, StatusCode, header, request::Parts},
+    response::{IntoResponse, Response},
+};
+use serde::de::DeserializeOwned;
+
+use super::limits;
+use crate::history::{self, ErrorBody, QueryError};
+
+/// What every answer carries: `Cache-Control: no-store`, and for a 405 (axum's, which sets `Allow`)
+/// the same JSON body as every other error.
+pub(super) async fn contract_headers(response: Response) -> Response {
+    let mut response = if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+        let allow = response.headers().get(header::ALLOW).cloned();
+        let mut refused = ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!(
+                "method not allowed; this endpoint allows {}",
+                allow
+                    .as_ref()
+                    .and_then(|a| a.to_str().ok())
+                    .unwrap_or("GET, HEAD")
+            ),
+        )
+        .into_response();
+        if let Some(allow) = allow {
+            refused.headers_mut().insert(header::ALLOW, allow);
+        }
+        refused
+    } else {
+        response
+    };
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// An error answer: a status and `{"error": "..."}`.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    pub(super) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    /// Over the cap on journal queries: a 503 with `Retry-After`.
+    pub(super) fn busy() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many journal queries at once; retry after the Retry-After seconds",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let busy = self.message.starts_with("too many journal queries");
+        let mut response = (self.status, Json(ErrorBody { error: self.message })).into_response();
+        let headers = response.headers_mut();
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if busy {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(limits::RETRY_AFTER_SECONDS),
+            );
+        }
+        response
+    }
+}
+
+impl From<QueryError> for ApiError {
+    fn from(e: QueryError) -> Self {
+        match e {
+            QueryError::Invalid(message) => Self::new(StatusCode::BAD_REQUEST, message),
+            QueryError::Journal(e) => {
+                tracing::error!(error = %e, "journal query failed");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "the journal is unavailable")
+            }
+        }
+    }
+}
+
+/// A 401's description in the document.
+pub(super) const AUTHENTICATE: &str =
+    "With --http-auth kubernetes: no bearer token, or one the cluster does not accept (TokenReview)";
+/// A 403's description.
+pub(super) const AUTHORISE: &str = "With --http-auth kubernetes: the caller may not get erus/history in the \
+namespace named, or (an audit without namespace) cluster-wide";
+/// A journal endpoint's 503.
+pub(super) const UNAVAILABLE: &str = "The journal is unavailable; too many journal queries at once (with \
+Retry-After); no answer in time; or access could not be checked with the API server";
+
+/// Query parameters, refused with a JSON 400 naming the parameter when outside their schema.
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Params(history::parse(parts.uri.query().unwrap_or_default())?))
+    }
+}
