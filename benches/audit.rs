@@ -159,6 +159,9 @@ async fn main() {
         let html = eru_operator::http::ui::fleet_page(&audit, &params, (0, 0)).into_string();
         renders.push(start.elapsed());
         size = html.len();
+        if let Some(path) = std::env::var_os("ERU_AUDIT_BENCH_HTML") {
+            std::fs::write(path, &html).unwrap(); // the page, to look at
+        }
     }
     let (read, render) = (median(&mut reads), median(&mut renders));
     let app = eru_operator::http::router(eru_operator::http::AppState {

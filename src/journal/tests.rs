@@ -928,3 +928,21 @@ async fn an_outage_is_journaled_by_the_first_write_that_works_again(journal: Jou
         "written once per run and start"
     );
 }
+
+#[test]
+fn journal_times_are_written_as_chrono_writes_them() {
+    use chrono::SecondsFormat;
+    let base = Utc.with_ymd_and_hms(1969, 12, 31, 23, 59, 58).unwrap();
+    for step in 0..20_000i64 {
+        // scattered over a century, milliseconds included
+        let t = base + chrono::Duration::milliseconds(step * 7_919_993_417 % 3_155_760_000_000);
+        assert_eq!(ts(t), t.to_rfc3339_opts(SecondsFormat::Millis, true));
+        assert_eq!(Ts(t).to_string(), ts(t));
+    }
+    let leap = chrono::NaiveDate::from_ymd_opt(2016, 12, 31)
+        .unwrap()
+        .and_hms_milli_opt(23, 59, 59, 1_500)
+        .unwrap()
+        .and_utc();
+    assert_eq!(ts(leap), leap.to_rfc3339_opts(SecondsFormat::Millis, true));
+}

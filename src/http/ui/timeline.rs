@@ -75,25 +75,36 @@ impl maud::Render for Px {
     }
 }
 
-/// A restart's mark: its outcome's shape (and colour, its class), centred on `(x, y)`; `slot`
-/// (`data-slot`) and hover text when it stands for a record.
-fn outcome_mark(outcome: &str, x: f64, y: f64, record: Option<(String, &str)>) -> Markup {
-    let (slot, title) = record.unzip();
+/// `at` as an offset after `slot`: `+1 s`, `+2 min 5 s`, `+3 h 0 min`.
+fn after(slot: DateTime<Utc>, at: DateTime<Utc>) -> String {
+    let seconds = (at - slot).num_seconds();
+    let sign = if seconds < 0 { "-" } else { "+" };
+    let s = seconds.abs();
+    match s {
+        0..60 => format!("{sign}{s} s"),
+        60..3600 => format!("{sign}{} min {} s", s / 60, s % 60),
+        _ => format!("{sign}{} h {} min", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// A restart's mark: its outcome's shape (and colour, its class), centred on `(x, y)`, with its
+/// hover text when it stands for a record (whose slot the text names).
+fn outcome_mark(outcome: &str, x: f64, y: f64, title: Option<&str>) -> Markup {
     let t = html! { @if let Some(title) = title { title { (title) } } };
     match outcome {
         "succeeded" => {
-            html! { circle.mark.succeeded cx=(Px(x)) cy=(Px(y)) r="5" data-kind="fired" data-slot=[slot] { (t) } }
+            html! { circle.mark.succeeded cx=(Px(x)) cy=(Px(y)) r="5" data-kind="fired" { (t) } }
         }
         "failed" => html! {
-            path.mark.failed d=(format!("M{:.1} {:.1}l10 10m0 -10l-10 10", x - 5.0, y - 5.0)) data-kind="fired" data-slot=[slot] { (t) }
+            path.mark.failed d=(format!("M{:.1} {:.1}l10 10m0 -10l-10 10", x - 5.0, y - 5.0)) data-kind="fired" { (t) }
         },
         "abandoned" => html! {
             polygon.mark.abandoned points=(format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", x, y - 6.0, x + 6.0, y + 5.0, x - 6.0, y + 5.0))
-                data-kind="fired" data-slot=[slot] { (t) }
+                data-kind="fired" { (t) }
         },
         _ => html! {
             polygon.mark.in_progress points=(format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", x, y - 6.0, x + 6.0, y, x, y + 6.0, x - 6.0, y))
-                data-kind="fired" data-slot=[slot] { (t) }
+                data-kind="fired" { (t) }
         },
     }
 }
@@ -205,14 +216,15 @@ fn record_mark(r: &SlotRecordRow, y: f64, x: &dyn Fn(DateTime<Utc>) -> f64) -> M
     let s = &r.record;
     if s.result == "fired" {
         let outcome = r.restart_outcome.as_deref().unwrap_or("in_progress");
+        // the times after the slot as offsets: shorter to read, and a page draws thousands
         let mut title = format!("slot {}: restarted, {outcome}", s.slot);
         if let Some(at) = r.restart_patched_at {
-            title.push_str(&format!("; patched {at}"));
+            title.push_str(&format!("; patched {}", after(s.slot.0, at.0)));
         }
         if let Some(at) = r.restart_finished_at {
-            title.push_str(&format!("; finished {at}"));
+            title.push_str(&format!("; finished {}", after(s.slot.0, at.0)));
         }
-        return outcome_mark(outcome, x(s.slot.0), y, Some((s.slot.to_string(), &title)));
+        return outcome_mark(outcome, x(s.slot.0), y, Some(&title));
     }
     let reason = s.reason.as_deref().unwrap_or("");
     let mut title = format!("slot {}", s.slot);
