@@ -270,11 +270,11 @@ async fn http_api(
         }
         None => None,
     };
-    let guard = Guard::new(
+    let guard = Arc::new(Guard::new(
         auth,
         usize::from(args.http_max_queries),
         args.http_request_timeout,
-    );
+    ));
     let listener = tokio::net::TcpListener::bind(args.http_address)
         .await
         .with_context(|| format!("binding the HTTP API to {}", args.http_address))?;

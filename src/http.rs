@@ -98,12 +98,12 @@ pub struct ApiDoc;
 
 /// The router, without access checks and with the default bounds.
 pub fn router(state: AppState) -> Router {
-    router_with(state, Guard::open())
+    router_with(state, Arc::new(Guard::open()))
 }
 
-/// The router behind `guard`: its bounds, and its access checks if it has any.
-pub fn router_with(state: AppState, guard: Guard) -> Router {
-    let guard = Arc::new(guard);
+/// The router behind `guard`: its bounds, and its access checks if it has any. The caller keeps
+/// a handle on it (tests hold a place among the queries to see the 503 over the cap).
+pub fn router_with(state: AppState, guard: Arc<Guard>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -1,15 +1,21 @@
 //! The HTTP API in-process (no cluster): a property test that no query string produces a 5xx,
-//! the 400 answers, stable paging while rows arrive, and the generated OpenAPI document.
+//! the 400 answers, stable paging while rows arrive, the generated OpenAPI document, and the
+//! request bounds — the URL's and the headers' size (through the real server on loopback, where
+//! hyper enforces the hard limits) and the cap on journal queries.
 
-use std::sync::atomic::Ordering;
+use std::sync::{Arc, atomic::Ordering};
 
 use axum::{
     body::{Body, to_bytes},
-    http::{Request, StatusCode},
+    http::{HeaderMap, Request, StatusCode},
 };
 use chrono::{Duration, TimeZone, Utc};
 use eru_operator::{
-    http::{AppState, router},
+    http::{
+        AppState,
+        limits::{Guard, MAX_HEADERS, MAX_URI},
+        router, router_with, serve,
+    },
     journal::{Entry, Journal, NewRestart, NewSlot, NewTransition, ObjectKey, SlotResult},
     metrics::Metrics,
     runtime::Readiness,
@@ -66,31 +72,192 @@ fn rows(start: i64, n: i64) -> Entry {
     entry
 }
 
-async fn app(n: i64) -> (axum::Router, Journal) {
+/// The handlers' state over an in-memory journal holding `n` rows of each kind.
+async fn state(n: i64) -> AppState {
     let journal = Journal::open_in_memory().await.unwrap();
     journal.append(&rows(0, n)).await.unwrap();
     let readiness = Readiness::default();
     readiness.journal.store(true, Ordering::Relaxed);
-    (
-        router(AppState {
-            journal: journal.clone(),
-            metrics: Metrics::new(),
-            readiness,
-            blackouts: Default::default(),
-        }),
+    AppState {
         journal,
-    )
+        metrics: Metrics::new(),
+        readiness,
+        blackouts: Default::default(),
+    }
+}
+
+async fn app(n: i64) -> (axum::Router, Journal) {
+    let state = state(n).await;
+    let journal = state.journal.clone();
+    (router(state), journal)
 }
 
 async fn get(app: &axum::Router, uri: &str) -> (StatusCode, Value) {
+    let (status, _, body) = get_with_headers(app, Request::get(uri)).await;
+    (status, body)
+}
+
+/// `request` answered in-process: the status, the headers and the body as JSON (`Null` if not).
+async fn get_with_headers(
+    app: &axum::Router,
+    request: axum::http::request::Builder,
+) -> (StatusCode, HeaderMap, Value) {
     let response = app
         .clone()
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .oneshot(request.body(Body::empty()).unwrap())
         .await
         .unwrap();
-    let status = response.status();
+    let (status, headers) = (response.status(), response.headers().clone());
     let body = to_bytes(response.into_body(), 1 << 24).await.unwrap();
-    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    (
+        status,
+        headers,
+        serde_json::from_slice(&body).unwrap_or(Value::Null),
+    )
+}
+
+/// One request written as `head` on a fresh connection to `address`, read until the server closes
+/// it: the status, the head's lines (lowercase) and the body.
+async fn raw(address: std::net::SocketAddr, head: &str) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(address).await.unwrap();
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head.to_lowercase(), body.to_string())
+}
+
+/// A request head of `path` with `headers` (name, value) that asks the server to close after it.
+fn head(path: &str, headers: &[(String, String)]) -> String {
+    let mut head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head + "\r\n"
+}
+
+#[tokio::test]
+async fn an_overlong_url_is_414_and_overlarge_headers_431_in_json() {
+    let (app, _) = app(3).await;
+    let long = format!("/history?name={}", "a".repeat(MAX_URI));
+    let (status, headers, body) = get_with_headers(&app, Request::get(long.as_str())).await;
+    assert_eq!(status, StatusCode::URI_TOO_LONG, "{body}");
+    assert_eq!(headers["cache-control"], "no-store");
+    let error = body["error"].as_str().unwrap();
+    assert!(error.contains(&format!("at most {MAX_URI}")), "{error}");
+    // at the bound itself, the URL is read (and its parameter refused on its own rule)
+    let at_bound = format!("/history?name={}", "a".repeat(MAX_URI - "/history?name=".len()));
+    assert_eq!(get(&app, &at_bound).await.0, StatusCode::BAD_REQUEST);
+
+    let mut request = Request::get("/history");
+    for i in 0..5 {
+        request = request.header(format!("x-fill-{i}"), "a".repeat(MAX_HEADERS / 4));
+    }
+    let (status, headers, body) = get_with_headers(&app, request).await;
+    assert_eq!(status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "{body}");
+    assert_eq!(headers["cache-control"], "no-store");
+    let error = body["error"].as_str().unwrap();
+    assert!(error.contains(&format!("at most {MAX_HEADERS}")), "{error}");
+}
+
+#[tokio::test]
+async fn the_real_server_answers_oversized_requests_in_json_up_to_its_hard_limits() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve::serve(listener, router(state(3).await), None, async {
+        let _ = stopped.await;
+    }));
+
+    let (status, head_lines, body) = raw(address, &head("/history?limit=1", &[])).await;
+    assert_eq!(status, 200, "{head_lines}\n{body}");
+
+    // a request target over MAX_URI: the router's 414, in JSON
+    let long = format!("/history?name={}", "a".repeat(MAX_URI));
+    let (status, head_lines, body) = raw(address, &head(&long, &[])).await;
+    assert_eq!(status, 414, "{head_lines}");
+    assert!(
+        head_lines.contains("content-type: application/json"),
+        "{head_lines}"
+    );
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        error["error"].as_str().unwrap().contains("request target"),
+        "{body}"
+    );
+
+    // headers over MAX_HEADERS (but under hyper's 64 KiB head): the router's 431, in JSON
+    let fill: Vec<(String, String)> = (0..5)
+        .map(|i| (format!("x-fill-{i}"), "a".repeat(MAX_HEADERS / 4)))
+        .collect();
+    let (status, head_lines, body) = raw(address, &head("/history", &fill)).await;
+    assert_eq!(status, 431, "{head_lines}");
+    assert!(
+        head_lines.contains("content-type: application/json"),
+        "{head_lines}"
+    );
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        error["error"].as_str().unwrap().contains("request headers"),
+        "{body}"
+    );
+
+    // more than 100 headers: hyper refuses the head itself, a bare 431 before the router runs
+    // (a small head, read whole, so the server's close cannot reset unread bytes)
+    let many: Vec<(String, String)> = (0..101).map(|i| (format!("x-h{i}"), "1".into())).collect();
+    let (status, head_lines, body) = raw(address, &head("/history", &many)).await;
+    assert_eq!(status, 431, "{head_lines}");
+    assert!(body.is_empty(), "{body}");
+
+    let _ = stop.send(());
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn over_the_query_cap_a_request_gets_503_with_retry_after_in_json() {
+    let guard = Arc::new(Guard::new(None, 1, std::time::Duration::from_secs(30)));
+    let app = router_with(state(3).await, Arc::clone(&guard));
+    // the one place among the journal queries, held here: every journal endpoint finds none
+    let place = guard.query().await.unwrap();
+    // the clock stands still and jumps to the queue's deadline once nothing else can run: the
+    // wait for a place ends on its own timeout, never on a race with a real query
+    tokio::time::pause();
+    for uri in [
+        "/history",
+        "/transitions",
+        "/missed",
+        "/slots",
+        "/audit",
+        "/ui",
+        "/ui/eru/ns/web",
+    ] {
+        let (status, headers, body) = get_with_headers(&app, Request::get(uri)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{uri}: {body}");
+        assert_eq!(headers["retry-after"], "1", "{uri}");
+        assert_eq!(headers["cache-control"], "no-store", "{uri}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("too many journal queries"),
+            "{uri}: {body}"
+        );
+    }
+    // what needs no journal query is answered at the cap
+    for uri in ["/healthz", "/metrics", "/openapi.json"] {
+        let (status, _, _) = get_with_headers(&app, Request::get(uri)).await;
+        assert_eq!(status, StatusCode::OK, "{uri}");
+    }
+    // the place given back, the same query is answered
+    tokio::time::resume();
+    drop(place);
+    let (status, headers, body) = get_with_headers(&app, Request::get("/history")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(headers.get("retry-after").is_none());
+    assert_eq!(body["items"].as_array().unwrap().len(), 3);
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ mod common;
 
 use std::{collections::BTreeSet, time::Duration};
 
-use common::{Operator, TestNamespace, agent, client, eru::journal_sql, kubectl, wait_for};
+use common::{ClusterBindings, Operator, TestNamespace, agent, client, eru::journal_sql, kubectl, wait_for};
 use k8s_openapi::api::{
     authentication::v1::{TokenReview, TokenReviewSpec},
     authorization::v1::{
@@ -148,19 +148,6 @@ fn journal_rows(operator: &Operator, a: &str, b: &str) {
     }
     sql.push_str("COMMIT;");
     journal_sql(operator, &sql);
-}
-
-/// Deletes the cluster-scoped bindings a test made, whatever its outcome.
-struct ClusterBindings(Vec<String>);
-
-impl Drop for ClusterBindings {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            let _ = std::process::Command::new("kubectl")
-                .args(["delete", "clusterrolebinding", name, "--ignore-not-found"])
-                .output();
-        }
-    }
 }
 
 #[tokio::test]

@@ -1,5 +1,8 @@
 //! Observability with real parts: Debian's `prometheus` on loopback scrapes the operator while
-//! Erus restart Deployments on the local cluster. Through Prometheus's HTTP API, every PromQL
+//! Erus restart Deployments on the local cluster. The operator runs as installed, with
+//! `--http-auth kubernetes` (HTTPS with its self-signed certificate): Prometheus scrapes with the
+//! token of a ServiceAccount granted `eru-metrics-reader`, as deploy/'s ServiceMonitor does, and
+//! the test reads the journal with a token granted `eru-history-reader` in its namespace. Through Prometheus's HTTP API, every PromQL
 //! expression of `dashboards/*.json` and the alert rules must parse, and every dashboard panel
 //! must return data. `/history` and `/missed` must agree with the cluster: the restartedAt
 //! annotations on the Deployments and the Eru statuses.
@@ -13,7 +16,7 @@ use std::{
 
 use chrono::{DateTime, Utc};
 use common::{
-    Operator, TestNamespace, client, free_port, get, get_json,
+    ClusterBindings, Operator, TestNamespace, client, free_port, kubectl,
     ledger::{Workload, check_every},
     wait_for,
 };
@@ -33,16 +36,24 @@ struct Prometheus {
 }
 
 impl Prometheus {
-    fn start(target_port: u16) -> Self {
+    /// Scrapes `127.0.0.1:target_port` over HTTPS (any certificate: the operator's is
+    /// self-signed) with `token`, read from a file as a ServiceAccount's mounted token would be.
+    fn start(target_port: u16, token: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, token).unwrap();
         let config = format!(
             "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
              rule_files: [{rules}]\n\
-             scrape_configs:\n  - job_name: eru-operator\n    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n",
+             scrape_configs:\n  - job_name: eru-operator\n    scheme: https\n\
+             \x20   authorization: {{credentials_file: '{token}'}}\n\
+             \x20   tls_config: {{insecure_skip_verify: true}}\n\
+             \x20   static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n",
             rules = concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/deploy/alerts/eru-operator.rules.yaml"
             ),
+            token = token_file.display(),
         );
         std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
         let port = free_port();
@@ -141,6 +152,18 @@ async fn eru(client: &Client, ns: &str, name: &str, spec: Value) {
     api.create(&PostParams::default(), &eru).await.unwrap();
 }
 
+/// GET `/metrics` of `operator` with `token`: the status and the text.
+fn scrape(operator: &Operator, token: &str) -> (u16, String) {
+    let url = operator.url("/metrics");
+    let mut response = common::agent(None)
+        .get(&url)
+        .header("Authorization", &format!("Bearer {token}"))
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_to_string().unwrap_or_default())
+}
+
 fn time(value: &Value) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(value.as_str().unwrap())
         .unwrap()
@@ -152,8 +175,54 @@ fn time(value: &Value) -> DateTime<Utc> {
 async fn every_dashboard_and_alert_expression_works_against_a_real_prometheus() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "observability").await;
-    let operator = Operator::start(&client, &ns.name, &[]).await;
-    let prometheus = Prometheus::start(operator.port);
+    let mut operator = Operator::start(&client, &ns.name, &["--http-auth", "kubernetes"]).await;
+    assert!(operator.url("/").starts_with("https://"));
+
+    // Prometheus' ServiceAccount may get /metrics (eru-metrics-reader, cluster-wide as deploy/
+    // binds it); the test's reader may read the namespace's history (eru-history-reader)
+    for account in ["prometheus", "reader"] {
+        kubectl(&["create", "serviceaccount", account, "-n", &ns.name]);
+    }
+    let bindings = ClusterBindings(vec![format!("{}-prometheus", ns.name)]);
+    kubectl(&[
+        "create",
+        "clusterrolebinding",
+        &bindings.0[0],
+        "--clusterrole",
+        "eru-metrics-reader",
+        "--serviceaccount",
+        &format!("{}:prometheus", ns.name),
+    ]);
+    kubectl(&[
+        "create",
+        "rolebinding",
+        "reader-history",
+        "-n",
+        &ns.name,
+        "--clusterrole",
+        "eru-history-reader",
+        "--serviceaccount",
+        &format!("{}:reader", ns.name),
+    ]);
+    let token = |account: &str| {
+        kubectl(&["create", "token", account, "-n", &ns.name, "--duration", "1h"])
+            .trim()
+            .to_string()
+    };
+    let scraper = token("prometheus");
+    operator.token = Some(token("reader"));
+    // the grants in force (RBAC applies them asynchronously; a refusal is cached 20 s)
+    wait_for("the grants to be in force", Duration::from_secs(60), || async {
+        let history = operator.get(&format!("/history?namespace={}", ns.name)).0;
+        let metrics = scrape(&operator, &scraper).0;
+        (history == 200 && metrics == 200).then_some(())
+    })
+    .await;
+    // and /metrics refused to the history reader, and to no token
+    let reader = operator.token.clone().unwrap_or_default();
+    assert_eq!(scrape(&operator, &reader).0, 403);
+    assert_eq!(common::get(&operator.url("/metrics")).0, 401);
+    let prometheus = Prometheus::start(operator.port, &scraper);
 
     // restarts that succeed, one that fails (new Pods need 8 s to be available, the timeout is
     // 2 s), and skipped slots
@@ -187,7 +256,7 @@ async fn every_dashboard_and_alert_expression_works_against_a_real_prometheus() 
         "successful and failed restarts",
         Duration::from_secs(90),
         || async {
-            let history = get_json(&operator.url("/history?limit=1000"));
+            let history = operator.get_json("/history?limit=1000");
             let items = history["items"].as_array()?.clone();
             let ok = items.iter().filter(|r| r["outcome"] == "succeeded").count() >= 2;
             let failed = items.iter().any(|r| r["outcome"] == "failed");
@@ -207,7 +276,7 @@ async fn every_dashboard_and_alert_expression_works_against_a_real_prometheus() 
         },
     )
     .await;
-    let (status, metrics) = get(&operator.url("/metrics"));
+    let (status, metrics) = scrape(&operator, &scraper);
     assert_eq!(status, 200);
     assert!(
         metrics.contains("eru_restarts_total{name=\"slow\",namespace=")
@@ -277,7 +346,7 @@ async fn every_dashboard_and_alert_expression_works_against_a_real_prometheus() 
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     for name in ["web", "slow"] {
-        let history = get_json(&operator.url(&format!("/history?name={name}&limit=1000")));
+        let history = operator.get_json(&format!("/history?name={name}&limit=1000"));
         let latest = &history["items"][0];
         let d = deployments.get(name).await.unwrap();
         let annotation =
@@ -303,7 +372,7 @@ async fn every_dashboard_and_alert_expression_works_against_a_real_prometheus() 
             last.slot
         );
     }
-    let missed = get_json(&operator.url("/missed?name=paused&limit=1000"));
+    let missed = operator.get_json("/missed?name=paused&limit=1000");
     let items = missed["items"].as_array().unwrap();
     assert!(
         !items.is_empty()
@@ -329,7 +398,7 @@ async fn every_dashboard_and_alert_expression_works_against_a_real_prometheus() 
     )
     .await;
     assert!(
-        get_json(&operator.url("/history?name=paused"))["items"]
+        operator.get_json("/history?name=paused")["items"]
             .as_array()
             .unwrap()
             .is_empty()
@@ -348,4 +417,5 @@ async fn every_dashboard_and_alert_expression_works_against_a_real_prometheus() 
         )
         .await;
     }
+    drop(bindings);
 }

@@ -18,7 +18,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, Repl
 use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
 use serde_json::Value;
 
-use super::{Operator, eru::Accounted, get};
+use super::{Operator, eru::Accounted};
 
 /// One record of `/slots`: a slot, or a summary of `slot_count` slots from `slot` to `last_slot`.
 #[derive(Clone)]
@@ -111,7 +111,7 @@ pub fn slot_records(operator: &Operator, name: &str) -> Result<Vec<SlotRecord>, 
             None => format!("/slots?name={name}&limit=1000"),
             Some(c) => format!("/slots?name={name}&limit=1000&cursor={c}"),
         };
-        let (status, body) = get(&operator.url(&path));
+        let (status, body) = operator.get(&path);
         if status != 200 {
             return Err(format!("GET {path}: {status} {body}"));
         }

@@ -255,6 +255,8 @@ pub struct Operator {
     extra: Vec<String>,
     /// Extra environment of the process (e.g. a failpoint); `restart` keeps what is set here.
     pub env: Vec<(String, String)>,
+    /// The bearer token [`Operator::get`] sends (under `--http-auth kubernetes`).
+    pub token: Option<String>,
     _dir: std::sync::Arc<tempfile::TempDir>,
 }
 
@@ -309,6 +311,7 @@ impl Operator {
             namespace: namespace.to_string(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            token: None,
             _dir: dir,
         }
     }
@@ -446,6 +449,26 @@ impl Operator {
         format!("{scheme}://127.0.0.1:{}{path}", self.port)
     }
 
+    /// GET `path`, with [`Operator::token`] as a bearer token if set: the status and body (any
+    /// status; panics only if nothing answers).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let url = self.url(path);
+        let mut request = agent(None).get(&url);
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        let mut response = request.call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let status = response.status().as_u16();
+        (status, response.body_mut().read_to_string().unwrap_or_default())
+    }
+
+    /// [`Operator::get`] as JSON, expecting 200.
+    pub fn get_json(&self, path: &str) -> serde_json::Value {
+        let (status, body) = self.get(path);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {body}"))
+    }
+
     /// The last lines of the operator's log, for failure messages.
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -506,6 +529,19 @@ impl Drop for Operator {
             );
         }
         self.kill();
+    }
+}
+
+/// Cluster-scoped bindings a test made, deleted on drop whatever its outcome.
+pub struct ClusterBindings(pub Vec<String>);
+
+impl Drop for ClusterBindings {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = Command::new("kubectl")
+                .args(["delete", "clusterrolebinding", name, "--ignore-not-found"])
+                .output();
+        }
     }
 }
 
