@@ -361,7 +361,10 @@ fn expected_slots(
 /// computed once: a fleet shares a handful of schedules, and most Erus' epochs span the whole
 /// window (1,000 hourly Erus: one parse and one enumeration, not 1,000 of each).
 #[derive(Default)]
-struct SlotMemo(HashMap<(String, Option<String>, String, DateTime<Utc>, DateTime<Utc>), Vec<DateTime<Utc>>>);
+struct SlotMemo(HashMap<SlotKey, Vec<DateTime<Utc>>>);
+
+/// (schedule, time zone, `H` seed, after, until)
+type SlotKey = (String, Option<String>, String, DateTime<Utc>, DateTime<Utc>);
 
 impl SlotMemo {
     /// The slots of `spec` in `(lo, hi]`, at most [`SLOT_CAP`] + 1; none if the spec is invalid.
