@@ -3,7 +3,7 @@
 //!
 //! - `cluster`: bound to the built-in `view` ClusterRole cluster-wide, which holds `erus/history`
 //!   through deploy/rbac.yaml's aggregated `eru-view`;
-//! - `team`: the Role and RoleBinding of deploy/samples/history-reader.yaml in namespace A only;
+//! - `team`: the Role and RoleBinding of deploy/examples/history-reader.yaml in namespace A only;
 //! - `prometheus`: the ClusterRole `eru-metrics-reader` only;
 //! - `nobody`: no grant.
 //!
@@ -188,8 +188,8 @@ async fn each_identity_reads_exactly_what_the_cluster_grants_it() {
         "--serviceaccount",
         &format!("{}:prometheus", ids.name),
     ]);
-    // deploy/samples/history-reader.yaml, in namespace A, for the ServiceAccount `team`
-    let sample = std::fs::read_to_string(common::repo().join("deploy/samples/history-reader.yaml"))
+    // deploy/examples/history-reader.yaml, in namespace A, for the ServiceAccount `team`
+    let sample = std::fs::read_to_string(common::repo().join("deploy/examples/history-reader.yaml"))
         .unwrap()
         .replace("namespace: team-a", &format!("namespace: {}", a.name))
         .replace(
