@@ -47,6 +47,8 @@ pub(super) async fn contract_headers(response: Response) -> Response {
 pub struct ApiError {
     status: StatusCode,
     message: String,
+    /// Seconds for a `Retry-After` header (a 503 over the query cap).
+    retry_after: Option<u32>,
 }
 
 impl ApiError {
@@ -54,31 +56,31 @@ impl ApiError {
         Self {
             status,
             message: message.into(),
+            retry_after: None,
         }
     }
 
     /// Over the cap on journal queries: a 503 with `Retry-After`.
     pub(super) fn busy() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many journal queries at once; retry after the Retry-After seconds",
-        )
+        Self {
+            retry_after: Some(limits::RETRY_AFTER_SECONDS),
+            ..Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many journal queries at once; retry after the Retry-After seconds",
+            )
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let busy = self.message.starts_with("too many journal queries");
         let mut response = (self.status, Json(ErrorBody { error: self.message })).into_response();
         let headers = response.headers_mut();
         if self.status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if busy {
-            headers.insert(
-                header::RETRY_AFTER,
-                HeaderValue::from(limits::RETRY_AFTER_SECONDS),
-            );
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }
