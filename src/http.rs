@@ -138,10 +138,7 @@ async fn history_handler(
     caller: Caller,
     Params(p): Params<HistoryParams>,
 ) -> Result<Json<HistoryPage>, ApiError> {
-    let scope = guard
-        .scope(&caller, p.namespace.as_ref().map(|n| n.0.as_str()), false)
-        .await?;
-    let _place = guard.query().await?;
+    let (scope, _place) = guard.admit(&caller, namespace(&p.namespace), false).await?;
     Ok(Json(history::history_in(&state.journal, &p, scope).await?))
 }
 
@@ -159,10 +156,7 @@ async fn transitions_handler(
     caller: Caller,
     Params(p): Params<TransitionParams>,
 ) -> Result<Json<TransitionPage>, ApiError> {
-    let scope = guard
-        .scope(&caller, p.namespace.as_ref().map(|n| n.0.as_str()), false)
-        .await?;
-    let _place = guard.query().await?;
+    let (scope, _place) = guard.admit(&caller, namespace(&p.namespace), false).await?;
     Ok(Json(history::transitions_in(&state.journal, &p, scope).await?))
 }
 
@@ -180,10 +174,7 @@ async fn missed_handler(
     caller: Caller,
     Params(p): Params<MissedParams>,
 ) -> Result<Json<MissedPage>, ApiError> {
-    let scope = guard
-        .scope(&caller, p.namespace.as_ref().map(|n| n.0.as_str()), false)
-        .await?;
-    let _place = guard.query().await?;
+    let (scope, _place) = guard.admit(&caller, namespace(&p.namespace), false).await?;
     Ok(Json(history::missed_in(&state.journal, &p, scope).await?))
 }
 
@@ -204,10 +195,7 @@ async fn slots_handler(
     caller: Caller,
     Params(p): Params<SlotParams>,
 ) -> Result<Json<SlotPage>, ApiError> {
-    let scope = guard
-        .scope(&caller, p.namespace.as_ref().map(|n| n.0.as_str()), false)
-        .await?;
-    let _place = guard.query().await?;
+    let (scope, _place) = guard.admit(&caller, namespace(&p.namespace), false).await?;
     Ok(Json(history::slots_in(&state.journal, &p, scope).await?))
 }
 
@@ -228,10 +216,7 @@ async fn audit_handler(
     caller: Caller,
     Params(p): Params<AuditParams>,
 ) -> Result<Json<Audit>, ApiError> {
-    guard
-        .scope(&caller, p.namespace.as_ref().map(|n| n.0.as_str()), true)
-        .await?;
-    let _place = guard.query().await?;
+    let (_, _place) = guard.admit(&caller, namespace(&p.namespace), true).await?;
     let blackouts = state.blackouts.current();
     Ok(Json(
         audit::read(&state.journal, &p, Utc::now(), &blackouts, true).await?,
@@ -272,14 +257,9 @@ fn page_or_refusal(result: Result<maud::Markup, QueryError>) -> Response {
     }
 }
 
-/// A page's access check (an audit: one namespace, or all of them) and its place among the queries.
-async fn allowed<'g>(
-    guard: &'g Guard,
-    caller: &Caller,
-    namespace: Option<&str>,
-) -> Result<tokio::sync::SemaphorePermit<'g>, ApiError> {
-    guard.scope(caller, namespace, true).await?;
-    guard.query().await
+/// A request's namespace filter, as the access check takes it.
+fn namespace(filter: &Option<history::params::Namespace>) -> Option<&str> {
+    filter.as_ref().map(|n| n.0.as_str())
 }
 
 /// `/ui`: every Eru of a window on one timeline.
@@ -292,8 +272,9 @@ async fn ui_fleet(
     let now = Utc::now();
     let params: Result<ui::PageParams, _> = history::parse(&page_query(query.as_deref()));
     let namespace = params.as_ref().ok().and_then(|p| p.namespace.as_ref());
-    let _place = match allowed(&guard, &caller, namespace.map(|n| n.0.as_str())).await {
-        Ok(place) => place,
+    // a page is an audit: one namespace, or all of them
+    let _place = match guard.admit(&caller, namespace.map(|n| n.0.as_str()), true).await {
+        Ok((_, place)) => place,
         Err(refused) => return refused.into_response(),
     };
     let page = async {
@@ -314,8 +295,8 @@ async fn ui_eru(
     RawQuery(query): RawQuery,
 ) -> Response {
     let now = Utc::now();
-    let _place = match allowed(&guard, &caller, Some(&namespace)).await {
-        Ok(place) => place,
+    let _place = match guard.admit(&caller, Some(&namespace), true).await {
+        Ok((_, place)) => place,
         Err(refused) => return refused.into_response(),
     };
     let page = async {

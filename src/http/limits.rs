@@ -60,6 +60,18 @@ impl Guard {
         }
     }
 
+    /// [`Guard::scope`], then a place among the journal queries, held while the answer is built:
+    /// what every endpoint that reads the journal does first.
+    pub async fn admit(
+        &self,
+        caller: &Caller,
+        namespace: Option<&str>,
+        whole: bool,
+    ) -> Result<(Option<Vec<String>>, SemaphorePermit<'_>), ApiError> {
+        let scope = self.scope(caller, namespace, whole).await?;
+        Ok((scope, self.query().await?))
+    }
+
     /// The namespaces `caller` may read history of, for a request naming `namespace` or not
     /// (see [`Auth::scope`]); `None`: no restriction beyond the request's own filter.
     pub async fn scope(
