@@ -56,6 +56,7 @@ on_both!(
     listings_filter_and_page_alike,
     a_free_text_nul_is_kept_as_a_replacement_character,
     an_outage_is_journaled_by_the_first_write_that_works_again on file,
+    an_audits_window_reads_the_records_the_listing_reads,
 );
 
 fn object() -> ObjectKey {
@@ -945,4 +946,59 @@ fn journal_times_are_written_as_chrono_writes_them() {
         .unwrap()
         .and_utc();
     assert_eq!(ts(leap), leap.to_rfc3339_opts(SecondsFormat::Millis, true));
+}
+
+/// The audit's one-document read of a window (json_group_array / json_agg) gives exactly the
+/// records, with their restarts, that the row-by-row listing gives; the window's bounds and its
+/// cap hold.
+async fn an_audits_window_reads_the_records_the_listing_reads(journal: Journal) {
+    journal.append(&entry()).await.unwrap();
+    let mut windowed = slot_row(at(3), SlotResult::Missed, "operator_down");
+    windowed.slot_count = 2;
+    windowed.last_slot = at(4);
+    windowed.window = Some((at(2), at(5)));
+    windowed.note = Some("a \"quoted\" note, ünïcode".into());
+    let more = Entry {
+        restarts_patched: vec![PatchedRestart {
+            uid: "u1".into(),
+            slot: at(0),
+            patched_at: at(0) + chrono::Duration::milliseconds(30),
+        }],
+        restarts_finished: vec![FinishedRestart {
+            uid: "u1".into(),
+            slot: at(0),
+            finished_at: at(2),
+            outcome: RestartOutcome::Succeeded,
+            reason: None,
+        }],
+        slots: vec![
+            slot_row(at(0), SlotResult::Fired, "scheduled"),
+            windowed,
+            slot_row(at(20), SlotResult::Skipped, "target_paused"),
+        ],
+        ..Entry::default()
+    };
+    journal.append(&more).await.unwrap();
+    let mut listed = journal
+        .slot_records(&Filter {
+            limit: 100,
+            ..Filter::default()
+        })
+        .await
+        .unwrap();
+    listed.retain(|r| r.record.slot.0 < at(10));
+    listed.sort_by_key(|r| (r.record.slot, r.record.id));
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert_eq!(listed[0].restart_outcome.as_deref(), Some("succeeded"));
+    let read = journal
+        .audit_rows(at(0), at(10), (None, None), None, 100, false)
+        .await
+        .unwrap();
+    assert_eq!(read.records, listed);
+    assert!(!read.truncated);
+    let capped = journal
+        .audit_rows(at(0), at(10), (None, None), None, 2, false)
+        .await
+        .unwrap();
+    assert_eq!((capped.records.len(), capped.truncated), (2, true));
 }
