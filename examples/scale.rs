@@ -15,17 +15,17 @@
 //!
 //! Usage: scale N --operator PATH [--cronjobs M] [--concurrency C] (KUBECONFIG names the cluster).
 
+mod common;
+
 use std::{
     collections::HashMap,
-    net::TcpListener,
     path::PathBuf,
-    process::{Child, Command},
     sync::Arc,
     time::{Duration, Instant},
 };
 
 use chrono::{DateTime, SecondsFormat, Timelike, Utc};
-use futures::{StreamExt, stream};
+use common::{Operator, Res, create_deployments, each, fmt_s, get, namespace, percentiles, rss_mb, time};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     batch::v1::{CronJob, Job},
@@ -36,8 +36,6 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-
-type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 struct Args {
     n: usize,
@@ -71,149 +69,7 @@ fn args() -> Args {
 }
 
 fn say(what: impl AsRef<str>) {
-    eprintln!("[scale {}] {}", Utc::now().format("%H:%M:%S%.3f"), what.as_ref());
-}
-
-/// p50, p99 and max of `values` (seconds).
-fn percentiles(mut values: Vec<f64>) -> (f64, f64, f64) {
-    values.sort_by(f64::total_cmp);
-    let at = |q: f64| values[((values.len() as f64 * q).ceil() as usize).clamp(1, values.len()) - 1];
-    (at(0.50), at(0.99), *values.last().unwrap_or(&f64::NAN))
-}
-
-fn fmt_s(s: f64) -> String {
-    if s < 1.0 {
-        format!("{:.0} ms", s * 1000.0)
-    } else {
-        format!("{s:.2} s")
-    }
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-fn time(v: &Value) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(v.as_str()?)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
-fn get(url: &str) -> Option<String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let mut response = agent.get(url).call().ok()?;
-    // /metrics of 10,000 Erus is larger than ureq's default 10 MB body limit
-    let body = response.body_mut().with_config().limit(u64::MAX).read_to_string();
-    (response.status() == 200).then(|| body.ok())?
-}
-
-/// The operator as a child process.
-struct Operator {
-    child: Option<Child>,
-    binary: PathBuf,
-    database: PathBuf,
-    log: PathBuf,
-    namespace: String,
-    port: u16,
-}
-
-impl Operator {
-    fn start(&mut self) -> Instant {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let started = Instant::now();
-        self.child = Some(
-            Command::new(&self.binary)
-                .args(["run", "--namespace", &self.namespace, "--log-level"])
-                .arg(std::env::var("SCALE_LOG_LEVEL").unwrap_or_else(|_| "warn".into()))
-                .arg("--database")
-                .arg(&self.database)
-                .args(["--http-address", &format!("127.0.0.1:{}", self.port)])
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("start the operator"),
-        );
-        started
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
-    }
-
-    async fn wait_ready(&self) {
-        while get(&self.url("/readyz")).is_none() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-        }
-    }
-}
-
-async fn namespace(client: &Client, prefix: &str) -> Res<String> {
-    let name = format!("{prefix}-{:x}", Utc::now().timestamp_subsec_nanos());
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
-    Ok(name)
-}
-
-/// Runs `f` over `0..n` with at most `concurrency` at once; panics on an error.
-async fn each<F, Fut>(n: usize, concurrency: usize, f: F)
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Res<()>>,
-{
-    let results: Vec<Res<()>> = stream::iter(0..n)
-        .map(f)
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
-        panic!("{e}");
-    }
-}
-
-fn deployment(name: &str) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}}}
-    }))
-    .unwrap()
+    common::say("scale", what);
 }
 
 /// Pages through `/history` for the restarts of `slot`.
@@ -255,31 +111,8 @@ async fn main() -> Res<()> {
 
     // 1. Deployments, the operator, the Erus
     let t = Instant::now();
-    each(n, 32, |i| {
-        let api = deployments.clone();
-        async move {
-            api.create(&PostParams::default(), &deployment(&format!("web-{i}")))
-                .await?;
-            Ok(())
-        }
-    })
-    .await;
-    let create_rate = n as f64 / t.elapsed().as_secs_f64();
-    let created = t.elapsed().as_secs_f64();
-    // the Deployment controller (kube-controller-manager's default 20 QPS) must have seen them all,
-    // or the slot finds them not available: target_unhealthy, rightly
-    loop {
-        let list = deployments.list(&ListParams::default()).await?;
-        let observed = list
-            .items
-            .iter()
-            .filter(|d| d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation)
-            .count();
-        if observed == n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let created = create_deployments(&deployments, n).await?;
+    let create_rate = n as f64 / created;
     row(
         "deployments created",
         format!(
@@ -288,15 +121,7 @@ async fn main() -> Res<()> {
         ),
     );
     let dir = tempfile::tempdir()?;
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let mut operator = Operator {
-        child: None,
-        binary: args.operator.clone(),
-        database: dir.path().join("eru.db"),
-        log: dir.path().join("operator.log"),
-        namespace: ns.clone(),
-        port,
-    };
+    let mut operator = Operator::new(args.operator.clone(), dir.path(), &ns)?;
     let t = operator.start();
     operator.wait_ready().await;
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -92,6 +92,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let shutdown = shutdown_channel();
     let client = client(&args).await?;
+    // restart patches in flight: status writes, Events and the HTTP API's queries let them go first
+    let urgent = Urgent::default();
     let http = http_api(
         &args,
         crate::http::AppState {
@@ -102,6 +104,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         &client,
         &instance,
+        urgent.clone(),
         shutdown.clone(),
     )
     .await?;
@@ -113,7 +116,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             instance: Some(instance),
         },
     );
-    let urgent = Urgent::default();
     let ctx = Arc::new(Context {
         client: client.clone(),
         journal: journal.clone(),
@@ -231,9 +233,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 /// `--http-auth kubernetes`), behind its bounds and access checks.
 async fn http_api(
     args: &RunArgs,
-    state: crate::http::AppState,
+    mut state: crate::http::AppState,
     client: &Client,
     instance: &str,
+    urgent: Urgent,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     use crate::{
@@ -241,6 +244,7 @@ async fn http_api(
         http::{
             auth::Auth,
             limits::Guard,
+            queries::QueryThread,
             tls::{Certificate, Source},
         },
     };
@@ -270,11 +274,15 @@ async fn http_api(
         }
         None => None,
     };
-    let guard = Arc::new(Guard::new(
+    // the journal's queries on a low-priority thread, through connections of their own
+    state.journal = state.journal.with_own_readers(u32::from(args.http_max_queries));
+    let guard = Guard::new(
         auth,
         usize::from(args.http_max_queries),
         args.http_request_timeout,
-    ));
+    );
+    let thread = QueryThread::start().context("starting the HTTP API's query thread")?;
+    let guard = Arc::new(guard.behind(thread, urgent));
     let listener = tokio::net::TcpListener::bind(args.http_address)
         .await
         .with_context(|| format!("binding the HTTP API to {}", args.http_address))?;

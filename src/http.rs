@@ -25,6 +25,7 @@ use chrono::Utc;
 mod answer;
 pub mod auth;
 pub mod limits;
+pub mod queries;
 pub mod serve;
 pub mod tls;
 pub mod ui;

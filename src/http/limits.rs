@@ -17,7 +17,9 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use super::{
     ApiError,
     auth::{Auth, Identity, Refusal},
+    queries::QueryThread,
 };
+use crate::runtime::urgent::Urgent;
 
 /// Longest request target (path and query), in bytes: longer gets a 414.
 pub const MAX_URI: usize = 8 * 1024;
@@ -25,17 +27,26 @@ pub const MAX_URI: usize = 8 * 1024;
 pub const MAX_HEADERS: usize = 16 * 1024;
 /// How long a request may wait for a place among the journal queries before its 503.
 const QUEUE_WAIT: Duration = Duration::from_secs(1);
+/// How long no restart patch must have begun before a query runs after a burst of them.
+const SETTLE: Duration = Duration::from_millis(250);
 /// What a 503 over the cap tells the client to wait, in seconds.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
 
 /// The paths anyone may read: the probes, the index of links, the API's document.
 const OPEN: [&str; 4] = ["/healthz", "/readyz", "/", "/openapi.json"];
+/// The paths answered on the caller's runtime, not on the query thread: the probes and the
+/// metrics must not wait behind a crowd of history readers.
+const PROMPT: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
 
 /// The HTTP API's bounds and, with `--http-auth kubernetes`, its access checks.
 pub struct Guard {
     pub auth: Option<Auth>,
     queries: Semaphore,
     request_timeout: Duration,
+    /// Where the answers but [`PROMPT`]'s are built (`None`: on the caller's runtime).
+    thread: Option<QueryThread>,
+    /// The restart patches in flight, whose burst a query waits out (`None`: no wait).
+    urgent: Option<Urgent>,
 }
 
 impl Guard {
@@ -49,6 +60,18 @@ impl Guard {
             auth,
             queries: Semaphore::new(max_queries),
             request_timeout,
+            thread: None,
+            urgent: None,
+        }
+    }
+
+    /// The answers but the probes' and the metrics' built on `thread`, each journal query after
+    /// a burst of restart patches has ended (`eru-operator run`).
+    pub fn behind(self, thread: QueryThread, urgent: Urgent) -> Self {
+        Self {
+            thread: Some(thread),
+            urgent: Some(urgent),
+            ..self
         }
     }
 
@@ -60,8 +83,9 @@ impl Guard {
         }
     }
 
-    /// [`Guard::scope`], then a place among the journal queries, held while the answer is built:
-    /// what every endpoint that reads the journal does first.
+    /// [`Guard::scope`], then a place among the journal queries, held while the answer is built,
+    /// and the end of a burst of restart patches if one is on (the request's timeout bounds the
+    /// wait): what every endpoint that reads the journal does first.
     pub async fn admit(
         &self,
         caller: &Caller,
@@ -69,7 +93,11 @@ impl Guard {
         whole: bool,
     ) -> Result<(Option<Vec<String>>, SemaphorePermit<'_>), ApiError> {
         let scope = self.scope(caller, namespace, whole).await?;
-        Ok((scope, self.query().await?))
+        let place = self.query().await?;
+        if let Some(urgent) = &self.urgent {
+            urgent.quiet(SETTLE).await;
+        }
+        Ok((scope, place))
     }
 
     /// The namespaces `caller` may read history of, for a request naming `namespace` or not
@@ -142,7 +170,18 @@ pub async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: 
             }
             request.extensions_mut().insert(who);
         }
-        Ok::<_, ApiError>(next.run(request).await)
+        match &guard.thread {
+            Some(thread) if !PROMPT.contains(&request.uri().path()) => {
+                // a panic there is a bug, and a 500 says so
+                (thread.run(next.run(request)).await).map_err(|e| {
+                    ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("the answer failed: {e}"),
+                    )
+                })
+            }
+            _ => Ok(next.run(request).await),
+        }
     };
     match tokio::time::timeout(guard.request_timeout, answer).await {
         Ok(Ok(response)) => response,

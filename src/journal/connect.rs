@@ -111,14 +111,33 @@ impl Journal {
             .max_connections(SQLITE_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .after_connect(|conn, _| Box::pin(async move { conn.execute(SQLITE_PRAGMAS).await.map(|_| ()) }))
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(|e| file_error(describe_sqlite(&e)))?;
         sqlx::migrate!("./migrations/sqlite")
             .run(&pool)
             .await
             .map_err(|e| file_error(e.to_string()))?;
-        Ok(Self::on(pool, Backend::Sqlite))
+        Ok(Self {
+            file: Some(options),
+            ..Self::on(pool, Backend::Sqlite)
+        })
+    }
+
+    /// This journal with its reads on a pool of their own, `connections` at most (a SQLite file;
+    /// any other journal is returned as it is). The pool's connections are opened lazily by the
+    /// task that first needs them, on its thread: [`crate::http::queries`] opens them on its
+    /// low-priority thread, whose priority the SQLite worker threads then inherit. For reads only.
+    pub fn with_own_readers(&self, connections: u32) -> Self {
+        let Some(options) = &self.file else {
+            return self.clone();
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(connections)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .after_connect(|conn, _| Box::pin(async move { conn.execute(SQLITE_PRAGMAS).await.map(|_| ()) }))
+            .connect_lazy_with(options.clone());
+        Self { pool, ..self.clone() }
     }
 
     /// An in-memory SQLite journal (one connection, so one database, kept for the pool's life),
@@ -177,6 +196,7 @@ impl Journal {
             writer,
             outages,
             backend,
+            file: None,
         }
     }
 

@@ -131,6 +131,8 @@ pub struct Journal {
     writer: writer::Writer,
     outages: Arc<outage::Outages>,
     backend: Backend,
+    /// A SQLite file's connection options, for [`Journal::with_own_readers`].
+    file: Option<sqlx::any::AnyConnectOptions>,
 }
 
 impl Journal {

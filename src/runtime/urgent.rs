@@ -2,17 +2,18 @@
 //! its patch lands); status writes and Events are not (a status is a projection, an Event best
 //! effort). While any urgent write is in flight, the status writer and the Event queue wait, for
 //! at most [`MAX_HOLD`] at a time so that a long burst never starves them: a burst of due slots
-//! then has the API server's whole capacity for its patches.
+//! then has the API server's whole capacity for its patches. The HTTP API's journal queries wait
+//! for the end of a burst ([`Urgent::quiet`]), bounded by their request's timeout.
 
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
     time::Duration,
 };
 
-use tokio::sync::Notify;
+use tokio::{sync::Notify, time::Instant};
 
 /// The longest a deferrable write waits for urgent ones.
 pub const MAX_HOLD: Duration = Duration::from_secs(2);
@@ -21,10 +22,31 @@ pub const MAX_HOLD: Duration = Duration::from_secs(2);
 #[derive(Clone, Debug, Default)]
 pub struct Urgent(Arc<Inner>);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inner {
     in_flight: AtomicUsize,
     idle: Notify,
+    /// When the last urgent write began, in milliseconds after `origin` (0: none yet).
+    last_begun: AtomicU64,
+    origin: Instant,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Self {
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
+            last_begun: AtomicU64::new(0),
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Inner {
+    /// Milliseconds after `origin`, at least 1.
+    fn now(&self) -> u64 {
+        (self.origin.elapsed().as_millis() as u64).max(1)
+    }
 }
 
 /// Held while an urgent write is in flight.
@@ -42,21 +64,41 @@ impl Urgent {
     /// Marks an urgent write in flight until the guard drops.
     pub fn begin(&self) -> InFlight {
         self.0.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.0.last_begun.store(self.0.now(), Ordering::Release);
         InFlight(self.0.clone())
     }
 
     /// Waits until no urgent write is in flight, or [`MAX_HOLD`] passed.
     pub async fn yield_to(&self) {
-        let wait = async {
-            loop {
-                let idle = self.0.idle.notified();
+        let _ = tokio::time::timeout(MAX_HOLD, self.idle()).await;
+    }
+
+    /// Waits until no urgent write is in flight and none began for `settle`: the end of a burst,
+    /// not a gap between two of its patches. Without a bound: the caller has its own.
+    pub async fn quiet(&self, settle: Duration) {
+        let settle_ms = settle.as_millis() as u64;
+        loop {
+            self.idle().await;
+            let last = self.0.last_begun.load(Ordering::Acquire);
+            let since = self.0.now().saturating_sub(last);
+            if last == 0 || since >= settle_ms {
                 if self.0.in_flight.load(Ordering::Acquire) == 0 {
                     return;
                 }
-                idle.await;
+                continue;
             }
-        };
-        let _ = tokio::time::timeout(MAX_HOLD, wait).await;
+            tokio::time::sleep(Duration::from_millis(settle_ms - since)).await;
+        }
+    }
+
+    async fn idle(&self) {
+        loop {
+            let idle = self.0.idle.notified();
+            if self.0.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            idle.await;
+        }
     }
 }
 
@@ -89,5 +131,38 @@ mod tests {
         let start = tokio::time::Instant::now();
         urgent.yield_to().await;
         assert_eq!(start.elapsed(), MAX_HOLD);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queries_wait_for_the_end_of_a_burst_not_a_gap_in_it() {
+        let settle = Duration::from_millis(250);
+        let urgent = Urgent::default();
+        // nothing urgent, ever: no wait
+        let start = tokio::time::Instant::now();
+        urgent.quiet(settle).await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        // a burst: patches one after the other with gaps shorter than `settle`
+        let burst = tokio::spawn({
+            let urgent = urgent.clone();
+            async move {
+                for _ in 0..5 {
+                    let patch = urgent.begin();
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    drop(patch);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        });
+        tokio::task::yield_now().await;
+        let start = tokio::time::Instant::now();
+        urgent.quiet(settle).await;
+        // the last patch began at 600 ms: quiet 250 ms after it, not in the first 50 ms gap
+        assert_eq!(start.elapsed(), Duration::from_millis(850));
+        burst.await.unwrap();
+        // long after: at once again
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let start = tokio::time::Instant::now();
+        urgent.quiet(settle).await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 }
