@@ -137,6 +137,8 @@ async fn main() {
         None => journal(&dir.path().join("eru.db"), erus, hours, end).await,
     };
     let filled = filled.elapsed();
+    // the reads as the operator's HTTP API makes them: through connections of their own
+    let journal = journal.with_own_readers(2);
     // the page's two halves in process, as the handler runs them: the journal's rows read and
     // audited, then the audit rendered
     let params = eru_operator::http::ui::PageParams {

@@ -54,6 +54,14 @@ const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 5000;
     PRAGMA synchronous = FULL;
     PRAGMA temp_store = MEMORY;";
 
+/// What the readers' own connections add ([`Journal::with_own_readers`]): the file's pages read
+/// through a memory map instead of a `pread` and a copy each. An audit's window (a day of 1,000
+/// hourly Erus: 24,000 records, each fetched by rowid from the slots' index, and its restart's)
+/// touches thousands of pages no 2 MB page cache keeps: the reads were three quarters of the
+/// audit page's time (perf). The mapped pages are the kernel's page cache, shared and
+/// reclaimable, not the process's heap (they show in RSS as file pages while in use).
+const READER_PRAGMAS: &str = "PRAGMA mmap_size = 268435456;";
+
 /// True when `target` names a PostgreSQL database rather than a SQLite file.
 pub fn is_postgres_url(target: &str) -> bool {
     let scheme = target.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
@@ -135,7 +143,12 @@ impl Journal {
         let pool = AnyPoolOptions::new()
             .max_connections(connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .after_connect(|conn, _| Box::pin(async move { conn.execute(SQLITE_PRAGMAS).await.map(|_| ()) }))
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    conn.execute(SQLITE_PRAGMAS).await?;
+                    conn.execute(READER_PRAGMAS).await.map(|_| ())
+                })
+            })
             .connect_lazy_with(options.clone());
         Self { pool, ..self.clone() }
     }
