@@ -281,7 +281,7 @@ fn verdict(audit: &Audit) -> Markup {
 fn operator(audit: &Audit, (waiting, in_flight): (i64, i64)) -> Markup {
     let op = &audit.operator;
     let windows = |ws: &[crate::history::Window]| -> Markup {
-        html! { @if ws.is_empty() { "none" } @else { @for w in ws { span.window { (w.start) " – " (w.end) } " " } } }
+        html! { @if ws.is_empty() { "none" } @else { @for (i, w) in ws.iter().enumerate() { @if i > 0 { "; " } span.window { (w.start) " – " (w.end) } } } }
     };
     html! {
         section.operator aria-label="operator" {
