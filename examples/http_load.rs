@@ -25,13 +25,9 @@ use std::{
 };
 
 use chrono::{DateTime, SecondsFormat, Timelike, Utc};
-use common::{Operator, Res, create_deployments, each, fmt_s, namespace, percentiles, rss_mb};
+use common::{Operator, Res, create_deployments, create_erus, fmt_s, namespace, percentiles, rss_mb};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Namespace};
-use kube::{
-    Api, Client,
-    api::{DeleteParams, ListParams, PostParams},
-};
-use serde_json::json;
+use kube::{Api, Client, api::DeleteParams};
 
 /// Minutes between two slots: every rollout of a slot ends well before the next one.
 const GAP_MINUTES: u32 = 3;
@@ -168,29 +164,7 @@ async fn main() -> Res<()> {
         first.to_rfc3339_opts(SecondsFormat::Secs, true)
     ));
     let erus: Api<eru_operator::eru::Eru> = Api::namespaced(client.clone(), &ns);
-    each(n, 32, |i| {
-        let api = erus.clone();
-        let schedule = schedule.clone();
-        async move {
-            let eru = serde_json::from_value(json!({
-                "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru", "metadata": {"name": format!("web-{i}")},
-                "spec": {"schedule": schedule, "target": {"kind": "Deployment", "name": format!("web-{i}")}}
-            }))?;
-            api.create(&PostParams::default(), &eru).await?;
-            Ok(())
-        }
-    })
-    .await;
-    loop {
-        let list = erus.list(&ListParams::default()).await?;
-        let waiting = (list.items.iter())
-            .filter(|e| e.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Waiting"))
-            .count();
-        if waiting == n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    create_erus(&erus, n, &schedule).await?;
     assert!(
         Utc::now() + chrono::Duration::from_std(LEAD_IN)? < first,
         "the first slot is too close: raise the lead"
@@ -201,14 +175,7 @@ async fn main() -> Res<()> {
     ));
 
     // the journal, read-only (WAL): progress and lateness without loading the HTTP API measured
-    let journal = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(
-            sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(&operator.database)
-                .read_only(true),
-        )
-        .await?;
+    let journal = operator.journal().await?;
     let mut loaded_answers: Vec<Answers> = Vec::new();
     for (k, slot) in slots.iter().enumerate() {
         let loaded = k % 2 == 1;

@@ -25,7 +25,9 @@ use std::{
 };
 
 use chrono::{DateTime, SecondsFormat, Timelike, Utc};
-use common::{Operator, Res, create_deployments, each, fmt_s, get, namespace, percentiles, rss_mb, time};
+use common::{
+    Operator, Res, create_deployments, create_erus, each, fmt_s, get, namespace, percentiles, rss_mb, time,
+};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     batch::v1::{CronJob, Job},
@@ -148,32 +150,7 @@ async fn main() -> Res<()> {
     );
     let erus: Api<eru_operator::eru::Eru> = Api::namespaced(client.clone(), &ns);
     let t = Instant::now();
-    each(n, 32, |i| {
-        let api = erus.clone();
-        let schedule = schedule.clone();
-        async move {
-            let eru = serde_json::from_value(json!({
-                "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru", "metadata": {"name": format!("web-{i}")},
-                "spec": {"schedule": schedule, "target": {"kind": "Deployment", "name": format!("web-{i}")}}
-            }))?;
-            api.create(&PostParams::default(), &eru).await?;
-            Ok(())
-        }
-    })
-    .await;
-    let created = t.elapsed().as_secs_f64();
-    loop {
-        let list = erus.list(&ListParams::default()).await?;
-        let waiting = list
-            .items
-            .iter()
-            .filter(|e| e.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Waiting"))
-            .count();
-        if waiting == n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let created = create_erus(&erus, n, &schedule).await?;
     row(
         "Erus created and reconciled",
         format!(
@@ -196,14 +173,7 @@ async fn main() -> Res<()> {
     // every restart lands first; rollouts then take as long as the Deployment controller (20 QPS).
     // Progress is counted in the journal file itself (read-only, WAL): paging N rows of /history
     // every few seconds would load the operator during the very burst it is measured in.
-    let journal = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(
-            sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(&operator.database)
-                .read_only(true),
-        )
-        .await?;
+    let journal = operator.journal().await?;
     // (a bound, not a target: the table says how many finished by then)
     let deadline = slot + chrono::Duration::seconds((n as i64 / 20).max(240));
     let mut landed_all = false;

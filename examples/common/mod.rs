@@ -140,6 +140,18 @@ impl Operator {
         }
     }
 
+    /// Its journal file, read-only (WAL: beside the operator's writes): progress and lateness
+    /// without loading the HTTP API that is measured.
+    pub async fn journal(&self) -> Res<sqlx::SqlitePool> {
+        let file = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&self.database)
+            .read_only(true);
+        Ok(sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(file)
+            .await?)
+    }
+
     /// SIGTERM, then waits for the process to end.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -222,5 +234,34 @@ pub async fn create_deployments(deployments: &Api<Deployment>, n: usize) -> Res<
             return Ok(created);
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Creates Erus `web-0` … `web-{n-1}` on the Deployments of the same names, all on `schedule`,
+/// then waits until every one is `Waiting` (its first pass done); how long the creates took.
+pub async fn create_erus(erus: &Api<eru_operator::eru::Eru>, n: usize, schedule: &str) -> Res<f64> {
+    let t = Instant::now();
+    each(n, 32, |i| {
+        let api = erus.clone();
+        async move {
+            let eru = serde_json::from_value(json!({
+                "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru", "metadata": {"name": format!("web-{i}")},
+                "spec": {"schedule": schedule, "target": {"kind": "Deployment", "name": format!("web-{i}")}}
+            }))?;
+            api.create(&PostParams::default(), &eru).await?;
+            Ok(())
+        }
+    })
+    .await;
+    let created = t.elapsed().as_secs_f64();
+    loop {
+        let list = erus.list(&ListParams::default()).await?;
+        let waiting = (list.items.iter())
+            .filter(|e| e.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Waiting"))
+            .count();
+        if waiting == n {
+            return Ok(created);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
