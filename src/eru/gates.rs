@@ -1,0 +1,356 @@
+//! Health gates, the shell: whether a due slot may start. Two gates, asked only when a slot may
+//! be due (see [`super::observe`]):
+//! - **blocking pods**: pods matching an Eru's `gates.blockingPodSelector` in its namespace that
+//!   have not finished (phase not `Succeeded`/`Failed`), listed from the API server;
+//! - **alerts**: Prometheus's `/api/v1/alerts` (alerts the rules evaluate now, `firing` ones
+//!   only), filtered by the Eru's `gates.alerts` (name regexp, labels with `$namespace` and
+//!   `$target`). One request serves every Eru for the cache's lifetime.
+//!
+//! Answers are cached for `--gate-cache-ttl` (default 5 s): a burst of due slots asks each source
+//! once, and a held slot's pass (every `--gate-poll-interval`) never hot-loops a source. The
+//! decision with the answers is pure ([`super::hold`]).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration as StdDuration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, Client, api::ListParams, core::Selector};
+use prometheus::IntCounterVec;
+use regex::Regex;
+use serde::Deserialize;
+
+use super::{AlertGate, Gates, OnUnknown, hold::Answer, hold::some_of, ledger::Reason};
+use crate::metrics::{Metrics, register};
+
+/// Pods or alerts a note names at most.
+const NAMED: usize = 5;
+/// Longest a Prometheus request may take.
+const PROMETHEUS_TIMEOUT: StdDuration = StdDuration::from_secs(5);
+
+/// Operator-wide options of the gates.
+#[derive(Clone, Debug)]
+pub struct GateOptions {
+    /// `--prometheus-url`: the Prometheus whose alerts the alert gates read.
+    pub prometheus_url: Option<String>,
+    /// `--gate-poll-interval`: how soon a held slot's gates are asked again.
+    pub poll: StdDuration,
+    /// `--gate-cache-ttl`: how long an answer is reused.
+    pub cache_ttl: StdDuration,
+}
+
+impl Default for GateOptions {
+    fn default() -> Self {
+        Self {
+            prometheus_url: None,
+            poll: StdDuration::from_secs(super::hold::DEFAULT_POLL_SECONDS as u64),
+            cache_ttl: StdDuration::from_secs(5),
+        }
+    }
+}
+
+/// An alert Prometheus evaluates now.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Alert {
+    #[serde(default)]
+    pub labels: HashMap<String, String>,
+    #[serde(default)]
+    pub state: String,
+}
+
+#[derive(Deserialize)]
+struct AlertsResponse {
+    data: AlertsData,
+}
+
+#[derive(Deserialize)]
+struct AlertsData {
+    alerts: Vec<Alert>,
+}
+
+type Cached<T> = (Instant, Result<T, String>);
+
+/// Asks the gates, through a short-lived cache.
+pub struct Gatekeeper {
+    client: Client,
+    options: GateOptions,
+    agent: Option<ureq::Agent>,
+    /// (namespace, selector) → the unfinished pods it matched.
+    pods: Mutex<HashMap<(String, String), Cached<Vec<String>>>>,
+    /// The firing alerts; an async lock so concurrent passes wait for one request.
+    alerts: tokio::sync::Mutex<Option<Cached<Arc<Vec<Alert>>>>>,
+    /// `eru_gate_evaluations_total{gate, result}`: asks of a source (not cache hits).
+    evaluations: IntCounterVec,
+}
+
+impl Gatekeeper {
+    pub fn new(client: Client, options: GateOptions, metrics: &Metrics) -> Self {
+        let evaluations = register(
+            metrics.registry(),
+            IntCounterVec::new(
+                prometheus::Opts::new(
+                    "eru_gate_evaluations_total",
+                    "Health gate evaluations (asks of the API server or Prometheus, not cache hits) by gate and result.",
+                ),
+                &["gate", "result"],
+            )
+            .expect("a valid counter"),
+        );
+        for gate in ["blocking_pods", "alerts"] {
+            for result in ["open", "closed", "unknown"] {
+                evaluations.with_label_values(&[gate, result]);
+            }
+        }
+        let agent = options.prometheus_url.as_ref().map(|_| agent());
+        Self {
+            client,
+            options,
+            agent,
+            pods: Mutex::default(),
+            alerts: tokio::sync::Mutex::new(None),
+            evaluations,
+        }
+    }
+
+    pub fn options(&self) -> &GateOptions {
+        &self.options
+    }
+
+    /// The answer of `gates` for an Eru in `namespace` targeting `target` (a workload's name).
+    /// A closed gate wins over an unknown one; blocking pods are named before alerts.
+    pub async fn check(&self, namespace: &str, target: &str, gates: &Gates) -> Answer {
+        let mut unknown = None;
+        if let Some(selector) = &gates.blocking_pod_selector {
+            match self.blocking_pods(namespace, selector).await {
+                Ok(pods) if pods.is_empty() => {}
+                Ok(pods) => {
+                    return Answer::Closed {
+                        reason: Reason::BlockingPods,
+                        note: format!("blocking pods running in {namespace}: {}", some_of(&pods, NAMED)),
+                    };
+                }
+                // the API server did not answer: hold (a pod gate has no proceed option)
+                Err(error) => {
+                    unknown = Some(format!("listing blocking pods failed: {error}"));
+                }
+            }
+        }
+        if let Some(gate) = &gates.alerts {
+            match self.firing(namespace, target, gate).await {
+                Ok(names) if names.is_empty() => {}
+                Ok(names) => {
+                    return Answer::Closed {
+                        reason: Reason::AlertFiring,
+                        note: format!("alerts firing: {}", some_of(&names, NAMED)),
+                    };
+                }
+                Err(error) if gate.on_unknown == OnUnknown::Proceed => {
+                    tracing::warn!(namespace, target, %error, "alert gate unknown; onUnknown: Proceed treats it as open");
+                }
+                Err(error) => {
+                    unknown.get_or_insert(error);
+                }
+            }
+        }
+        match unknown {
+            Some(note) => Answer::Closed {
+                reason: Reason::GateUnknown,
+                note,
+            },
+            None => Answer::Open,
+        }
+    }
+
+    /// The unfinished pods in `namespace` matching `selector`, by name.
+    async fn blocking_pods(
+        &self,
+        namespace: &str,
+        selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    ) -> Result<Vec<String>, String> {
+        let selector = Selector::try_from(selector.clone()).map_err(|e| e.to_string())?;
+        let key = (namespace.to_string(), selector.to_string());
+        if let Some((at, answer)) = self.pods.lock().expect("gate cache").get(&key)
+            && at.elapsed() < self.options.cache_ttl
+        {
+            return answer.clone();
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let params = ListParams::default()
+            .labels_from(&selector)
+            .fields("status.phase!=Succeeded,status.phase!=Failed")
+            .limit(50);
+        let answer = match api.list_metadata(&params).await {
+            Ok(list) => Ok(list
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter_map(|p| p.metadata.name)
+                .collect::<Vec<_>>()),
+            Err(e) => Err(e.to_string()),
+        };
+        let result = match &answer {
+            Ok(pods) if pods.is_empty() => "open",
+            Ok(_) => "closed",
+            Err(_) => "unknown",
+        };
+        self.evaluations
+            .with_label_values(&["blocking_pods", result])
+            .inc();
+        let mut cache = self.pods.lock().expect("gate cache");
+        cache.retain(|_, (at, _)| at.elapsed() < self.options.cache_ttl);
+        cache.insert(key, (Instant::now(), answer.clone()));
+        answer
+    }
+
+    /// The names of the firing alerts `gate` matches for an Eru in `namespace` targeting
+    /// `target`, sorted, each once.
+    async fn firing(&self, namespace: &str, target: &str, gate: &AlertGate) -> Result<Vec<String>, String> {
+        let alerts = self.alerts().await?;
+        let name = match &gate.name {
+            Some(pattern) => Some(compile(pattern)?),
+            None => None,
+        };
+        let mut names: Vec<String> = alerts
+            .iter()
+            .filter(|a| a.state == "firing")
+            .filter(|a| matches(a, name.as_ref(), &gate.labels, namespace, target))
+            .map(|a| a.labels.get("alertname").cloned().unwrap_or_default())
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// Prometheus's alerts, from the cache or a request.
+    async fn alerts(&self) -> Result<Arc<Vec<Alert>>, String> {
+        let (Some(url), Some(agent)) = (&self.options.prometheus_url, &self.agent) else {
+            return Err("no --prometheus-url: the alert gate cannot be asked".into());
+        };
+        let mut cached = self.alerts.lock().await;
+        if let Some((at, answer)) = cached.as_ref()
+            && at.elapsed() < self.options.cache_ttl
+        {
+            return answer.clone();
+        }
+        let endpoint = format!("{}/api/v1/alerts", url.trim_end_matches('/'));
+        let agent = agent.clone();
+        let fetched = tokio::task::spawn_blocking(move || fetch(&agent, &endpoint))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r)
+            .map(Arc::new);
+        let result = match &fetched {
+            Ok(alerts) if alerts.iter().any(|a| a.state == "firing") => "closed",
+            Ok(_) => "open",
+            Err(_) => "unknown",
+        };
+        self.evaluations.with_label_values(&["alerts", result]).inc();
+        *cached = Some((Instant::now(), fetched.clone()));
+        fetched
+    }
+}
+
+/// The HTTP client of the Prometheus requests: rustls with ring (already built for kube).
+fn agent() -> ureq::Agent {
+    let tls = ureq::tls::TlsConfig::builder()
+        .provider(ureq::tls::TlsProvider::Rustls)
+        .unversioned_rustls_crypto_provider(Arc::new(tokio_rustls::rustls::crypto::ring::default_provider()))
+        .build();
+    ureq::Agent::config_builder()
+        .timeout_global(Some(PROMETHEUS_TIMEOUT))
+        .tls_config(tls)
+        .build()
+        .into()
+}
+
+/// GET Prometheus's `/api/v1/alerts`.
+fn fetch(agent: &ureq::Agent, endpoint: &str) -> Result<Vec<Alert>, String> {
+    let refuse = |e: &dyn std::fmt::Display| format!("asking Prometheus at {endpoint} failed: {e}");
+    let mut response = agent.get(endpoint).call().map_err(|e| refuse(&e))?;
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(16 * 1024 * 1024)
+        .read_to_string()
+        .map_err(|e| refuse(&e))?;
+    let parsed: AlertsResponse = serde_json::from_str(&body).map_err(|e| refuse(&e))?;
+    Ok(parsed.data.alerts)
+}
+
+/// The alert-name regexp, anchored at both ends.
+pub fn compile(pattern: &str) -> Result<Regex, String> {
+    Regex::new(&format!("^(?:{pattern})$"))
+        .map_err(|e| format!("gates.alerts.name '{pattern}' is not a valid regular expression: {e}"))
+}
+
+/// Whether `alert` matches the name regexp and every label (`$namespace`, `$target` replaced).
+fn matches(
+    alert: &Alert,
+    name: Option<&Regex>,
+    labels: &std::collections::BTreeMap<String, String>,
+    namespace: &str,
+    target: &str,
+) -> bool {
+    let alertname = alert
+        .labels
+        .get("alertname")
+        .map(String::as_str)
+        .unwrap_or_default();
+    name.is_none_or(|re| re.is_match(alertname))
+        && labels.iter().all(|(key, value)| {
+            let value = value.replace("$namespace", namespace).replace("$target", target);
+            alert.labels.get(key) == Some(&value)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alert(name: &str, labels: &[(&str, &str)]) -> Alert {
+        let mut map: HashMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        map.insert("alertname".into(), name.into());
+        Alert {
+            labels: map,
+            state: "firing".into(),
+        }
+    }
+
+    #[test]
+    fn an_alert_matches_by_anchored_name_and_substituted_labels() {
+        let re = compile("HighErrorRate|Node.*").unwrap();
+        let labels = [
+            ("namespace".to_string(), "$namespace".to_string()),
+            ("deployment".to_string(), "$target".to_string()),
+        ]
+        .into();
+        let ours = alert("HighErrorRate", &[("namespace", "shop"), ("deployment", "web")]);
+        assert!(matches(&ours, Some(&re), &labels, "shop", "web"));
+        assert!(
+            !matches(&ours, Some(&re), &labels, "shop", "api"),
+            "another target"
+        );
+        let prefix = alert(
+            "HighErrorRateBudget",
+            &[("namespace", "shop"), ("deployment", "web")],
+        );
+        assert!(!matches(&prefix, Some(&re), &labels, "shop", "web"), "anchored");
+        let node = alert("NodeDown", &[]);
+        assert!(matches(&node, Some(&re), &Default::default(), "shop", "web"));
+        assert!(
+            matches(&node, None, &Default::default(), "shop", "web"),
+            "no name: every alert"
+        );
+    }
+
+    #[test]
+    fn an_invalid_regexp_is_an_error_not_a_panic() {
+        let e = compile("(unclosed").unwrap_err();
+        assert!(e.contains("gates.alerts.name"), "{e}");
+    }
+}
