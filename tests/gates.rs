@@ -437,6 +437,7 @@ async fn a_firing_alert_holds_a_slot_and_an_unreachable_prometheus_fails_safe() 
 #[ignore = "needs the local cluster: hack/test.sh"]
 async fn the_api_server_refuses_gates_that_cannot_work() {
     let client = client().await;
+    common::install();
     let ns = TestNamespace::create(&client, "gates-cel").await;
     let refused = |spec: Value| {
         let client = client.clone();
