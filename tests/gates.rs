@@ -488,3 +488,84 @@ async fn the_api_server_refuses_gates_that_cannot_work() {
     .await;
     drop(operator);
 }
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn cluster_wide_gates_hold_every_eru_and_a_dry_run_shows_the_decision() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "gates-cluster").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    for name in ["plain", "dry"] {
+        deployment(&client, &ns.name, name, 1, json!({})).await;
+    }
+    for name in ["plain", "dry"] {
+        wait_ready(&deployments, name, 1).await;
+    }
+    // the operator's file as a mapping: no blackouts, a cluster-wide blocking-pod selector
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("blackouts.yaml");
+    std::fs::write(
+        &file,
+        "blackouts: []\ngates:\n  blockingPodSelector:\n    matchLabels: {blocks-restarts: \"true\"}\n",
+    )
+    .unwrap();
+    let operator = Operator::start(
+        &client,
+        &ns.name,
+        &[
+            "--blackouts-file",
+            file.to_str().unwrap(),
+            "--gate-poll-interval",
+            "1s",
+            "--gate-cache-ttl",
+            "1s",
+        ],
+    )
+    .await;
+    pod(&client, &ns.name, "backup", json!({"blocks-restarts": "true"})).await;
+    let (slot, schedule) = one_slot(8);
+    for (name, deadline, dry) in [("plain", 12, false), ("dry", 300, true)] {
+        create_eru(
+            &client,
+            &ns.name,
+            name,
+            json!({"schedule": schedule, "target": {"kind": "Deployment", "name": name},
+                   "startingDeadlineSeconds": deadline, "dryRun": dry}),
+        )
+        .await
+        .unwrap();
+    }
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    // an Eru without gates of its own is held by the cluster's, and skipped at its deadline
+    let record = recorded(&operator, "plain", slot, Duration::from_secs(60)).await;
+    assert_eq!(
+        (record.result.as_str(), record.reason.as_deref()),
+        ("skipped", Some("blocking_pods")),
+        "{record:?}"
+    );
+    let note = record.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("(cluster-wide gate)") && note.contains("backup"),
+        "{note}"
+    );
+    // a dry run is held the same way, and journaled dry_run once the gate opens
+    held(&erus, "dry", slot, "blocking_pods").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    pods.delete("backup", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let record = recorded(&operator, "dry", slot, Duration::from_secs(60)).await;
+    assert_eq!(
+        (record.result.as_str(), record.reason.as_deref()),
+        ("skipped", Some("dry_run")),
+        "{record:?}"
+    );
+    for name in ["plain", "dry"] {
+        check_one(&client, &ns.name, &operator, name, slot).await;
+        assert_eq!(
+            template_slot(&deployments.get(name).await.unwrap()),
+            None,
+            "{name} never patched"
+        );
+    }
+}

@@ -6,7 +6,8 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::{HeldSlot, ledger::Reason, schedule::slot_text};
+use super::{Gates, HeldSlot, schedule::slot_text};
+use crate::journal::vocab::Reason;
 
 /// How often a held slot's gates are asked again by default (`--gate-poll-interval`).
 pub const DEFAULT_POLL_SECONDS: i64 = 15;
@@ -99,6 +100,34 @@ impl Held {
     }
 }
 
+/// An alert gate's name regexp, anchored at both ends.
+pub fn alert_name(pattern: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(&format!("^(?:{pattern})$"))
+        .map_err(|e| format!("gates.alerts.name '{pattern}' is not a valid regular expression: {e}"))
+}
+
+/// What the API server's schema cannot check of `gates` (its regexp), and, for the operator's
+/// file (which no schema checks), what it does check: at least one gate, no empty selector.
+pub fn check_gates(gates: &Gates) -> Result<(), String> {
+    if gates.blocking_pod_selector.is_none() && gates.alerts.is_none() {
+        return Err("gates needs blockingPodSelector or alerts".into());
+    }
+    if let Some(selector) = &gates.blocking_pod_selector {
+        let labels = selector.match_labels.as_ref().is_some_and(|l| !l.is_empty());
+        let expressions = selector.match_expressions.as_ref().is_some_and(|e| !e.is_empty());
+        if !labels && !expressions {
+            return Err(
+                "an empty blockingPodSelector would match every pod: give matchLabels or matchExpressions"
+                    .into(),
+            );
+        }
+    }
+    if let Some(pattern) = gates.alerts.as_ref().and_then(|a| a.name.as_ref()) {
+        alert_name(pattern)?;
+    }
+    Ok(())
+}
+
 /// The first few of `names`, comma-separated, and how many more there are (a note stays short).
 pub fn some_of(names: &[String], shown: usize) -> String {
     let mut text = names.iter().take(shown).cloned().collect::<Vec<_>>().join(", ");
@@ -151,6 +180,18 @@ mod tests {
         let note = held.record_note();
         assert!(note.starts_with("connection refused; held from "), "{note}");
         assert!(note.contains(&slot_text(t(300))), "{note}");
+    }
+
+    #[test]
+    fn bad_gates_are_refused_with_why() {
+        let gates = |v: serde_json::Value| -> Gates { serde_json::from_value(v).unwrap() };
+        assert!(check_gates(&gates(serde_json::json!({}))).is_err());
+        assert!(check_gates(&gates(serde_json::json!({"blockingPodSelector": {}}))).is_err());
+        let e = check_gates(&gates(serde_json::json!({"alerts": {"name": "(unclosed"}}))).unwrap_err();
+        assert!(e.contains("gates.alerts.name"), "{e}");
+        assert!(check_gates(&gates(serde_json::json!({"alerts": {"name": "Node.*"}}))).is_ok());
+        let re = alert_name("A|B").unwrap();
+        assert!(re.is_match("B") && !re.is_match("AB"), "anchored");
     }
 
     #[test]

@@ -128,13 +128,8 @@ pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) 
         .and_then(|s| {
             Blackouts::compile(&eru.spec.blackouts, &[], tz, &h_key).map_err(|e| e.to_string())?;
             // what CEL cannot check: the alert gate's regexp (the Eru is Invalid, with an Event)
-            if let Some(pattern) = eru
-                .spec
-                .gates
-                .as_ref()
-                .and_then(|g| g.alerts.as_ref()?.name.as_ref())
-            {
-                super::gates::compile(pattern)?;
+            if let Some(gates) = &eru.spec.gates {
+                super::hold::check_gates(gates)?;
             }
             Ok(s)
         });
@@ -147,14 +142,20 @@ pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) 
             .and_then(|s| s.held.as_ref())
             .and_then(Held::from_status)
     });
-    let gate = match &eru.spec.gates {
-        Some(gates) if may_be_due(&schedule, &epochs, &h_key, since, now) => {
-            context
-                .gatekeeper
-                .check(&namespace, &eru.spec.target.name, gates)
-                .await
-        }
-        _ => Answer::Open,
+    // the Eru's own gates and the operator's cluster-wide ones (--blackouts-file)
+    let cluster_gates = context.options.blackouts.gates();
+    let gated = eru.spec.gates.is_some() || cluster_gates.is_some();
+    let gate = if gated && may_be_due(&schedule, &epochs, &h_key, since, now) {
+        (context.gatekeeper)
+            .check(
+                &namespace,
+                &eru.spec.target.name,
+                eru.spec.gates.as_deref(),
+                cluster_gates.as_deref(),
+            )
+            .await
+    } else {
+        Answer::Open
     };
     Ok(Observed {
         now,

@@ -100,7 +100,12 @@ pub fn controller(
     };
     let context = Arc::new(EruContext {
         metrics: EruMetrics::register(&ctx.metrics),
-        gatekeeper: Gatekeeper::new(ctx.client.clone(), options.gates.clone(), &ctx.metrics),
+        gatekeeper: Gatekeeper::new(
+            ctx.client.clone(),
+            ctx.settings.namespace.clone(),
+            options.gates.clone(),
+            &ctx.metrics,
+        ),
         holds: Default::default(),
         ctx,
         erus: erus.store.clone(),
