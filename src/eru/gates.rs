@@ -75,6 +75,8 @@ struct AlertsData {
 }
 
 type Cached<T> = (Instant, Result<T, String>);
+/// (namespace, or empty for every namespace; selector) → the unfinished pods it matched.
+type PodAnswers = HashMap<(String, String), Cached<Vec<String>>>;
 
 /// Asks the gates, through a short-lived cache.
 pub struct Gatekeeper {
@@ -83,8 +85,7 @@ pub struct Gatekeeper {
     watched: Option<String>,
     options: GateOptions,
     agent: Option<ureq::Agent>,
-    /// (namespace, selector) → the unfinished pods it matched.
-    pods: Mutex<HashMap<(String, String), Cached<Vec<String>>>>,
+    pods: Mutex<PodAnswers>,
     /// The firing alerts; an async lock so concurrent passes wait for one request.
     alerts: tokio::sync::Mutex<Option<Cached<Arc<Vec<Alert>>>>>,
     /// `eru_gate_evaluations_total{gate, result}`: asks of a source (not cache hits).
