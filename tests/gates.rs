@@ -170,6 +170,18 @@ async fn a_blocking_pod_holds_a_slot_until_it_goes_or_the_deadline_passes() {
     let ready = shown.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
     assert_eq!(ready.reason, "Held", "{ready:?}");
     held(&erus, "outlasted", slot, "blocking_pods").await;
+    let event = wait_for("a Held Event", Duration::from_secs(30), || async {
+        common::eru::events(&client, &ns.name, "released", "Held")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    let note = event.note.unwrap_or_default();
+    assert!(
+        note.contains("blocking_pods") && note.contains("migrate-released"),
+        "{note}"
+    );
     wait_for(
         "eru_held_slots to count the held slots",
         Duration::from_secs(30),

@@ -88,7 +88,7 @@ pub struct Gatekeeper {
     pods: Mutex<PodAnswers>,
     /// The firing alerts; an async lock so concurrent passes wait for one request.
     alerts: tokio::sync::Mutex<Option<Cached<Arc<Vec<Alert>>>>>,
-    /// `eru_gate_evaluations_total{gate, result}`: asks of a source (not cache hits).
+    /// `eru_gate_evaluations_total{gate, result}`: one per gate asked for a due slot.
     evaluations: IntCounterVec,
 }
 
@@ -99,7 +99,7 @@ impl Gatekeeper {
             IntCounterVec::new(
                 prometheus::Opts::new(
                     "eru_gate_evaluations_total",
-                    "Health gate evaluations (asks of the API server or Prometheus, not cache hits) by gate and result.",
+                    "Health gate evaluations for a due slot (an Eru's own and the cluster-wide gates, each asked once per pass; cached answers included) by gate and result.",
                 ),
                 &["gate", "result"],
             )
@@ -146,7 +146,9 @@ impl Gatekeeper {
             let Some(gates) = gates else { continue };
             if let Some(selector) = &gates.blocking_pod_selector {
                 let scope = pods_in.or(self.watched.as_deref());
-                match self.blocking_pods(scope, selector).await {
+                let answer = self.blocking_pods(scope, selector).await;
+                self.count("blocking_pods", answer.as_ref().map(|pods| !pods.is_empty()));
+                match answer {
                     Ok(pods) if pods.is_empty() => {}
                     Ok(pods) => {
                         let place = match (pods_in, scope) {
@@ -166,7 +168,9 @@ impl Gatekeeper {
                 }
             }
             if let Some(gate) = &gates.alerts {
-                match self.firing(namespace, target, gate).await {
+                let answer = self.firing(namespace, target, gate).await;
+                self.count("alerts", answer.as_ref().map(|names| !names.is_empty()));
+                match answer {
                     Ok(names) if names.is_empty() => {}
                     Ok(names) => {
                         let scope = if pods_in.is_some() {
@@ -195,6 +199,16 @@ impl Gatekeeper {
             },
             None => Answer::Open,
         }
+    }
+
+    /// Counts one evaluation of `gate`: closed, open, or unknown.
+    fn count<E>(&self, gate: &str, closed: Result<bool, E>) {
+        let result = match closed {
+            Ok(true) => "closed",
+            Ok(false) => "open",
+            Err(_) => "unknown",
+        };
+        self.evaluations.with_label_values(&[gate, result]).inc();
     }
 
     /// The unfinished pods in `namespace` (every namespace: `None`) matching `selector`, by name
@@ -231,14 +245,6 @@ impl Gatekeeper {
                 .collect::<Vec<_>>()),
             Err(e) => Err(e.to_string()),
         };
-        let result = match &answer {
-            Ok(pods) if pods.is_empty() => "open",
-            Ok(_) => "closed",
-            Err(_) => "unknown",
-        };
-        self.evaluations
-            .with_label_values(&["blocking_pods", result])
-            .inc();
         let mut cache = self.pods.lock().expect("gate cache");
         cache.retain(|_, (at, _)| at.elapsed() < self.options.cache_ttl);
         cache.insert(key, (Instant::now(), answer.clone()));
@@ -282,12 +288,6 @@ impl Gatekeeper {
             .map_err(|e| e.to_string())
             .and_then(|r| r)
             .map(Arc::new);
-        let result = match &fetched {
-            Ok(alerts) if alerts.iter().any(|a| a.state == "firing") => "closed",
-            Ok(_) => "open",
-            Err(_) => "unknown",
-        };
-        self.evaluations.with_label_values(&["alerts", result]).inc();
         *cached = Some((Instant::now(), fetched.clone()));
         fetched
     }

@@ -13,7 +13,9 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::{
-    events::{EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, Rollout, SlotsDue, Template},
+    events::{
+        EruAction, EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, Rollout, SlotsDue, Template,
+    },
     hold::{self, Held},
     ledger::{self, Epoch, Span, Window},
     machine::{EruMachine, InFlight, State, restore, retry_delay},
@@ -270,9 +272,16 @@ impl Plan {
             due.dry_run |= o.operator.dry_run_all;
         }
         self.held = held(o, &self.state, accounting.due.as_ref());
-        if self.held.is_some() {
+        if let Some(held) = &self.held {
             // it waits, unaccounted: no record, no fleet place, the cursor stays before it
             accounting.due = None;
+            if held.since == now {
+                self.decision.act(EruAction::ReportHeld {
+                    slot: held.slot,
+                    reason: held.reason,
+                    note: held.note.clone(),
+                });
+            }
         }
         self.backlog = accounting.more;
         self.next_fire = accounting.held_until.or_else(|| {

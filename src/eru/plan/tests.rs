@@ -447,7 +447,11 @@ fn a_closed_gate_holds_the_due_slot_unaccounted_and_wakes_at_the_poll() {
     );
     assert_eq!(plan.wake(), Some(t(1, 12)), "asked again at the poll interval");
     let decided = plan.take();
-    assert!(decided.actions.is_empty(), "nothing patched");
+    assert!(
+        matches!(decided.actions.as_slice(), [EruAction::ReportHeld { slot, reason: Reason::BlockingPods, .. }] if *slot == t(1, 0)),
+        "nothing patched, the hold reported: {:?}",
+        decided.actions
+    );
     assert!(
         decided
             .records
@@ -472,6 +476,13 @@ fn a_held_slot_runs_once_the_gate_opens_before_its_deadline() {
     ));
     let pass = decide(&eru, &o);
     assert!(matches!(pass.state, State::Restarting { .. }), "{:?}", pass.state);
+    assert!(
+        !pass
+            .decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, EruAction::ReportHeld { .. }))
+    );
     assert!(
         pass.decision
             .actions
