@@ -293,9 +293,16 @@ impl Gatekeeper {
     }
 }
 
-/// The HTTP client of the Prometheus requests: rustls with ring (already built for kube).
+/// The HTTP client of the Prometheus requests: rustls with ring (already built for kube), the
+/// system's root certificates for an `https://` URL.
 fn agent() -> ureq::Agent {
+    let roots: Vec<ureq::tls::Certificate<'static>> = rustls_native_certs::load_native_certs()
+        .certs
+        .iter()
+        .map(|der| ureq::tls::Certificate::from_der(der.as_ref()).to_owned())
+        .collect();
     let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::new_with_certs(&roots))
         .provider(ureq::tls::TlsProvider::Rustls)
         .unversioned_rustls_crypto_provider(Arc::new(tokio_rustls::rustls::crypto::ring::default_provider()))
         .build();
