@@ -59,6 +59,11 @@ fn eru_options(args: &RunArgs) -> anyhow::Result<eru::context::Options> {
         limits,
         dry_run: args.dry_run,
         blackouts: Arc::new(blackouts),
+        gates: eru::gates::GateOptions {
+            prometheus_url: args.prometheus_url.clone(),
+            poll: args.gate_poll_interval,
+            cache_ttl: args.gate_cache_ttl,
+        },
     })
 }
 

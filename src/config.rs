@@ -168,6 +168,20 @@ pub struct RunArgs {
     /// is recorded skipped/blackout.
     #[arg(long, env = "ERU_BLACKOUTS_FILE", value_name = "PATH")]
     pub blackouts_file: Option<PathBuf>,
+
+    /// The Prometheus whose alerts the alert gates (an Eru's spec.gates.alerts) read, e.g.
+    /// `http://prometheus.monitoring:9090` (its /api/v1/alerts). Without it an alert gate's
+    /// answer is unknown (held, or treated as open with onUnknown: Proceed).
+    #[arg(long, env = "ERU_PROMETHEUS_URL", value_name = "URL", value_parser = parse_http_url)]
+    pub prometheus_url: Option<String>,
+
+    /// How soon the gates of a held slot are asked again.
+    #[arg(long, env = "ERU_GATE_POLL_INTERVAL", default_value = "15s", value_parser = parse_duration)]
+    pub gate_poll_interval: Duration,
+
+    /// How long a gate's answer (the blocking pods of a selector, Prometheus's alerts) is reused.
+    #[arg(long, env = "ERU_GATE_CACHE_TTL", default_value = "5s", value_parser = parse_duration)]
+    pub gate_cache_ttl: Duration,
 }
 
 impl RunArgs {
@@ -208,6 +222,15 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
         return Err(format!("'{value}': must be between 100ms and 1h"));
     }
     Ok(duration)
+}
+
+/// An `http://` or `https://` URL.
+fn parse_http_url(value: &str) -> Result<String, String> {
+    if (value.starts_with("http://") || value.starts_with("https://")) && value.len() > 8 {
+        Ok(value.to_string())
+    } else {
+        Err(format!("'{value}' is not an http:// or https:// URL"))
+    }
 }
 
 /// A Kubernetes object name (DNS subdomain).

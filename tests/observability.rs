@@ -328,7 +328,7 @@ async fn every_dashboard_and_alert_expression_works_against_a_real_prometheus() 
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(alerts, 7);
+    assert_eq!(alerts, 8);
     // Prometheus loaded the rules and the failed restart fires its alert
     wait_for(
         "EruRestartFailed to fire in Prometheus",

@@ -70,6 +70,16 @@ pub async fn act(context: &EruContext, eru: &CachedEru, state: &State, action: &
             publish("TargetMissing", "Observe", note);
             None
         }
+        EruAction::ReportHeld { slot, reason, note } => {
+            let note = format!(
+                "slot {} held by a health gate ({}): {note}; it runs when the gates open",
+                slot_text(*slot),
+                reason.as_str()
+            );
+            info!(eru = %eru.name_any(), %note, "slot held");
+            publish("Held", "Gate", note);
+            None
+        }
         EruAction::ReportGap { from, to } => {
             let note = gap_note(*from, *to);
             warn!(eru = %eru.name_any(), %note, "ledger gap");

@@ -127,6 +127,7 @@ pub fn desired<K: Workload>(workload: &K, name: &str, default_schedule: &str) ->
         jitter_seconds: None,
         blackouts: Vec::new(),
         dry_run: false,
+        gates: None,
     };
     let mut eru = Eru::new(name, spec);
     eru.metadata = ObjectMeta {

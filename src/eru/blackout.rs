@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 use tracing::{info, warn};
 
 use super::{
-    Blackout,
+    Blackout, Gates,
     schedule::{Schedule, slot_text},
 };
 
@@ -200,7 +200,52 @@ pub fn parse_cluster_list(text: &str) -> Result<Vec<Blackout>, String> {
 #[derive(Debug, Default)]
 pub struct ClusterBlackouts {
     path: Option<PathBuf>,
-    current: RwLock<(String, Arc<Vec<Blackout>>)>,
+    current: RwLock<(String, ClusterFile)>,
+}
+
+/// What the operator's file holds: cluster-wide blackouts, and cluster-wide health gates.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterFile {
+    pub blackouts: Arc<Vec<Blackout>>,
+    pub gates: Option<Arc<Gates>>,
+}
+
+/// The file as a mapping (the list alone is the blackouts).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMapping {
+    #[serde(default)]
+    blackouts: Vec<Blackout>,
+    #[serde(default)]
+    gates: Option<Gates>,
+}
+
+/// Reads the operator's file: a YAML (or JSON) list of blackouts, or a mapping with
+/// `blackouts` (that list) and `gates` (shaped like an Eru's `spec.gates`: they apply to every
+/// Eru, a blocking-pod selector across the namespaces the operator watches). Everything is
+/// checked, so a bad file is refused whole.
+pub fn parse_cluster_file(text: &str) -> Result<ClusterFile, String> {
+    let value: serde_yaml::Value = if text.trim().is_empty() {
+        serde_yaml::Value::Sequence(Vec::new())
+    } else {
+        serde_yaml::from_str(text).map_err(|e| format!("not YAML: {e}"))?
+    };
+    if value.is_sequence() {
+        return Ok(ClusterFile {
+            blackouts: Arc::new(parse_cluster_list(text)?),
+            gates: None,
+        });
+    }
+    let file: FileMapping = serde_yaml::from_value(value)
+        .map_err(|e| format!("neither a list of blackouts nor a mapping of blackouts and gates: {e}"))?;
+    Blackouts::compile(&[], &file.blackouts, None, "check/check").map_err(|e| e.to_string())?;
+    if let Some(gates) = &file.gates {
+        super::hold::check_gates(gates).map_err(|e| format!("gates: {e}"))?;
+    }
+    Ok(ClusterFile {
+        blackouts: Arc::new(file.blackouts),
+        gates: file.gates.map(Arc::new),
+    })
 }
 
 /// How often the file is read again.
@@ -213,16 +258,21 @@ impl ClusterBlackouts {
             return Ok(Self::default());
         };
         let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-        let list = parse_cluster_list(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file = parse_cluster_file(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Self {
             path: Some(path),
-            current: RwLock::new((text, Arc::new(list))),
+            current: RwLock::new((text, file)),
         })
     }
 
     /// The list in force.
     pub fn current(&self) -> Arc<Vec<Blackout>> {
-        self.current.read().expect("blackouts lock").1.clone()
+        self.current.read().expect("blackouts lock").1.blackouts.clone()
+    }
+
+    /// The cluster-wide gates in force, if any.
+    pub fn gates(&self) -> Option<Arc<Gates>> {
+        self.current.read().expect("blackouts lock").1.gates.clone()
     }
 
     /// Reads the file again if it changed.
@@ -238,10 +288,15 @@ impl ClusterBlackouts {
         if self.current.read().expect("blackouts lock").0 == text {
             return;
         }
-        match parse_cluster_list(&text) {
-            Ok(list) => {
-                info!(path = %path.display(), blackouts = list.len(), "cluster blackouts reloaded");
-                *self.current.write().expect("blackouts lock") = (text, Arc::new(list));
+        match parse_cluster_file(&text) {
+            Ok(file) => {
+                info!(
+                    path = %path.display(),
+                    blackouts = file.blackouts.len(),
+                    gates = file.gates.is_some(),
+                    "cluster blackouts and gates reloaded"
+                );
+                *self.current.write().expect("blackouts lock") = (text, file);
             }
             Err(e) => {
                 warn!(path = %path.display(), error = %e, "cluster blackouts refused; the last list stays")
@@ -366,5 +421,29 @@ mod tests {
             1
         );
         assert!(parse_cluster_list("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_file_is_a_list_of_blackouts_or_a_mapping_with_gates() {
+        let list =
+            parse_cluster_file("- name: bf\n  start: 2026-11-27T00:00:00Z\n  end: 2026-11-30T00:00:00Z\n")
+                .unwrap();
+        assert_eq!((list.blackouts.len(), list.gates.is_none()), (1, true));
+        let both = parse_cluster_file(
+            "blackouts:\n  - name: bf\n    start: 2026-11-27T00:00:00Z\n    end: 2026-11-30T00:00:00Z\n\
+             gates:\n  alerts:\n    name: NodeDown|KubeAPIErrorBudgetBurn\n  blockingPodSelector:\n    matchLabels: {eru.mtsre.meitu.com/blocks: \"true\"}\n",
+        )
+        .unwrap();
+        assert_eq!(both.blackouts.len(), 1);
+        let gates = both.gates.unwrap();
+        assert!(gates.alerts.is_some() && gates.blocking_pod_selector.is_some());
+        assert!(
+            parse_cluster_file("gates:\n  alerts:\n    name: \"(\"\n")
+                .unwrap_err()
+                .contains("gates")
+        );
+        assert!(parse_cluster_file("gates: {}\n").is_err(), "no gate in gates");
+        assert!(parse_cluster_file("gate: {}\n").is_err(), "unknown key");
+        assert!(parse_cluster_file("").unwrap().blackouts.is_empty());
     }
 }

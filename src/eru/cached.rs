@@ -16,7 +16,7 @@ use k8s_openapi::{
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
-use super::{Eru, EruSpec, EruStatus, LastRestart};
+use super::{Eru, EruSpec, EruStatus, HeldSlot, LastRestart};
 use crate::{
     machine::status_digest,
     runtime::{managed_at, watch::lean_meta, writes_spec},
@@ -59,6 +59,8 @@ struct CachedStatus {
     last_restart: Option<Box<LastRestart>>,
     missed_slots: i64,
     last_missed_time: Option<DateTime<Utc>>,
+    /// Rare (only while a health gate holds a slot): boxed.
+    held: Option<Box<HeldSlot>>,
 }
 
 impl CachedStatus {
@@ -84,6 +86,7 @@ impl CachedStatus {
             last_restart: status.last_restart.map(Box::new),
             missed_slots: status.missed_slots,
             last_missed_time: status.last_missed_time,
+            held: status.held.map(Box::new),
         }
     }
 
@@ -117,6 +120,7 @@ impl CachedStatus {
             last_restart: self.last_restart.as_deref().cloned(),
             missed_slots: self.missed_slots,
             last_missed_time: self.last_missed_time,
+            held: self.held.as_deref().cloned(),
         }
     }
 }

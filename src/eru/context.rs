@@ -29,6 +29,8 @@ pub struct Options {
     pub dry_run: bool,
     /// `--blackouts-file`.
     pub blackouts: Arc<ClusterBlackouts>,
+    /// `--prometheus-url`, the gates' poll interval and cache.
+    pub gates: super::gates::GateOptions,
 }
 
 /// The shared caches of the workloads Erus target (the Eru and automatic-Eru controllers
@@ -106,4 +108,8 @@ pub struct EruContext {
     pub fleet_loaded: tokio::sync::OnceCell<()>,
     /// Erus waiting for a wake-up beyond the scheduler's horizon (most wait for their next slot).
     pub far: FarWakes,
+    /// Asks the health gates.
+    pub gatekeeper: super::gates::Gatekeeper,
+    /// uid → the slot a health gate holds (the status has it too, for a restarted operator).
+    pub holds: std::sync::Mutex<std::collections::HashMap<String, super::hold::Held>>,
 }

@@ -290,6 +290,12 @@ pub enum EruAction {
     /// holds no record of the Eru before its end and the spec changed since the last slot the
     /// cluster remembers.
     ReportGap { from: DateTime<Utc>, to: DateTime<Utc> },
+    /// Tell the user a health gate holds a due slot (an Event, on the first pass that holds it).
+    ReportHeld {
+        slot: DateTime<Utc>,
+        reason: Reason,
+        note: String,
+    },
 }
 
 /// What one Eru pass decided.

@@ -20,6 +20,7 @@ use super::{
     Blackout, EruSpec,
     blackout::Blackouts,
     hash::{fnv1a64, splitmix64},
+    hold::Held,
     schedule::Schedule,
 };
 pub use crate::journal::vocab::Reason;
@@ -221,6 +222,8 @@ pub struct Span<'a> {
     pub cluster_blackouts: &'a [Blackout],
     /// The slot this Eru has waited for fleet capacity, if it waits.
     pub queued: Option<DateTime<Utc>>,
+    /// The slot a health gate held, if one did.
+    pub held: Option<&'a Held>,
 }
 
 impl<'a> Span<'a> {
@@ -236,6 +239,7 @@ impl<'a> Span<'a> {
             seed: "",
             cluster_blackouts: &[],
             queued: None,
+            held: None,
         }
     }
 }
@@ -318,6 +322,10 @@ pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
             (Reason::JournalUnavailable, Some(window))
         } else if span.now <= deadline(fire, i) {
             (Reason::Superseded, None)
+        } else if let Some(held) = span.held.filter(|h| h.slot == slot) {
+            // its deadline passed while a gate held it: the gate's reason, what held it, how long
+            note = Some(held.record_note());
+            (held.reason, None)
         } else if span.queued == Some(slot) {
             (Reason::FleetCapacity, None)
         } else {

@@ -8,7 +8,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use prometheus::{Histogram, IntGauge};
+use prometheus::{Histogram, IntGauge, IntGaugeVec, Opts};
 
 use super::{events::RestartOutcome, ledger::Reason};
 use crate::metrics::{CHUNK, Cursor, Metrics, TextSeries, histogram, register, text_header, text_sample};
@@ -20,6 +20,8 @@ pub struct EruMetrics {
     pub fire_lateness: Histogram,
     queued: IntGauge,
     in_flight: IntGauge,
+    held: IntGauge,
+    held_since: IntGaugeVec,
     per_eru: PerEru,
 }
 
@@ -63,6 +65,25 @@ impl EruMetrics {
                 )
                 .expect("a valid gauge"),
             ),
+            held: register(
+                registry,
+                IntGauge::new(
+                    "eru_held_slots",
+                    "Due slots a health gate holds (blocking pods, a firing alert, an unknown answer).",
+                )
+                .expect("a valid gauge"),
+            ),
+            held_since: register(
+                registry,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "eru_held_since_timestamp_seconds",
+                        "When the slot a health gate holds was first held, per Eru (only while one is held).",
+                    ),
+                    &["namespace", "name"],
+                )
+                .expect("a valid gauge"),
+            ),
             per_eru: {
                 let per_eru = PerEru::default();
                 metrics.add_text(Arc::new(per_eru.clone()));
@@ -75,6 +96,27 @@ impl EruMetrics {
     pub fn set_fleet(&self, queued: usize, in_flight: usize) {
         self.queued.set(queued as i64);
         self.in_flight.set(in_flight as i64);
+    }
+
+    /// Sets (or, with `None`, removes) when the Eru's held slot was first held, and how many
+    /// slots are held in all.
+    pub fn set_held(
+        &self,
+        namespace: &str,
+        name: &str,
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        held: usize,
+    ) {
+        match since {
+            Some(since) => self
+                .held_since
+                .with_label_values(&[namespace, name])
+                .set(since.timestamp()),
+            None => {
+                let _ = self.held_since.remove_label_values(&[namespace, name]);
+            }
+        }
+        self.held.set(held as i64);
     }
 
     /// Creates an Eru's counter series at 0 (every outcome, result and reason).
@@ -278,7 +320,7 @@ mod tests {
         assert!(text.contains(
             r#"eru_slots_total{name="web",namespace="ns",reason="journal_unavailable",result="missed"} 0"#
         ));
-        assert_eq!(text.matches(r#"name="web""#).count(), 4 + 18 + 1);
+        assert_eq!(text.matches(r#"name="web""#).count(), 4 + SLOT_SERIES + 1);
         eru.forget("ns", "web");
         assert!(!metrics.render().contains(r#"name="web""#));
     }

@@ -122,6 +122,70 @@ pub struct EruSpec {
     /// sent) without changing the target.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+
+    /// Health gates: while one is closed, a due slot is **held** (it waits, unaccounted) and runs
+    /// once they all open, if before its starting deadline; else it is recorded skipped with the
+    /// gate's reason (`blocking_pods`, `alert_firing`, `gate_unknown`) and what held it.
+    // boxed: rare, and every cached Eru carries the field
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gates: Option<Box<Gates>>,
+}
+
+/// A label name (`[a-zA-Z_][a-zA-Z0-9_]*`, as Prometheus has them).
+pub const ALERT_LABEL_PATTERN: &str = r"^[a-zA-Z_][a-zA-Z0-9_]*$";
+
+/// Health gates of an Eru (see docs/eru.md, Health gates).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, kube::KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.blockingPodSelector) || has(self.alerts)")
+        .message("gates needs blockingPodSelector or alerts"),
+    validation = Rule::new(
+        "!has(self.blockingPodSelector) || (has(self.blockingPodSelector.matchLabels) && size(self.blockingPodSelector.matchLabels) > 0) || (has(self.blockingPodSelector.matchExpressions) && size(self.blockingPodSelector.matchExpressions) > 0)"
+    )
+    .message("an empty blockingPodSelector would match every pod (the target's own too): give matchLabels or matchExpressions")
+)]
+pub struct Gates {
+    /// Hold a due slot while a pod matching this selector exists in the Eru's namespace and has
+    /// not finished (phase Pending or Running): a migration Job, a backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking_pod_selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    /// Hold a due slot while a matching Prometheus alert fires (needs `--prometheus-url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<AlertGate>,
+}
+
+/// Which firing alerts hold a slot: every alert whose name matches `name` (a regular expression,
+/// anchored) and whose labels equal `labels` (`$namespace` and `$target` in a value stand for
+/// the Eru's namespace and its target's name).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertGate {
+    /// A regular expression (RE2 syntax, anchored at both ends) the alert's name must match.
+    /// Default: every alert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub name: Option<String>,
+    /// Labels the alert must carry with these exact values; `$namespace` and `$target` are
+    /// replaced by the Eru's namespace and its target's name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16, "propertyNames" = {"pattern": ALERT_LABEL_PATTERN, "maxLength": 128}))]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// When Prometheus cannot be asked (unreachable, an error): `Hold` (default) holds the slot as
+    /// a closed gate would, recording `skipped/gate_unknown` with the error if its deadline
+    /// passes; `Proceed` treats the gate as open.
+    #[serde(default)]
+    pub on_unknown: OnUnknown,
+}
+
+/// What a gate whose answer is unknown does.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnUnknown {
+    /// Hold the slot (fail safe).
+    #[default]
+    Hold,
+    /// Treat the gate as open.
+    Proceed,
 }
 
 /// A window in which no restart starts: recurring (`schedule` + `durationSeconds`) or absolute
@@ -254,6 +318,26 @@ pub struct EruStatus {
     pub missed_slots: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_missed_time: Option<DateTime<Utc>>,
+    /// The due slot a health gate holds, if one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldSlot>,
+}
+
+/// A due slot a health gate holds: it runs when the gates open, if before `deadline`; else it is
+/// recorded skipped with `reason` and `note`.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldSlot {
+    pub slot: DateTime<Utc>,
+    /// The first pass that held it.
+    pub since: DateTime<Utc>,
+    /// The last pass that found a gate closed.
+    pub checked_at: DateTime<Utc>,
+    pub deadline: DateTime<Utc>,
+    /// `blocking_pods`, `alert_firing` or `gate_unknown`.
+    pub reason: String,
+    /// What holds it: the pods, the alerts, or the error asking Prometheus.
+    pub note: String,
 }
 
 /// The latest restart.
@@ -289,7 +373,9 @@ pub mod context;
 pub mod deleted;
 pub mod events;
 pub mod fleet;
+pub mod gates;
 pub mod hash;
+pub mod hold;
 pub mod index;
 pub mod ledger;
 pub mod machine;

@@ -11,6 +11,7 @@ use super::{
     blackout::Blackouts,
     context::EruContext,
     events::Restart,
+    hold::{Answer, Held},
     ledger::{Epoch, EpochSpec, Window},
     schedule::Schedule,
 };
@@ -35,6 +36,23 @@ fn open_restart(row: &RestartRow) -> OpenRestart {
         decided_at: *row.decided_at,
         patched_at: row.patched_at.map(|at| *at),
     }
+}
+
+/// Whether a slot may be due in `(since, now]` under the current spec or an epoch's: only then
+/// are the gates asked (an over-estimate costs one cached ask; an under-estimate would let a slot
+/// start unasked, so every schedule that may produce a slot is checked).
+fn may_be_due(
+    current: &Result<Schedule, String>,
+    epochs: &[Epoch],
+    seed: &str,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> bool {
+    let due = |s: &Schedule| s.next_after(since).is_some_and(|slot| slot <= now);
+    current.as_ref().is_ok_and(due)
+        || epochs
+            .iter()
+            .any(|e| e.spec.schedule(seed).is_some_and(|s| due(&s)))
 }
 
 /// Observes `eru` at `now`.
@@ -109,9 +127,36 @@ pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) 
         .map_err(|e| e.to_string())
         .and_then(|s| {
             Blackouts::compile(&eru.spec.blackouts, &[], tz, &h_key).map_err(|e| e.to_string())?;
+            // what CEL cannot check: the alert gate's regexp (the Eru is Invalid, with an Event)
+            if let Some(gates) = &eru.spec.gates {
+                super::hold::check_gates(gates)?;
+            }
             Ok(s)
         });
     let queued = context.fleet.waiting(&uid);
+    // the slot a gate held before: this process's memory, else the status's (a restarted
+    // operator keeps the hold's start and reason)
+    let held = (context.holds.lock().expect("holds").get(&uid).cloned()).or_else(|| {
+        known
+            .as_ref()
+            .and_then(|s| s.held.as_ref())
+            .and_then(Held::from_status)
+    });
+    // the Eru's own gates and the operator's cluster-wide ones (--blackouts-file)
+    let cluster_gates = context.options.blackouts.gates();
+    let gated = eru.spec.gates.is_some() || cluster_gates.is_some();
+    let gate = if gated && may_be_due(&schedule, &epochs, &h_key, since, now) {
+        (context.gatekeeper)
+            .check(
+                &namespace,
+                &eru.spec.target.name,
+                eru.spec.gates.as_deref(),
+                cluster_gates.as_deref(),
+            )
+            .await
+    } else {
+        Answer::Open
+    };
     Ok(Observed {
         now,
         cluster: Cluster {
@@ -138,6 +183,10 @@ pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) 
             cluster_blackouts: context.options.blackouts.current(),
             dry_run_all: context.options.dry_run,
             queued,
+            gate,
+            held,
+            gate_poll: chrono::Duration::from_std(context.options.gates.poll)
+                .unwrap_or_else(|_| chrono::Duration::seconds(super::hold::DEFAULT_POLL_SECONDS)),
         },
     })
 }

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use super::{
     Blackout, EruStatus,
     events::Restart,
+    hold::{Answer, Held},
     ledger::{Epoch, EpochSpec, Window},
     schedule::Schedule,
     target::TargetView,
@@ -92,6 +93,13 @@ pub struct Operator {
     pub dry_run_all: bool,
     /// The slot this Eru waits with for a place in the fleet, if it waits.
     pub queued: Option<DateTime<Utc>>,
+    /// What the health gates answered (asked only when a slot may be due).
+    pub gate: Answer,
+    /// The slot a gate held in an earlier pass, if one did (this process's memory, else the
+    /// status's).
+    pub held: Option<Held>,
+    /// How soon a held slot's gates are asked again (zero: the default).
+    pub gate_poll: chrono::Duration,
 }
 
 impl Observed {

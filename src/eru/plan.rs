@@ -13,7 +13,10 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::{
-    events::{EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, Rollout, SlotsDue, Template},
+    events::{
+        EruAction, EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, Rollout, SlotsDue, Template,
+    },
+    hold::{self, Held},
     ledger::{self, Epoch, Span, Window},
     machine::{EruMachine, InFlight, State, restore, retry_delay},
     observed::Observed,
@@ -59,6 +62,8 @@ pub struct Plan {
     pub next_fire: Option<DateTime<Utc>>,
     /// The due slot the fleet has no place for yet.
     pub queued: Option<Queued>,
+    /// The due slot a health gate holds.
+    pub held: Option<Held>,
     /// The API's message if the restart patch failed in this pass.
     pub patch_error: Option<String>,
     /// The instant of what the plan last heard: the observation, then a patch's result.
@@ -101,6 +106,7 @@ pub fn plan(observed: Observed) -> Plan {
         backlog: false,
         next_fire: None,
         queued: None,
+        held: None,
         patch_error: None,
         downtime,
     };
@@ -176,7 +182,16 @@ impl Plan {
             .queued
             .as_ref()
             .map(|q| q.deadline + Duration::milliseconds(1));
-        [self.next_fire, in_flight, queued].into_iter().flatten().min()
+        // held: the gates are asked again at the poll interval, and the slot recorded at its
+        // deadline (never a hot loop: the answers are cached, the poll is at least a second)
+        let held = self
+            .held
+            .as_ref()
+            .map(|h| h.wake(self.observed.now, self.gate_poll()));
+        [self.next_fire, in_flight, queued, held]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The next restart the status shows: none while suspended (its slots are still woken for,
@@ -192,6 +207,16 @@ impl Plan {
 
     pub fn observed(&self) -> &Observed {
         &self.observed
+    }
+
+    /// How soon a held slot's gates are asked again: at least a second.
+    fn gate_poll(&self) -> Duration {
+        let poll = self.observed.operator.gate_poll;
+        if poll <= Duration::zero() {
+            Duration::seconds(hold::DEFAULT_POLL_SECONDS)
+        } else {
+            poll.max(Duration::seconds(1))
+        }
     }
 
     fn feed(&mut self, event: &EruEvent) {
@@ -240,10 +265,23 @@ impl Plan {
             seed: &o.cluster.h_key,
             cluster_blackouts: &o.operator.cluster_blackouts,
             queued: o.operator.queued,
+            held: o.operator.held.as_ref(),
         };
         let mut accounting = ledger::account(epochs, &span);
         if let Some(due) = accounting.due.as_mut() {
             due.dry_run |= o.operator.dry_run_all;
+        }
+        self.held = held(o, &self.state, accounting.due.as_ref());
+        if let Some(held) = &self.held {
+            // it waits, unaccounted: no record, no fleet place, the cursor stays before it
+            accounting.due = None;
+            if held.since == now {
+                self.decision.act(EruAction::ReportHeld {
+                    slot: held.slot,
+                    reason: held.reason,
+                    note: held.note.clone(),
+                });
+            }
         }
         self.backlog = accounting.more;
         self.next_fire = accounting.held_until.or_else(|| {
@@ -313,6 +351,32 @@ impl Plan {
         }
         feed(&mut self.state, &mut self.decision, &self.spec_event);
     }
+}
+
+/// Whether a closed health gate holds the due slot. Only a slot that would start now is held:
+/// the reasons the ledger, the spec's state (suspended, invalid, target missing) and the
+/// target's own gates (paused, unhealthy, not rollable) give come first and skip it at once; a
+/// restart in flight keeps its own terms (`concurrent_rollout`); a slot the target already
+/// carries has fired. A dry run's slot is held too (a dry run shows the gates' decisions).
+fn held(o: &Observed, state: &State, due: Option<&ledger::Due>) -> Option<Held> {
+    let due = due?;
+    let hold::Answer::Closed { reason, note } = &o.operator.gate else {
+        return None;
+    };
+    if !matches!(state, State::Waiting {}) {
+        return None;
+    }
+    let target = o.cluster.targets.get(&due.target)?;
+    if target.gate() != Gate::Open || target.landed_at(due.slot, o.now).is_some() {
+        return None;
+    }
+    Some(Held::new(
+        due.slot,
+        due.deadline,
+        o.now,
+        (*reason, note),
+        o.operator.held.as_ref(),
+    ))
 }
 
 /// Feeds `event` to the machine in `state`, adding to `decision`.

@@ -27,6 +27,7 @@ use super::{
     deleted,
     events::EruAction,
     fleet::Fleet,
+    gates::Gatekeeper,
     index::Targets,
     metrics::EruMetrics,
     observe::observe,
@@ -99,6 +100,13 @@ pub fn controller(
     };
     let context = Arc::new(EruContext {
         metrics: EruMetrics::register(&ctx.metrics),
+        gatekeeper: Gatekeeper::new(
+            ctx.client.clone(),
+            ctx.settings.namespace.clone(),
+            options.gates.clone(),
+            &ctx.metrics,
+        ),
+        holds: Default::default(),
         ctx,
         erus: erus.store.clone(),
         targets: target_caches,
@@ -201,6 +209,7 @@ impl Steps for EruContext {
     async fn settle(&self, eru: &Arc<CachedEru>, plan: Plan) -> Result<Action> {
         let uid = eru.uid().unwrap_or_default();
         settle_place(self, eru, &plan);
+        settle_hold(self, eru, &plan);
         (self.metrics).set_next(
             &eru.namespace().unwrap_or_default(),
             &eru.name_any(),
@@ -254,6 +263,25 @@ fn settle_place(context: &EruContext, eru: &CachedEru, plan: &Plan) {
     context.metrics.set_fleet(waiting, in_flight);
 }
 
+/// Remembers the slot a health gate holds (or forgets it), and sets the held metrics.
+fn settle_hold(context: &EruContext, eru: &CachedEru, plan: &Plan) {
+    let uid = eru.uid().unwrap_or_default();
+    let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
+    let held = {
+        let mut holds = context.holds.lock().expect("holds");
+        match &plan.held {
+            Some(held) => {
+                holds.insert(uid, held.clone());
+            }
+            None => {
+                holds.remove(&uid);
+            }
+        }
+        holds.len()
+    };
+    (context.metrics).set_held(&namespace, &name, plan.held.as_ref().map(|h| h.since), held);
+}
+
 /// When to come back: at once with a backlog; else at the next slot, or when the restart in
 /// flight needs a look (a retry, its deadline, its rollout's timeout: no Deployment event may come
 /// when a rollout stalls) if that is sooner. A wake-up beyond the scheduler's horizon waits in
@@ -288,9 +316,15 @@ fn deleted_meanwhile(context: &EruContext, eru: &CachedEru) -> bool {
         .is_none_or(|cached| cached.uid() != eru.uid())
 }
 
-/// Forgets a deleted Eru: its status memo, phase, per-Eru series and place in the fleet.
+/// Forgets a deleted Eru: its status memo, phase, per-Eru series, place in the fleet and hold.
 fn forget(context: &EruContext, eru: &CachedEru) {
     context.fleet.leave(&eru.uid().unwrap_or_default(), Utc::now());
+    let held = {
+        let mut holds = context.holds.lock().expect("holds");
+        holds.remove(&eru.uid().unwrap_or_default());
+        holds.len()
+    };
+    (context.metrics).set_held(&eru.namespace().unwrap_or_default(), &eru.name_any(), None, held);
     context
         .far
         .cancel(&eru.namespace().unwrap_or_default(), &eru.name_any());

@@ -43,6 +43,21 @@ pub fn status(eru: &CachedEru, plan: &Plan, summary: &EruSummary, capped: bool) 
             "Suspended",
             "suspended: slots are recorded as skipped".to_string(),
         )
+    } else if let Some(h) = &plan.held {
+        (
+            true,
+            "Held",
+            format!(
+                "slot {} is held by a health gate since {} ({}: {}); it runs when the gates open, \
+                 skipped ({}) if not started by {}",
+                slot_text(h.slot),
+                slot_text(h.since),
+                h.reason.as_str(),
+                h.note,
+                h.reason.as_str(),
+                slot_text(h.deadline)
+            ),
+        )
     } else if let Some(q) = queued {
         (
             true,
@@ -143,6 +158,7 @@ pub fn status(eru: &CachedEru, plan: &Plan, summary: &EruSummary, capped: bool) 
             time(ledger.and_then(|l| l.last_missed.as_ref())),
             known.and_then(|s| s.last_missed_time),
         ),
+        held: plan.held.as_ref().map(|h| h.status()),
     }
 }
 

@@ -74,11 +74,20 @@ pub enum Reason {
     /// The target cannot be rolled by a pod-template change (an `OnDelete` strategy, a
     /// partition): the record says which.
     TargetNotRollable,
+    /// A health gate held the slot until its starting deadline: a matching Prometheus alert
+    /// fired (the note names the alerts and the hold).
+    AlertFiring,
+    /// A health gate held the slot until its starting deadline: pods matching the blocking-pod
+    /// selector ran (the note names them and the hold).
+    BlockingPods,
+    /// A health gate held the slot until its starting deadline because its answer was unknown
+    /// (Prometheus unreachable, `onUnknown: Hold`): the note has the error and the hold.
+    GateUnknown,
 }
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 20] = [
         Reason::OperatorDown,
         Reason::JournalLost,
         Reason::JournalUnavailable,
@@ -96,7 +105,15 @@ impl Reason {
         Reason::FleetCapacity,
         Reason::DryRun,
         Reason::TargetNotRollable,
+        Reason::AlertFiring,
+        Reason::BlockingPods,
+        Reason::GateUnknown,
     ];
+
+    /// The reason whose wire name is `name`.
+    pub fn parse(name: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.as_str() == name)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -117,6 +134,9 @@ impl Reason {
             Reason::FleetCapacity => "fleet_capacity",
             Reason::DryRun => "dry_run",
             Reason::TargetNotRollable => "target_not_rollable",
+            Reason::AlertFiring => "alert_firing",
+            Reason::BlockingPods => "blocking_pods",
+            Reason::GateUnknown => "gate_unknown",
         }
     }
 

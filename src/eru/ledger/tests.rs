@@ -700,3 +700,31 @@ fn a_slot_that_waited_for_a_place_through_a_journal_outage_is_journal_unavailabl
     assert!(a.records.iter().all(|r| r.reason == Reason::JournalUnavailable));
     assert_eq!(a.due.unwrap().slot, t(3, 6, 0));
 }
+
+#[test]
+fn a_slot_a_gate_held_past_its_deadline_has_the_gates_reason_and_note() {
+    let held = crate::eru::hold::Held::new(
+        t(3, 1, 0),
+        t(3, 6, 0),
+        t(3, 1, 0),
+        (Reason::AlertFiring, "alerts firing: HighErrorRate"),
+        None,
+    );
+    let a = account(
+        &every_minute(),
+        &Span {
+            held: Some(&held),
+            // the queue cannot claim a slot a gate held (it never asked for a place)
+            queued: Some(t(3, 1, 0)),
+            ..Span::new(t(3, 0, 0), t(3, 6, 30))
+        },
+    );
+    assert_eq!(a.records[0].reason, Reason::AlertFiring);
+    let note = a.records[0].note.as_deref().unwrap();
+    assert!(
+        note.starts_with("alerts firing: HighErrorRate; held from "),
+        "{note}"
+    );
+    assert!(a.records[1..].iter().all(|r| r.reason == Reason::Superseded));
+    assert_eq!(a.due.unwrap().slot, t(3, 6, 0));
+}

@@ -424,3 +424,126 @@ fn slots_and_a_decided_restart_lost_to_a_journal_outage_are_journal_unavailable(
         "was past_deadline"
     );
 }
+
+fn closed(reason: Reason, note: &str) -> hold::Answer {
+    hold::Answer::Closed {
+        reason,
+        note: note.into(),
+    }
+}
+
+#[test]
+fn a_closed_gate_holds_the_due_slot_unaccounted_and_wakes_at_the_poll() {
+    let eru = eru("* * * * *", 1);
+    let mut o = observed(&eru, t(1, 2), Some(t(0, 30)));
+    o.operator.gate = closed(Reason::BlockingPods, "blocking pods running in ns: migrate-1");
+    o.operator.gate_poll = Duration::seconds(10);
+    let mut plan = plan(o);
+    assert_eq!(plan.asks_place(), None, "a held slot takes no fleet place");
+    let held = plan.held.clone().expect("held");
+    assert_eq!(
+        (held.slot, held.since, held.reason),
+        (t(1, 0), t(1, 2), Reason::BlockingPods)
+    );
+    assert_eq!(plan.wake(), Some(t(1, 12)), "asked again at the poll interval");
+    let decided = plan.take();
+    assert!(
+        matches!(decided.actions.as_slice(), [EruAction::ReportHeld { slot, reason: Reason::BlockingPods, .. }] if *slot == t(1, 0)),
+        "nothing patched, the hold reported: {:?}",
+        decided.actions
+    );
+    assert!(
+        decided
+            .records
+            .iter()
+            .all(|r| !matches!(r, EruRecord::Slots(_) | EruRecord::Decided { .. })),
+        "no record of the held slot: {:?}",
+        decided.records
+    );
+    assert_eq!(plan.state, State::Waiting {});
+}
+
+#[test]
+fn a_held_slot_runs_once_the_gate_opens_before_its_deadline() {
+    let eru = eru("* * * * *", 1);
+    let mut o = observed(&eru, t(1, 40), Some(t(0, 30)));
+    o.operator.held = Some(Held::new(
+        t(1, 0),
+        t(1, 0) + Duration::seconds(300),
+        t(1, 2),
+        (Reason::AlertFiring, "alerts firing: X"),
+        None,
+    ));
+    let pass = decide(&eru, &o);
+    assert!(matches!(pass.state, State::Restarting { .. }), "{:?}", pass.state);
+    assert!(
+        !pass
+            .decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, EruAction::ReportHeld { .. }))
+    );
+    assert!(
+        pass.decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, EruAction::PatchRestart { slot, .. } if *slot == t(1, 0)))
+    );
+}
+
+#[test]
+fn a_slot_held_past_its_deadline_is_skipped_with_the_gates_reason_once() {
+    let mut eru = eru("* * * * *", 1);
+    eru.spec.starting_deadline_seconds = 30;
+    let mut o = observed(&eru, t(1, 31), Some(t(0, 30)));
+    o.journal.epochs[0].spec.starting_deadline_seconds = 30;
+    o.cluster.spec.starting_deadline_seconds = 30;
+    o.operator.gate = closed(Reason::AlertFiring, "alerts firing: HighErrorRate");
+    o.operator.held = Some(Held::new(
+        t(1, 0),
+        t(1, 30),
+        t(1, 2),
+        (Reason::AlertFiring, "alerts firing: HighErrorRate"),
+        None,
+    ));
+    let mut plan = plan(o);
+    assert_eq!(plan.held, None, "nothing left to hold");
+    let decided = plan.take();
+    let slots: Vec<_> = decided
+        .records
+        .iter()
+        .flat_map(|r| match r {
+            EruRecord::Slots(s) => s.clone(),
+            _ => vec![],
+        })
+        .collect();
+    assert_eq!(slots.len(), 1, "{slots:?}");
+    assert_eq!((slots[0].first, slots[0].reason), (t(1, 0), Reason::AlertFiring));
+    assert!(
+        slots[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .starts_with("alerts firing: HighErrorRate; held from")
+    );
+    assert!(decided.actions.is_empty(), "never patched after the deadline");
+}
+
+#[test]
+fn target_gates_and_dry_runs_compose_with_a_hold() {
+    // a paused target skips at once (its own reason comes first)
+    let eru = eru("* * * * *", 1);
+    let mut o = observed(&eru, t(1, 2), Some(t(0, 30)));
+    o.operator.gate = closed(Reason::BlockingPods, "p");
+    let mut paused = o.clone();
+    let mut view = target(None);
+    view.paused = true;
+    paused.cluster.targets.insert("web".into(), view);
+    let pass = decide(&eru, &paused);
+    assert_eq!(records(&pass), vec![(t(1, 0), Reason::TargetPaused)]);
+    // a dry run is held too: it shows the gates' decision
+    let mut dry = o.clone();
+    dry.operator.dry_run_all = true;
+    let plan = plan(dry);
+    assert!(plan.held.is_some());
+}

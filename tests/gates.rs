@@ -1,0 +1,583 @@
+//! End-to-end tests of health-gated restarts (issue 31) on the local cluster: a blocking pod holds
+//! a due slot, which runs once when the pod goes (or is recorded `skipped/blocking_pods` when the
+//! pod outlasts its starting deadline); a real Prometheus (Debian's package, on loopback) whose
+//! rule fires on demand holds a slot the same way (`alert_firing`, the alert named in the note);
+//! with Prometheus stopped, the documented fail-safe (`onUnknown: Hold` → `gate_unknown` with the
+//! error; `Proceed` → it runs). Every scenario ends with the ledger check: each slot exactly one
+//! record, each fired slot rolled once. No assertion on durations: conditions are waited for
+//! with deadlines.
+
+mod common;
+
+use std::{
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use chrono::{DateTime, Duration as Span, SubsecRound, Timelike, Utc};
+use common::{
+    Operator, TestNamespace, client,
+    eru::{create_eru, created, deployment, status, template_slot, wait_ready},
+    free_port,
+    ledger::{Ledger, SlotRecord, check, slot_records},
+    wait_for,
+};
+use eru_operator::eru::{Eru, EruStatus};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, PostParams},
+};
+use serde_json::{Value, json};
+
+/// A slot `lead` seconds from now, on a whole second, and the daily schedule that has it as its
+/// only slot of the day (UTC).
+fn one_slot(lead: i64) -> (DateTime<Utc>, String) {
+    let slot = (Utc::now() + Span::seconds(lead)).trunc_subsecs(0);
+    let schedule = format!("{} {} {} * * *", slot.second(), slot.minute(), slot.hour());
+    (slot, schedule)
+}
+
+/// A pause pod labelled `labels`.
+async fn pod(client: &Client, ns: &str, name: &str, labels: Value) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+}
+
+/// Waits until the Eru's status shows its slot held for `reason`; returns the status.
+async fn held(erus: &Api<Eru>, name: &str, slot: DateTime<Utc>, reason: &str) -> EruStatus {
+    wait_for(
+        &format!("{name}: slot {slot} held ({reason})"),
+        Duration::from_secs(60),
+        || async {
+            let s = status(erus, name).await?;
+            let h = s.held.as_ref()?;
+            (h.slot == slot && h.reason == reason).then_some(s)
+        },
+    )
+    .await
+}
+
+/// Waits until the operator recorded `slot` of `name`; returns its one record.
+async fn recorded(operator: &Operator, name: &str, slot: DateTime<Utc>, within: Duration) -> SlotRecord {
+    wait_for(&format!("{name}: slot {slot} recorded"), within, || async {
+        let records = slot_records(operator, name).ok()?;
+        let covering: Vec<SlotRecord> = records.into_iter().filter(|r| r.covers(slot)).collect();
+        assert!(covering.len() <= 1, "{name}: two records of {slot}: {covering:?}");
+        covering.into_iter().next()
+    })
+    .await
+}
+
+/// The ledger check of an Eru with one slot (`slot`) from its creation to now.
+async fn check_one(client: &Client, ns: &str, operator: &Operator, name: &str, slot: DateTime<Utc>) {
+    let erus: Api<Eru> = Api::namespaced(client.clone(), ns);
+    let from = created(&erus, name).await + Span::seconds(1);
+    check(
+        client,
+        ns,
+        operator,
+        &Ledger::deployment(name, name, (from, Utc::now()), vec![slot]),
+    )
+    .await;
+}
+
+/// A gated Eru restarting the Deployment of its own name at `schedule`.
+async fn gated_eru(client: &Client, ns: &str, name: &str, schedule: &str, deadline: i64, gates: Value) {
+    create_eru(
+        client,
+        ns,
+        name,
+        json!({"schedule": schedule, "target": {"kind": "Deployment", "name": name},
+               "startingDeadlineSeconds": deadline, "gates": gates}),
+    )
+    .await
+    .unwrap();
+}
+
+/// The value of an unlabelled series in the operator's `/metrics`.
+fn metric(operator: &Operator, series: &str) -> Option<f64> {
+    let (_, body) = operator.get("/metrics");
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_blocking_pod_holds_a_slot_until_it_goes_or_the_deadline_passes() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "gates-pods").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    for name in ["released", "outlasted"] {
+        deployment(&client, &ns.name, name, 1, json!({})).await;
+    }
+    for name in ["released", "outlasted"] {
+        wait_ready(&deployments, name, 1).await;
+    }
+    let operator = Operator::start(
+        &client,
+        &ns.name,
+        &["--gate-poll-interval", "1s", "--gate-cache-ttl", "1s"],
+    )
+    .await;
+    // a migration for each Eru, running before their slots
+    pod(
+        &client,
+        &ns.name,
+        "migrate-released",
+        json!({"job": "migrate-released"}),
+    )
+    .await;
+    pod(
+        &client,
+        &ns.name,
+        "migrate-outlasted",
+        json!({"job": "migrate-outlasted"}),
+    )
+    .await;
+    let (slot, schedule) = one_slot(8);
+    let selector = |job: &str| json!({"blockingPodSelector": {"matchLabels": {"job": job}}});
+    gated_eru(
+        &client,
+        &ns.name,
+        "released",
+        &schedule,
+        300,
+        selector("migrate-released"),
+    )
+    .await;
+    gated_eru(
+        &client,
+        &ns.name,
+        "outlasted",
+        &schedule,
+        12,
+        selector("migrate-outlasted"),
+    )
+    .await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+
+    // both held: visible in the status (and its Ready condition), the metric, and no record yet
+    let shown = held(&erus, "released", slot, "blocking_pods").await;
+    let h = shown.held.as_ref().unwrap();
+    assert!(h.note.contains("migrate-released"), "{h:?}");
+    assert_eq!(h.deadline, slot + Span::seconds(300));
+    let ready = shown.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "Held", "{ready:?}");
+    held(&erus, "outlasted", slot, "blocking_pods").await;
+    let event = wait_for("a Held Event", Duration::from_secs(30), || async {
+        common::eru::events(&client, &ns.name, "released", "Held")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    let note = event.note.unwrap_or_default();
+    assert!(
+        note.contains("blocking_pods") && note.contains("migrate-released"),
+        "{note}"
+    );
+    wait_for(
+        "eru_held_slots to count the held slots",
+        Duration::from_secs(30),
+        || async { (metric(&operator, "eru_held_slots").unwrap_or(0.0) >= 1.0).then_some(()) },
+    )
+    .await;
+    assert!(
+        slot_records(&operator, "released")
+            .unwrap()
+            .iter()
+            .all(|r| !r.covers(slot)),
+        "a held slot has no record"
+    );
+    assert_eq!(template_slot(&deployments.get("released").await.unwrap()), None);
+
+    // the pod of "outlasted" stays past its deadline: skipped/blocking_pods, the pod and the hold
+    // named, never patched
+    let record = recorded(&operator, "outlasted", slot, Duration::from_secs(60)).await;
+    assert_eq!(
+        (record.result.as_str(), record.reason.as_deref()),
+        ("skipped", Some("blocking_pods")),
+        "{record:?}"
+    );
+    let note = record.note.clone().unwrap_or_default();
+    assert!(
+        note.starts_with("blocking pods running in ")
+            && note.contains("migrate-outlasted")
+            && note.contains("held from "),
+        "{note}"
+    );
+    assert_eq!(template_slot(&deployments.get("outlasted").await.unwrap()), None);
+
+    // the migration of "released" ends: its slot runs, once
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    pods.delete("migrate-released", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let record = recorded(&operator, "released", slot, Duration::from_secs(60)).await;
+    assert!(record.fired(), "{record:?}");
+    let s = status(&erus, "released").await.unwrap();
+    assert!(
+        s.held.is_none() || s.held.as_ref().is_some_and(|h| h.slot != slot),
+        "{s:?}"
+    );
+
+    check_one(&client, &ns.name, &operator, "released", slot).await;
+    check_one(&client, &ns.name, &operator, "outlasted", slot).await;
+    let _ = pods
+        .delete("migrate-outlasted", &DeleteParams::default().grace_period(0))
+        .await;
+}
+
+/// A Prometheus server of its own on loopback, killed on drop, evaluating one rule file the test
+/// rewrites (and reloads) to make its alert fire or stop.
+struct Prometheus {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!(
+            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nrule_files: ['{}']\n",
+            dir.path().join("gate.rules.yaml").display()
+        );
+        std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
+        let mut prometheus = Self {
+            child: None,
+            port: free_port(),
+            dir,
+        };
+        prometheus.rule(None);
+        let child = Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                prometheus.dir.path().join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                prometheus.dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{}", prometheus.port))
+            .arg("--web.enable-lifecycle")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(prometheus.dir.path().join("prometheus.log")).unwrap())
+            .spawn()
+            .expect("prometheus on PATH (Debian package prometheus; hack/deps.sh installs it)");
+        prometheus.child = Some(child);
+        wait_for_sync("Prometheus to answer", || prometheus.alerts().ok().map(|_| ()));
+        prometheus
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Writes the rule file: alert `GateTest` with `labels` firing at once (`vector(1)`, no
+    /// `for`), or no rule; and has Prometheus reload it if it runs.
+    fn rule(&self, labels: Option<Value>) {
+        let rules = match labels {
+            Some(labels) => format!(
+                "groups:\n  - name: gate\n    interval: 1s\n    rules:\n      - alert: GateTest\n        expr: vector(1)\n        labels: {labels}\n"
+            ),
+            None => "groups: []\n".to_string(),
+        };
+        std::fs::write(self.dir.path().join("gate.rules.yaml"), rules).unwrap();
+        if self.child.is_some() {
+            let agent = common::agent(Some(Duration::from_secs(5)));
+            let (status, _) = (agent.post(format!("{}/-/reload", self.url())).send_empty())
+                .map(|r| (r.status().as_u16(), ()))
+                .unwrap();
+            assert_eq!(status, 200, "reload");
+        }
+    }
+
+    /// The names of the firing alerts.
+    fn alerts(&self) -> Result<Vec<String>, String> {
+        let agent = common::agent(Some(Duration::from_secs(5)));
+        let mut response = agent
+            .get(format!("{}/api/v1/alerts", self.url()))
+            .call()
+            .map_err(|e| e.to_string())?;
+        let body: Value =
+            serde_json::from_str(&response.body_mut().read_to_string().map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+        Ok(body["data"]["alerts"]
+            .as_array()
+            .ok_or("no alerts")?
+            .iter()
+            .filter(|a| a["state"] == "firing")
+            .map(|a| a["labels"]["alertname"].as_str().unwrap_or_default().to_string())
+            .collect())
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Polls `check` every 200 ms for at most 60 s (a synchronous [`wait_for`]).
+fn wait_for_sync<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster and Debian's prometheus: hack/test.sh"]
+async fn a_firing_alert_holds_a_slot_and_an_unreachable_prometheus_fails_safe() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "gates-alerts").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let names = ["cleared", "outlasted", "unknown", "proceeds"];
+    for name in names {
+        deployment(&client, &ns.name, name, 1, json!({})).await;
+    }
+    for name in names {
+        wait_ready(&deployments, name, 1).await;
+    }
+    let mut prometheus = Prometheus::start();
+    // an alert about the workloads of this namespace (its `deployment` label names one)
+    prometheus.rule(Some(json!({"namespace": ns.name, "severity": "page"})));
+    wait_for_sync("GateTest to fire", || {
+        prometheus
+            .alerts()
+            .ok()
+            .filter(|a| a.contains(&"GateTest".to_string()))
+            .map(|_| ())
+    });
+    let operator = Operator::start(
+        &client,
+        &ns.name,
+        &[
+            "--prometheus-url",
+            &prometheus.url(),
+            "--gate-poll-interval",
+            "1s",
+            "--gate-cache-ttl",
+            "1s",
+        ],
+    )
+    .await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let alerts = |on_unknown: &str| json!({"alerts": {"name": "Gate.*", "labels": {"namespace": "$namespace"}, "onUnknown": on_unknown}});
+
+    // firing: "cleared" (deadline 300 s) and "outlasted" (12 s) are held
+    let (slot, schedule) = one_slot(8);
+    gated_eru(&client, &ns.name, "cleared", &schedule, 300, alerts("Hold")).await;
+    gated_eru(&client, &ns.name, "outlasted", &schedule, 12, alerts("Hold")).await;
+    let shown = held(&erus, "cleared", slot, "alert_firing").await;
+    assert!(shown.held.unwrap().note.contains("GateTest"));
+    // the alert outlasts the deadline of "outlasted": skipped/alert_firing, the alert and the
+    // hold in its note
+    let record = recorded(&operator, "outlasted", slot, Duration::from_secs(60)).await;
+    assert_eq!(
+        (record.result.as_str(), record.reason.as_deref()),
+        ("skipped", Some("alert_firing")),
+        "{record:?}"
+    );
+    let note = record.note.clone().unwrap_or_default();
+    assert!(note.starts_with("alerts firing: GateTest; held from "), "{note}");
+    // the alert clears: "cleared" runs, once
+    prometheus.rule(None);
+    wait_for_sync("GateTest to stop", || {
+        prometheus.alerts().ok().filter(|a| a.is_empty()).map(|_| ())
+    });
+    let record = recorded(&operator, "cleared", slot, Duration::from_secs(60)).await;
+    assert!(record.fired(), "{record:?}");
+
+    // Prometheus stopped: onUnknown Hold records gate_unknown with the error; Proceed runs
+    prometheus.stop();
+    let (slot2, schedule2) = one_slot(8);
+    gated_eru(&client, &ns.name, "unknown", &schedule2, 12, alerts("Hold")).await;
+    gated_eru(&client, &ns.name, "proceeds", &schedule2, 300, alerts("Proceed")).await;
+    held(&erus, "unknown", slot2, "gate_unknown").await;
+    let record = recorded(&operator, "unknown", slot2, Duration::from_secs(60)).await;
+    assert_eq!(
+        (record.result.as_str(), record.reason.as_deref()),
+        ("skipped", Some("gate_unknown")),
+        "{record:?}"
+    );
+    let note = record.note.clone().unwrap_or_default();
+    assert!(
+        note.starts_with("asking Prometheus at ") && note.contains("held from "),
+        "{note}"
+    );
+    let record = recorded(&operator, "proceeds", slot2, Duration::from_secs(60)).await;
+    assert!(record.fired(), "{record:?}");
+
+    for (name, slot) in [
+        ("cleared", slot),
+        ("outlasted", slot),
+        ("unknown", slot2),
+        ("proceeds", slot2),
+    ] {
+        check_one(&client, &ns.name, &operator, name, slot).await;
+    }
+    let evaluations = operator.get("/metrics").1;
+    assert!(
+        evaluations.contains("eru_gate_evaluations_total{gate=\"alerts\",result=\"closed\"}"),
+        "the evaluations are counted"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn the_api_server_refuses_gates_that_cannot_work() {
+    let client = client().await;
+    common::install();
+    let ns = TestNamespace::create(&client, "gates-cel").await;
+    let refused = |spec: Value| {
+        let client = client.clone();
+        let ns = ns.name.clone();
+        async move {
+            let mut body = json!({"schedule": "0 3 * * *", "target": {"kind": "Deployment", "name": "web"}});
+            common::eru::merge(&mut body, spec);
+            common::eru::create_raw_eru(&client, &ns, "bad", body)
+                .await
+                .err()
+                .map(|e| e.to_string())
+        }
+    };
+    let empty = refused(json!({"gates": {}})).await.expect("refused");
+    assert!(
+        empty.contains("gates needs blockingPodSelector or alerts"),
+        "{empty}"
+    );
+    let all = refused(json!({"gates": {"blockingPodSelector": {}}}))
+        .await
+        .expect("refused");
+    assert!(all.contains("empty blockingPodSelector"), "{all}");
+    let unknown = refused(json!({"gates": {"alerts": {"onUnknown": "Maybe"}}}))
+        .await
+        .expect("refused");
+    assert!(unknown.contains("onUnknown"), "{unknown}");
+    // an invalid regexp passes the schema: the Eru is Invalid, with why
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    create_eru(
+        &client,
+        &ns.name,
+        "regexp",
+        json!({"schedule": "0 3 * * *", "target": {"kind": "Deployment", "name": "web"},
+               "gates": {"alerts": {"name": "(unclosed"}}}),
+    )
+    .await
+    .unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    wait_for(
+        "the Eru with a bad regexp to be Invalid",
+        Duration::from_secs(30),
+        || async {
+            let s = status(&erus, "regexp").await?;
+            let c = s.conditions.iter().find(|c| c.type_ == "ScheduleValid")?;
+            (s.phase.as_deref() == Some("Invalid") && c.message.contains("gates.alerts.name")).then_some(())
+        },
+    )
+    .await;
+    drop(operator);
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn cluster_wide_gates_hold_every_eru_and_a_dry_run_shows_the_decision() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "gates-cluster").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    for name in ["plain", "dry"] {
+        deployment(&client, &ns.name, name, 1, json!({})).await;
+    }
+    for name in ["plain", "dry"] {
+        wait_ready(&deployments, name, 1).await;
+    }
+    // the operator's file as a mapping: no blackouts, a cluster-wide blocking-pod selector
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("blackouts.yaml");
+    std::fs::write(
+        &file,
+        "blackouts: []\ngates:\n  blockingPodSelector:\n    matchLabels: {blocks-restarts: \"true\"}\n",
+    )
+    .unwrap();
+    let operator = Operator::start(
+        &client,
+        &ns.name,
+        &[
+            "--blackouts-file",
+            file.to_str().unwrap(),
+            "--gate-poll-interval",
+            "1s",
+            "--gate-cache-ttl",
+            "1s",
+        ],
+    )
+    .await;
+    pod(&client, &ns.name, "backup", json!({"blocks-restarts": "true"})).await;
+    let (slot, schedule) = one_slot(8);
+    for (name, deadline, dry) in [("plain", 12, false), ("dry", 300, true)] {
+        create_eru(
+            &client,
+            &ns.name,
+            name,
+            json!({"schedule": schedule, "target": {"kind": "Deployment", "name": name},
+                   "startingDeadlineSeconds": deadline, "dryRun": dry}),
+        )
+        .await
+        .unwrap();
+    }
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    // an Eru without gates of its own is held by the cluster's, and skipped at its deadline
+    let record = recorded(&operator, "plain", slot, Duration::from_secs(60)).await;
+    assert_eq!(
+        (record.result.as_str(), record.reason.as_deref()),
+        ("skipped", Some("blocking_pods")),
+        "{record:?}"
+    );
+    let note = record.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("(cluster-wide gate)") && note.contains("backup"),
+        "{note}"
+    );
+    // a dry run is held the same way, and journaled dry_run once the gate opens
+    held(&erus, "dry", slot, "blocking_pods").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    pods.delete("backup", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let record = recorded(&operator, "dry", slot, Duration::from_secs(60)).await;
+    assert_eq!(
+        (record.result.as_str(), record.reason.as_deref()),
+        ("skipped", Some("dry_run")),
+        "{record:?}"
+    );
+    for name in ["plain", "dry"] {
+        check_one(&client, &ns.name, &operator, name, slot).await;
+        assert_eq!(
+            template_slot(&deployments.get(name).await.unwrap()),
+            None,
+            "{name} never patched"
+        );
+    }
+}
