@@ -171,6 +171,7 @@ async fn main() {
         metrics: eru_operator::metrics::Metrics::new(),
         readiness: eru_operator::runtime::Readiness::default(),
         blackouts: Default::default(),
+        holds: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

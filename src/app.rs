@@ -64,6 +64,7 @@ fn eru_options(args: &RunArgs) -> anyhow::Result<eru::context::Options> {
             poll: args.gate_poll_interval,
             cache_ttl: args.gate_cache_ttl,
         },
+        holds: Default::default(),
     })
 }
 
@@ -106,6 +107,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             metrics: metrics.clone(),
             readiness: readiness.clone(),
             blackouts: eru_options.blackouts.clone(),
+            holds: eru_options.holds.clone(),
         },
         &client,
         &instance,

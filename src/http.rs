@@ -35,7 +35,7 @@ pub use answer::{ApiError, Params};
 use limits::{Caller, Guard};
 
 use crate::{
-    eru::blackout::ClusterBlackouts,
+    eru::{blackout::ClusterBlackouts, context::Holds},
     history::{
         self, ErrorBody, HistoryPage, HistoryParams, MissedPage, MissedParams, QueryError, SlotPage,
         SlotParams, TransitionPage, TransitionParams,
@@ -54,9 +54,24 @@ pub struct AppState {
     pub readiness: Readiness,
     /// The cluster-wide blackouts (`--blackouts-file`), as the audit shows them.
     pub blackouts: Arc<ClusterBlackouts>,
+    /// The slots health gates hold now, as the audit shows them.
+    pub holds: Holds,
 }
 
 impl AppState {
+    /// The audit of `p` at `now` (`cross_check`: with the counters' cross-check), with the
+    /// cluster-wide blackouts in force and the slots health gates hold now.
+    async fn audit(
+        &self,
+        p: &AuditParams,
+        now: chrono::DateTime<Utc>,
+        cross_check: bool,
+    ) -> Result<Audit, QueryError> {
+        let blackouts = self.blackouts.current();
+        let audit = audit::read(&self.journal, p, now, &blackouts, cross_check).await?;
+        Ok(audit::with_holds(audit, &self.holds.snapshot()))
+    }
+
     /// The fleet as its gauges show it now: due slots waiting for a place, restarts in flight.
     pub fn fleet(&self) -> (i64, i64) {
         let gauge = |name: &str| {
@@ -218,10 +233,7 @@ async fn audit_handler(
     Params(p): Params<AuditParams>,
 ) -> Result<Json<Audit>, ApiError> {
     let (_, _place) = guard.admit(&caller, namespace(&p.namespace), true).await?;
-    let blackouts = state.blackouts.current();
-    Ok(Json(
-        audit::read(&state.journal, &p, Utc::now(), &blackouts, true).await?,
-    ))
+    Ok(Json(state.audit(&p, Utc::now(), true).await?))
 }
 
 /// `/`: where to go.
@@ -280,8 +292,7 @@ async fn ui_fleet(
     };
     let page = async {
         let params = params?;
-        let blackouts = state.blackouts.current();
-        let audit = audit::read(&state.journal, &params.audit_params(now), now, &blackouts, false).await?;
+        let audit = state.audit(&params.audit_params(now), now, false).await?;
         Ok(ui::fleet_page(&audit, &params, state.fleet()))
     };
     page_or_refusal(page.await)
@@ -313,8 +324,7 @@ async fn ui_eru(
             };
         }
         let params: ui::PageParams = history::parse(&query)?;
-        let blackouts = state.blackouts.current();
-        let audit = audit::read(&state.journal, &params.audit_params(now), now, &blackouts, true).await?;
+        let audit = state.audit(&params.audit_params(now), now, true).await?;
         match audit
             .erus
             .iter()

@@ -196,6 +196,35 @@ async fn a_blocking_pod_holds_a_slot_until_it_goes_or_the_deadline_passes() {
         "a held slot has no record"
     );
     assert_eq!(template_slot(&deployments.get("released").await.unwrap()), None);
+    // and in the audit of the running operator: on its Eru, counted in the verdict, on the page
+    let audit = operator.get_json(&format!("/audit?namespace={}", ns.name));
+    let released = (audit["erus"].as_array().unwrap().iter())
+        .find(|e| e["name"] == "released")
+        .unwrap_or_else(|| panic!("no Eru released in {audit}"));
+    assert_eq!(released["held"]["reason"], "blocking_pods", "{released}");
+    let held_slot = DateTime::parse_from_rfc3339(released["held"]["slot"].as_str().unwrap()).unwrap();
+    assert_eq!(held_slot, slot);
+    assert!(
+        released["held"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("migrate-released")
+    );
+    assert!(
+        audit["verdict"]["held"].as_u64().unwrap() >= 1,
+        "{}",
+        audit["verdict"]
+    );
+    let (code, page) = operator.get(&format!("/ui?namespace={}", ns.name));
+    assert_eq!(code, 200);
+    let row = page
+        .split(r#"<g class="row" data-eru=""#)
+        .find(|r| r.starts_with(&format!("{}/released\"", ns.name)))
+        .unwrap_or_else(|| panic!("no row for released: {page}"));
+    assert!(
+        row.contains(r#"data-kind="held" data-reason="blocking_pods""#),
+        "{row}"
+    );
 
     // the pod of "outlasted" stays past its deadline: skipped/blocking_pods, the pod and the hold
     // named, never patched

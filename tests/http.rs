@@ -83,6 +83,7 @@ async fn state(n: i64) -> AppState {
         metrics: Metrics::new(),
         readiness,
         blackouts: Default::default(),
+        holds: Default::default(),
     }
 }
 
@@ -466,6 +467,7 @@ async fn slots_list_each_slot_once_with_its_restart_where_history_and_missed_ove
         metrics: Metrics::new(),
         readiness,
         blackouts: Default::default(),
+        holds: Default::default(),
     });
     let (status, page) = get(&app, "/slots?name=web").await;
     assert_eq!(status, StatusCode::OK, "{page}");

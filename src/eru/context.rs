@@ -31,6 +31,45 @@ pub struct Options {
     pub blackouts: Arc<ClusterBlackouts>,
     /// `--prometheus-url`, the gates' poll interval and cache.
     pub gates: super::gates::GateOptions,
+    /// The slots health gates hold now (the HTTP API's audit shows them).
+    pub holds: Holds,
+}
+
+/// The slots health gates hold now, by Eru uid (with the Eru's namespace and name): the
+/// reconciles keep it, `/audit` and the page show it. A hold is journaled only when its slot is
+/// accounted (run, or skipped at its deadline); until then this and the Eru's status have it.
+#[derive(Clone, Debug, Default)]
+pub struct Holds(Arc<std::sync::Mutex<std::collections::HashMap<String, super::hold::Held>>>);
+
+impl Holds {
+    /// Remembers (or, with `None`, forgets) the slot a gate holds of the Eru `uid`; how many
+    /// slots are held in all.
+    pub fn set(&self, uid: &str, held: Option<&super::hold::Held>) -> usize {
+        let mut holds = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match held {
+            Some(held) => {
+                holds.insert(uid.to_string(), held.clone());
+            }
+            None => {
+                holds.remove(uid);
+            }
+        }
+        holds.len()
+    }
+
+    /// The slot held of the Eru `uid`, if one is.
+    pub fn get(&self, uid: &str) -> Option<super::hold::Held> {
+        let holds = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        holds.get(uid).cloned()
+    }
+
+    /// The held slots now, by uid.
+    pub fn snapshot(&self) -> std::collections::HashMap<String, super::hold::Held> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// The shared caches of the workloads Erus target (the Eru and automatic-Eru controllers
@@ -111,5 +150,5 @@ pub struct EruContext {
     /// Asks the health gates.
     pub gatekeeper: super::gates::Gatekeeper,
     /// uid → the slot a health gate holds (the status has it too, for a restarted operator).
-    pub holds: std::sync::Mutex<std::collections::HashMap<String, super::hold::Held>>,
+    pub holds: Holds,
 }

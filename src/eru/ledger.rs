@@ -323,9 +323,14 @@ pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
         } else if span.now <= deadline(fire, i) {
             (Reason::Superseded, None)
         } else if let Some(held) = span.held.filter(|h| h.slot == slot) {
-            // its deadline passed while a gate held it: the gate's reason, what held it, how long
+            // its deadline passed while a gate held it: the gate's reason, what held it, how long —
+            // unless the operator was down between the gates' last answer and the deadline: then
+            // nobody saw whether they opened in time, and the downtime is what is known
             note = Some(held.record_note());
-            (held.reason, None)
+            match overlapping(span.downtime, held.checked_at, deadline(fire, i)) {
+                Some(window) => (Reason::OperatorDown, Some(window)),
+                None => (held.reason, None),
+            }
         } else if span.queued == Some(slot) {
             (Reason::FleetCapacity, None)
         } else {

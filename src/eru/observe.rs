@@ -136,7 +136,7 @@ pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) 
     let queued = context.fleet.waiting(&uid);
     // the slot a gate held before: this process's memory, else the status's (a restarted
     // operator keeps the hold's start and reason)
-    let held = (context.holds.lock().expect("holds").get(&uid).cloned()).or_else(|| {
+    let held = context.holds.get(&uid).or_else(|| {
         known
             .as_ref()
             .and_then(|s| s.held.as_ref())

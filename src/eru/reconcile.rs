@@ -106,7 +106,7 @@ pub fn controller(
             options.gates.clone(),
             &ctx.metrics,
         ),
-        holds: Default::default(),
+        holds: options.holds.clone(),
         ctx,
         erus: erus.store.clone(),
         targets: target_caches,
@@ -267,18 +267,7 @@ fn settle_place(context: &EruContext, eru: &CachedEru, plan: &Plan) {
 fn settle_hold(context: &EruContext, eru: &CachedEru, plan: &Plan) {
     let uid = eru.uid().unwrap_or_default();
     let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
-    let held = {
-        let mut holds = context.holds.lock().expect("holds");
-        match &plan.held {
-            Some(held) => {
-                holds.insert(uid, held.clone());
-            }
-            None => {
-                holds.remove(&uid);
-            }
-        }
-        holds.len()
-    };
+    let held = context.holds.set(&uid, plan.held.as_ref());
     (context.metrics).set_held(&namespace, &name, plan.held.as_ref().map(|h| h.since), held);
 }
 
@@ -319,11 +308,7 @@ fn deleted_meanwhile(context: &EruContext, eru: &CachedEru) -> bool {
 /// Forgets a deleted Eru: its status memo, phase, per-Eru series, place in the fleet and hold.
 fn forget(context: &EruContext, eru: &CachedEru) {
     context.fleet.leave(&eru.uid().unwrap_or_default(), Utc::now());
-    let held = {
-        let mut holds = context.holds.lock().expect("holds");
-        holds.remove(&eru.uid().unwrap_or_default());
-        holds.len()
-    };
+    let held = context.holds.set(&eru.uid().unwrap_or_default(), None);
     (context.metrics).set_held(&eru.namespace().unwrap_or_default(), &eru.name_any(), None, held);
     context
         .far

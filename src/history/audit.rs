@@ -27,6 +27,7 @@ use super::{
 use crate::{
     eru::{
         Blackout,
+        hold::Held,
         ledger::EpochSpec,
         schedule::{Schedule, eru_seed},
     },
@@ -313,6 +314,7 @@ fn audit_eru(
         not_restarted: reasons.into_values().collect(),
         pending,
         in_flight,
+        held: None,
         unaccounted,
         duplicated,
         outside_schedule: outside,
@@ -470,12 +472,39 @@ fn verdict(erus: &[EruAudit], rows_complete: bool) -> Verdict {
         fired,
         not_restarted,
         pending,
+        held: 0,
         unaccounted,
         duplicated,
         outside_schedule,
         counter_mismatches,
         complete,
     }
+}
+
+/// `audit` with the due slots health gates hold now (`holds`, by Eru uid), each on its Eru if
+/// it falls in the window, and their number in the verdict (among the pending).
+pub fn with_holds(mut audit: Audit, holds: &HashMap<String, Held>) -> Audit {
+    let (since, until) = (audit.since.0, audit.until.0);
+    for eru in &mut audit.erus {
+        eru.held = (holds.get(&eru.uid))
+            .filter(|h| since <= h.slot && h.slot < until)
+            .map(|h| HeldNow {
+                slot: Ts(h.slot),
+                since: Ts(h.since),
+                checked_at: Ts(h.checked_at),
+                deadline: Ts(h.deadline),
+                reason: h.reason.as_str().to_string(),
+                note: h.note.clone(),
+            });
+    }
+    audit.verdict.held = audit.erus.iter().filter(|e| e.held.is_some()).count();
+    if audit.verdict.held > 0 {
+        audit.verdict.summary.push_str(&format!(
+            "; {} due slots wait for health gates to open",
+            audit.verdict.held
+        ));
+    }
+    audit
 }
 
 #[cfg(test)]

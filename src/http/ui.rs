@@ -180,6 +180,13 @@ pub fn eru_page(audit: &Audit, eru: &EruAudit) -> Markup {
                     p { (eru.pending) " slots after the ledger's cursor are not accounted yet"
                         @if let Some(slot) = eru.in_flight { " (the restart of " (slot) " is in flight)" } "." }
                 }
+                @if let Some(h) = &eru.held {
+                    p.held data-held=(h.reason) {
+                        b { "Held now: " } "the slot " (h.slot) " waits for its health gates (" (h.reason) "): " (h.note)
+                        "; held since " (h.since) ", last asked " (h.checked_at) ". It runs when they open before "
+                        (h.deadline) ", or is recorded skipped " (h.reason) "."
+                    }
+                }
             }
         },
     )
@@ -296,7 +303,8 @@ fn operator(audit: &Audit, (waiting, in_flight): (i64, i64)) -> Markup {
                 li data-fact="blackouts" { b { "Cluster-wide blackouts: " }
                     @if op.cluster_blackouts.is_empty() { "none" }
                     @for b in &op.cluster_blackouts { span { (b.name.as_deref().unwrap_or("unnamed")) " (" (b.spec) ") " } } }
-                li data-fact="fleet" { b { "Fleet now: " } (in_flight) " restarts in flight, " (waiting) " due slots waiting for a place" }
+                li data-fact="fleet" { b { "Fleet now: " } (in_flight) " restarts in flight, " (waiting) " due slots waiting for a place, "
+                    span data-count="held" { (audit.verdict.held) } " held by health gates" }
             }
         }
     }

@@ -728,3 +728,29 @@ fn a_slot_a_gate_held_past_its_deadline_has_the_gates_reason_and_note() {
     assert!(a.records[1..].iter().all(|r| r.reason == Reason::Superseded));
     assert_eq!(a.due.unwrap().slot, t(3, 6, 0));
 }
+
+#[test]
+fn a_held_slot_whose_deadline_passed_while_the_operator_was_down_is_operator_down() {
+    // held at 03:01 by an alert; the operator down from 03:02 to 03:05: whether the alert
+    // cleared in time nobody saw, so the record says the downtime, and the note the hold
+    let held = crate::eru::hold::Held::new(
+        t(3, 1, 0),
+        t(3, 6, 0),
+        t(3, 1, 30),
+        (Reason::AlertFiring, "alerts firing: HighErrorRate"),
+        None,
+    );
+    let downtime = [(t(3, 2, 0), t(3, 5, 30))];
+    let a = account(
+        &every_minute(),
+        &Span {
+            held: Some(&held),
+            downtime: &downtime,
+            ..Span::new(t(3, 0, 0), t(3, 6, 30))
+        },
+    );
+    assert_eq!(a.records[0].reason, Reason::OperatorDown);
+    assert_eq!(a.records[0].window, Some(downtime[0]));
+    let note = a.records[0].note.as_deref().unwrap();
+    assert!(note.contains("gates last checked at"), "{note}");
+}

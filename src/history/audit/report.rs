@@ -41,6 +41,9 @@ pub struct Verdict {
     pub not_restarted: i64,
     /// After an Eru's cursor: in flight, or not yet due for a record.
     pub pending: i64,
+    /// Of the pending: due slots a health gate holds now (each Eru's `held`; a running
+    /// operator's `/audit` and page, 0 from the CLI).
+    pub held: usize,
     pub unaccounted: i64,
     pub duplicated: i64,
     pub outside_schedule: i64,
@@ -75,6 +78,11 @@ pub struct EruAudit {
     /// The slot of the restart in flight, if any.
     #[schema(value_type = Option<String>, format = DateTime, required = true)]
     pub in_flight: Option<Ts>,
+    /// The due slot a health gate holds now, if one does and it falls in the window (a running
+    /// operator's `/audit` and page; the CLI reads only the journal, where a hold appears once
+    /// its slot is accounted).
+    #[schema(required = true)]
+    pub held: Option<HeldNow>,
     /// Slots up to the cursor with no record.
     pub unaccounted: Finding,
     /// Slots with more than one record.
@@ -93,6 +101,27 @@ pub struct EruAudit {
     /// Every record of the window, oldest first (the page draws them; omitted from `/audit`).
     #[serde(skip)]
     pub records: Vec<SlotRecordRow>,
+}
+
+/// A due slot a health gate holds: it runs when the gates open, if before `deadline`; else it is
+/// recorded skipped with `reason`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HeldNow {
+    #[schema(value_type = String, format = DateTime)]
+    pub slot: Ts,
+    /// When a gate first held it.
+    #[schema(value_type = String, format = DateTime)]
+    pub since: Ts,
+    /// When the gates were last asked (and still held it).
+    #[schema(value_type = String, format = DateTime)]
+    pub checked_at: Ts,
+    /// Its starting deadline.
+    #[schema(value_type = String, format = DateTime)]
+    pub deadline: Ts,
+    /// `blocking_pods`, `alert_firing` or `gate_unknown`.
+    pub reason: String,
+    /// What holds it: the pods, the alerts, or the error asking Prometheus.
+    pub note: String,
 }
 
 /// A spec epoch: one generation's slot-deciding spec and when it took effect.

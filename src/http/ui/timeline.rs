@@ -14,7 +14,7 @@ use crate::{
 pub(super) fn legend() -> Markup {
     html! {
         figure.legend aria-label="legend" {
-            svg width="850" height="24" role="img" aria-label="legend" {
+            svg width="970" height="24" role="img" aria-label="legend" {
                 (defs())
                 g transform="translate(8,12)" { (outcome_mark("succeeded", 0.0, 0.0, None)) }
                 text x="20" y="16" { "succeeded" }
@@ -34,6 +34,8 @@ pub(super) fn legend() -> Markup {
                 text x="660" y="16" { "journal outage" }
                 rect x="760" y="4" width="14" height="16" class="band blackout" {}
                 text x="780" y="16" { "blackout" }
+                rect x="850" y="7" width="10" height="10" class="mark held" {}
+                text x="866" y="16" { "held by a gate" }
             }
         }
     }
@@ -183,6 +185,11 @@ pub(super) fn timeline(audit: &Audit, erus: &[&EruAudit], reason: Option<&str>, 
                             height=(ROW) data-band="blackout" { title { (what) } }
                     }
                     (record_marks(&rows[i], y, &x))
+                    @if let Some(h) = &eru.held {
+                        rect.mark.held x=(Px(x(h.slot.0) - 5.0)) y=(Px(y - 5.0)) width="10" height="10" data-kind="held" data-reason=(h.reason) {
+                            title { "slot " (h.slot) " held since " (h.since) " (" (h.reason) "): " (h.note) "; deadline " (h.deadline) }
+                        }
+                    }
                     @if let Some(slot) = eru.in_flight {
                         circle.mark.pending cx=(x(slot.0)) cy=(y) r="5" data-kind="in_flight" {
                             title { "restart of " (slot) " in flight" }
