@@ -77,6 +77,14 @@ panels = [
           [('sum by (namespace, name, reason) (increase(eru_slots_total{reason=~"blackout|fleet_capacity|dry_run"}[$__rate_interval]))',
             "{{namespace}}/{{name}} {{reason}}")],
           description="Slots skipped on purpose: inside a blackout window, out of fleet capacity by their deadline, or journaled by a dry run."),
+    panel(16, "Health gates: held slots", "timeseries", 0, 54, 12, 8,
+          [('max(eru_held_slots)', "held"),
+           ('sum by (reason) (increase(eru_slots_total{reason=~"blocking_pods|alert_firing|gate_unknown"}[$__rate_interval]))',
+            "skipped {{reason}}")],
+          description="Due slots a health gate holds now (blocking pods, a firing alert, an unknown answer), and the held slots skipped at their deadline. Which Erus: eru_held_since_timestamp_seconds, /audit, the page."),
+    panel(17, "Health gate evaluations", "timeseries", 12, 54, 12, 8,
+          [('sum by (gate, result) (increase(eru_gate_evaluations_total[$__rate_interval]))', "{{gate}} {{result}}")],
+          description="Each gate asked for a due slot, by answer: open, closed (the slot is held), unknown (Prometheus or the API server did not answer)."),
 ]
 
 dashboard = {
