@@ -30,7 +30,7 @@ pub mod serve;
 pub mod tls;
 pub mod ui;
 
-use answer::{AUTHENTICATE, AUTHORISE, UNAVAILABLE, contract_headers};
+use answer::{AUTHENTICATE, AUTHORISE, TOO_LONG, UNAVAILABLE, contract_headers};
 pub use answer::{ApiError, Params};
 use limits::{Caller, Guard};
 
@@ -146,6 +146,7 @@ pub fn router_with(state: AppState, guard: Arc<Guard>) -> Router {
     (status = 400, description = "A parameter outside its schema", body = ErrorBody),
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = AUTHORISE, body = ErrorBody),
+    (status = 414, description = TOO_LONG, body = ErrorBody),
     (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn history_handler(
@@ -164,6 +165,7 @@ async fn history_handler(
     (status = 400, description = "A parameter outside its schema", body = ErrorBody),
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = AUTHORISE, body = ErrorBody),
+    (status = 414, description = TOO_LONG, body = ErrorBody),
     (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn transitions_handler(
@@ -182,6 +184,7 @@ async fn transitions_handler(
     (status = 400, description = "A parameter outside its schema", body = ErrorBody),
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = AUTHORISE, body = ErrorBody),
+    (status = 414, description = TOO_LONG, body = ErrorBody),
     (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn missed_handler(
@@ -203,6 +206,7 @@ async fn missed_handler(
     (status = 400, description = "A parameter outside its schema", body = ErrorBody),
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = AUTHORISE, body = ErrorBody),
+    (status = 414, description = TOO_LONG, body = ErrorBody),
     (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn slots_handler(
@@ -224,6 +228,7 @@ async fn slots_handler(
     (status = 400, description = "A parameter outside its schema, since not before until, or a window over 31 days", body = ErrorBody),
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = AUTHORISE, body = ErrorBody),
+    (status = 414, description = TOO_LONG, body = ErrorBody),
     (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn audit_handler(

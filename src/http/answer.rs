@@ -104,6 +104,8 @@ pub(super) const AUTHENTICATE: &str =
 /// A 403's description.
 pub(super) const AUTHORISE: &str = "With --http-auth kubernetes: the caller may not get erus/history in the \
 namespace named, or (an audit without namespace) cluster-wide";
+/// A 414's description (a query string can be long enough).
+pub(super) const TOO_LONG: &str = "The request target (path and query) is over 8 KiB";
 /// A journal endpoint's 503.
 pub(super) const UNAVAILABLE: &str = "The journal is unavailable; too many journal queries at once (with \
 Retry-After); no answer in time; or access could not be checked with the API server";
