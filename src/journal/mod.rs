@@ -43,9 +43,36 @@ fn write_ts(out: &mut impl std::fmt::Write, t: DateTime<Utc>) -> std::fmt::Resul
 
 /// Parses a time stored by [`ts`].
 pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+    fast_ts(s).or_else(|| {
+        DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    })
+}
+
+/// [`ts`]'s own shape, `YYYY-MM-DDTHH:MM:SS.mmmZ`, without chrono's general RFC 3339 parser (an
+/// audit's window reads ~150,000 times); anything else (`None`) goes to that parser.
+fn fast_ts(s: &str) -> Option<DateTime<Utc>> {
+    let b = s.as_bytes();
+    let shape = b.len() == 24
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'.'
+        && b[23] == b'Z';
+    if !shape {
+        return None;
+    }
+    let n = |at: std::ops::Range<usize>| -> Option<u32> {
+        (b[at].iter()).try_fold(0u32, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
+        })
+    };
+    let date = chrono::NaiveDate::from_ymd_opt(n(0..4)? as i32, n(5..7)?, n(8..10)?)?;
+    let time = date.and_hms_milli_opt(n(11..13)?, n(14..16)?, n(17..19)?, n(20..23)?)?;
+    Some(time.and_utc())
 }
 
 /// A time column as read: parsed once, here at the journal's edge. A column that does not parse

@@ -948,6 +948,40 @@ fn journal_times_are_written_as_chrono_writes_them() {
     assert_eq!(ts(leap), leap.to_rfc3339_opts(SecondsFormat::Millis, true));
 }
 
+#[test]
+fn journal_times_are_read_as_chrono_reads_them() {
+    let chrono_reads = |s: &str| {
+        DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    };
+    let base = Utc.with_ymd_and_hms(1969, 12, 31, 23, 59, 58).unwrap();
+    for step in 0..20_000i64 {
+        let t = base + chrono::Duration::milliseconds(step * 7_919_993_417 % 3_155_760_000_000);
+        assert_eq!(parse_ts(&ts(t)), Some(t));
+        assert_eq!(parse_ts(&ts(t)), chrono_reads(&ts(t)));
+    }
+    // off the fast path's shape or its calendar: as chrono reads them (or not)
+    for text in [
+        "2024-02-29T12:00:00.250Z",
+        "2026-02-29T12:00:00.000Z",
+        "2026-02-30T00:00:00.000Z",
+        "2026-13-01T00:00:00.000Z",
+        "2026-11-24T24:00:00.000Z",
+        "2016-12-31T23:59:60.500Z",
+        "2026-11-24T10:00:00Z",
+        "2026-11-24T10:00:00.123456Z",
+        "2026-11-24T11:00:00.000+01:00",
+        "2026-11-24t10:00:00.000z",
+        "2026-1a-24T10:00:00.000Z",
+        "+2026-11-24T10:00:00.00Z",
+        "",
+        "not a time",
+    ] {
+        assert_eq!(parse_ts(text), chrono_reads(text), "{text}");
+    }
+}
+
 /// The audit's one-document read of a window (json_group_array / json_agg) gives exactly the
 /// records, with their restarts, that the row-by-row listing gives; the window's bounds and its
 /// cap hold.

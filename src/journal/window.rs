@@ -5,6 +5,8 @@
 //! most of an audit's time, where SQLite itself needs ~60 ms. The records are typed here, at the
 //! journal's edge, as every other row is; one that does not read fails the read with its id.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
@@ -16,26 +18,27 @@ const COLUMNS: &str = "id, uid, namespace, name, target, slot, last_slot, slot_c
      window_start, window_end, evaluated_at, note, restart_decided_at, restart_patched_at, \
      restart_finished_at, restart_outcome, restart_reason, restart_attempts";
 
-/// One record as the database writes it into the array: [`COLUMNS`], in order.
+/// One record as the database writes it into the array: [`COLUMNS`], in order. Times are
+/// borrowed from the document (they never need unescaping), not copied into a `String` each.
 #[derive(Deserialize)]
-struct Record(
+struct Record<'a>(
     i64,
     String,
     String,
     String,
     String,
-    String,
-    String,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
     i64,
     String,
     Option<String>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
+    #[serde(borrow)] Cow<'a, str>,
     Option<String>,
-    Option<String>,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
     Option<String>,
     Option<String>,
     Option<i64>,
@@ -90,15 +93,15 @@ pub(super) async fn records(
     records.into_iter().map(typed).collect()
 }
 
-fn typed(r: Record) -> Result<SlotRecordRow> {
+fn typed(r: Record<'_>) -> Result<SlotRecordRow> {
     let id = r.0;
-    let time = |column: &str, text: String| {
+    let time = |column: &str, text: Cow<'_, str>| {
         parse_ts(&text).map(Ts).ok_or_else(|| Error::JournalRow {
             row: format!("slots id {id}"),
             reason: format!("{column} is not a journal time: {text:?}"),
         })
     };
-    let maybe = |column: &str, text: Option<String>| text.map(|t| time(column, t)).transpose();
+    let maybe = |column: &str, text: Option<Cow<'_, str>>| text.map(|t| time(column, t)).transpose();
     Ok(SlotRecordRow {
         record: SlotRow {
             id,
