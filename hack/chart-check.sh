@@ -55,9 +55,9 @@ static() {
 
   render() { "$helm" template eru-operator "$chart" --namespace eru-system "$@"; }
   render >"$tmp/default.yaml"
-  python3 hack/chart-check.py same "$tmp/default.yaml" deploy/operator.yaml deploy/rbac.yaml
+  python3 hack/chart-check.py same "$tmp/default.yaml" deploy/operator.yaml deploy/rbac.yaml deploy/flowcontrol.yaml
   render -f "$chart/ci/ha-values.yaml" >"$tmp/ha.yaml"
-  python3 hack/chart-check.py same "$tmp/ha.yaml" deploy/ha/operator.yaml deploy/rbac.yaml
+  python3 hack/chart-check.py same "$tmp/ha.yaml" deploy/ha/operator.yaml deploy/rbac.yaml deploy/flowcontrol.yaml
 
   render -f "$chart/ci/monitoring-values.yaml" >"$tmp/monitoring.yaml"
   python3 hack/chart-check.py monitoring "$tmp/monitoring.yaml" \
@@ -79,8 +79,9 @@ static() {
   refuse "two replicas without leader election" --set replicas=2 --set leaderElection.enabled=false \
     --set journal.postgres.existingSecret=eru-journal
   refuse "an API auth mode the binary lacks" --set http.auth=basic
+  refuse "a priority level without seats" --set apiPriority.nominalConcurrencyShares=0
   refuse "a half-specified blackout" --set 'fleet.blackouts[0].name=x' --set 'fleet.blackouts[0].start=2026-01-01T00:00:00Z'
-  say "the schema and templates refuse 8 bad value sets"
+  say "the schema and templates refuse 9 bad value sets"
 }
 
 cluster() {

@@ -85,6 +85,10 @@ panels = [
     panel(17, "Health gate evaluations", "timeseries", 12, 54, 12, 8,
           [('sum by (gate, result) (increase(eru_gate_evaluations_total[$__rate_interval]))', "{{gate}} {{result}}")],
           description="Each gate asked for a due slot, by answer: open, closed (the slot is held), unknown (Prometheus or the API server did not answer)."),
+    panel(18, "API server pushback: 429 answers and dropped Events", "timeseries", 0, 62, 24, 8,
+          [('sum by (request) (increase(eru_api_throttled_total[$__rate_interval]))', "429 to {{request}}"),
+           ('sum(increase(eru_events_dropped_total[$__rate_interval]))', "Events dropped")],
+          description="The API server's 429 answers (API Priority and Fairness: the operator's priority level had no seat and no queue place) by request: restart patches are sent again after the Retry-After until their slot's deadline, statuses up to 8 times, Events never. Events dropped: the queue was full or the answer was 429. Sustained 429s to restart patches: docs/operations.md, \"A fleet restart and the API server\"."),
 ]
 
 dashboard = {

@@ -14,7 +14,6 @@ use kube::{
     Api, Client, Config, ResourceExt,
     config::{KubeConfigOptions, Kubeconfig},
     runtime::{
-        events::{Recorder, Reporter},
         wait::{await_condition, conditions},
         watcher,
     },
@@ -38,7 +37,7 @@ use crate::{
     metrics::Metrics,
     podset,
     runtime::{
-        Context, MANAGER, Readiness, Settings, events::EventQueue, shutdown_requested, status::StatusWriter,
+        Context, MANAGER, Readiness, Settings, events::{Ahead, EventQueue, Reporter}, shutdown_requested, status::StatusWriter,
         urgent::Urgent, watch::Shared,
     },
 };
@@ -97,7 +96,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     info!(database = %redact(&args.database), backend = journal.backend().as_str(), "journal open");
 
     let shutdown = shutdown_channel();
-    let client = client(&args).await?;
+    let client = client(&args, metrics.api_throttled.clone()).await?;
     // restart patches in flight: status writes, Events and the HTTP API's queries let them go first
     let urgent = Urgent::default();
     let http = http_api(
@@ -116,18 +115,25 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     )
     .await?;
     let (leadership, term, elector) = elect(&args, &client, &instance);
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: MANAGER.into(),
-            instance: Some(instance),
-        },
-    );
+    let reporter = Reporter {
+        controller: MANAGER.into(),
+        instance,
+    };
+    // the order of writes under pressure: restart patches, then statuses, then Events
+    let statuses = Urgent::default();
     let ctx = Arc::new(Context {
         client: client.clone(),
         journal: journal.clone(),
         metrics: metrics.clone(),
-        events: EventQueue::spawn(recorder, urgent.clone()),
+        events: EventQueue::spawn(
+            client.clone(),
+            reporter,
+            Ahead {
+                urgent: urgent.clone(),
+                statuses: statuses.clone(),
+            },
+            metrics.events_dropped.clone(),
+        ),
         settings: Settings {
             namespace: args.namespace.clone(),
             default_schedule: args.default_schedule.clone(),
@@ -135,7 +141,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             concurrency: args.concurrency,
         },
         statuses: StatusMemo::default(),
-        status_writer: StatusWriter::spawn(client.clone(), urgent.clone()),
+        status_writer: StatusWriter::spawn(client.clone(), urgent.clone(), statuses),
         urgent,
         leadership: leadership.clone(),
         readiness: readiness.clone(),
@@ -308,9 +314,10 @@ async fn http_api(
     )))
 }
 
-/// A Kubernetes client from `--kubeconfig`, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster).
-async fn client(args: &RunArgs) -> anyhow::Result<Client> {
-    let config = match &args.kubeconfig {
+/// A Kubernetes client from `--kubeconfig`, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster),
+/// whose 429 answers are retried as [`crate::runtime::throttle`] says (counted in `throttled`).
+async fn client(args: &RunArgs, throttled: prometheus::IntCounterVec) -> anyhow::Result<Client> {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -322,7 +329,13 @@ async fn client(args: &RunArgs) -> anyhow::Result<Client> {
             .await
             .context("no Kubernetes configuration found (use --kubeconfig)")?,
     };
-    Client::try_from(config).context("building the Kubernetes client")
+    config.default_retry = false;
+    let stack = kube::client::ClientBuilder::try_from(config).context("building the Kubernetes client")?;
+    // tower's retry clones the service it wraps: a buffer in front of kube's boxed stack
+    Ok(stack
+        .with_layer(&tower::buffer::BufferLayer::new(1024))
+        .with_layer(&tower::retry::RetryLayer::new(crate::runtime::throttle::Throttled::new(throttled)))
+        .build())
 }
 
 /// Waits until every CRD of the operator is Established, logging what it waits for.

@@ -35,6 +35,10 @@ pub struct Metrics {
     pub journal_errors: prometheus::IntCounter,
     /// 1 while this process acts (holds the leader Lease, or leader election is off), 0 on a standby.
     pub leader: IntGauge,
+    /// The API server's 429 answers, by what was asked (`runtime::throttle::Class`).
+    pub api_throttled: IntCounterVec,
+    /// Kubernetes Events dropped under pressure (a full queue, or a 429).
+    pub events_dropped: prometheus::IntCounter,
     /// Per-object families rendered straight to text (see [`TextSeries`]).
     text: Arc<Mutex<Vec<Arc<dyn TextSeries>>>>,
 }
@@ -243,6 +247,23 @@ impl Metrics {
             )
             .expect("valid metric"),
         );
+        let api_throttled = counter(
+            &registry,
+            "eru_api_throttled_total",
+            "The API server's 429 (Too Many Requests: API Priority and Fairness) answers to the operator, by request (restart, status, event, other).",
+            &["request"],
+        );
+        for request in ["restart", "status", "event", "other"] {
+            api_throttled.with_label_values(&[request]);
+        }
+        let events_dropped = register(
+            &registry,
+            prometheus::IntCounter::new(
+                "eru_events_dropped_total",
+                "Kubernetes Events not sent: dropped under pressure (the queue was full, or the API server answered 429); restart patches and statuses go first.",
+            )
+            .expect("valid metric"),
+        );
         Self {
             registry,
             transitions,
@@ -256,6 +277,8 @@ impl Metrics {
             journal_up,
             journal_errors,
             leader,
+            api_throttled,
+            events_dropped,
             text: Arc::default(),
         }
     }

@@ -88,6 +88,8 @@ pub struct Operator {
     pub log: PathBuf,
     pub namespace: String,
     pub port: u16,
+    /// Who it runs as (`--kubeconfig`); `None`: $KUBECONFIG's user.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl Operator {
@@ -100,6 +102,7 @@ impl Operator {
             log: dir.join("operator.log"),
             namespace: namespace.to_string(),
             port: TcpListener::bind("127.0.0.1:0")?.local_addr()?.port(),
+            kubeconfig: None,
         })
     }
 
@@ -118,6 +121,7 @@ impl Operator {
                 .arg("--database")
                 .arg(&self.database)
                 .args(["--http-address", &format!("127.0.0.1:{}", self.port)])
+                .args(self.kubeconfig.iter().flat_map(|k| [std::ffi::OsStr::new("--kubeconfig"), k.as_os_str()]))
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
                 .spawn()

@@ -15,7 +15,10 @@ use super::{
     CachedEru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, Target, TargetKind, context::EruContext,
     events::EruAction, machine::State, plan::Fed, record::slot_text, target::Workload,
 };
-use crate::runtime::api_message;
+use crate::runtime::{
+    api_message,
+    throttle::{self, Budget, Class},
+};
 
 /// Test-only failpoint: hang right after the restart patch (the e2e test SIGKILLs the operator
 /// there to prove a slot is never restarted twice).
@@ -38,7 +41,14 @@ pub async fn act(context: &EruContext, eru: &CachedEru, state: &State, action: &
                 // pass was journaling: never patched (the next pass gives it up)
                 return None;
             }
-            let result = patch_restart(context, eru, target, *slot).await;
+            // a throttled patch is sent again after the API server's Retry-After, never past
+            // the deadline (then the 429 is the failed patch the journal records)
+            let until = (restart.deadline - Utc::now()).to_std().unwrap_or_default();
+            let budget = Budget {
+                class: Class::Restart,
+                until: Some(tokio::time::Instant::now() + until),
+            };
+            let result = throttle::within(budget, patch_restart(context, eru, target, *slot)).await;
             let at = Utc::now();
             Some(match result {
                 Ok(()) => {

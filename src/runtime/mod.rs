@@ -14,6 +14,7 @@ pub mod leader;
 pub mod lean;
 pub mod pass;
 pub mod status;
+pub mod throttle;
 pub mod urgent;
 pub mod wakes;
 pub mod watch;
@@ -39,6 +40,11 @@ pub const MANAGER: &str = "eru-operator";
 /// conditions, where users read it).
 pub fn api_message(error: &kube::Error) -> String {
     match error {
+        // API Priority and Fairness's answer is plain text, not a Status
+        kube::Error::Api(status) if status.code == 429 => format!(
+            "the API server throttled the request (429 Too Many Requests: {})",
+            status.message.trim_end_matches('.')
+        ),
         kube::Error::Api(status) => status.message.clone(),
         other => other.to_string(),
     }

@@ -21,7 +21,11 @@ use kube::{
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
-use super::{MANAGER, urgent::Urgent};
+use super::{
+    MANAGER,
+    throttle::{self, Budget, Class},
+    urgent::Urgent,
+};
 use crate::memory::shrink_after_burst;
 
 /// Status writes in flight at once.
@@ -45,16 +49,20 @@ pub struct StatusWriter {
     pending: Arc<Mutex<HashMap<String, Pending>>>,
     queue: mpsc::UnboundedSender<String>,
     urgent: Urgent,
+    /// Status writes in flight (Events wait for them).
+    writing: Urgent,
 }
 
 impl StatusWriter {
-    /// Starts the writer with `client`; it lets the `urgent` writes in flight go first.
-    pub fn spawn(client: Client, urgent: Urgent) -> Self {
+    /// Starts the writer with `client`; it lets the `urgent` writes in flight go first, and
+    /// marks its own in `writing`.
+    pub fn spawn(client: Client, urgent: Urgent, writing: Urgent) -> Self {
         let (queue, rx) = mpsc::unbounded_channel();
         let writer = Self {
             pending: Arc::default(),
             queue,
             urgent,
+            writing,
         };
         tokio::spawn(writer.clone().run(client, rx));
         writer
@@ -79,11 +87,17 @@ impl StatusWriter {
             body,
             failures: 0,
         };
-        self.pending
+        let queued = self
+            .pending
             .lock()
             .expect("status queue lock")
-            .insert(uid.to_string(), pending);
-        let _ = self.queue.send(uid.to_string());
+            .insert(uid.to_string(), pending)
+            .is_some();
+        // an object waits in the channel once, however often its status changes meanwhile: the
+        // channel holds at most one entry per object (and one per failed write waiting its retry)
+        if !queued {
+            let _ = self.queue.send(uid.to_string());
+        }
     }
 
     /// Statuses queued and not yet written.
@@ -125,12 +139,17 @@ impl StatusWriter {
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &pending.namespace, &pending.resource);
         let body: serde_json::Value = serde_json::from_str(&pending.body).expect("JSON this writer rendered");
-        let result = api
+        let _writing = self.writing.begin();
+        let budget = Budget {
+            class: Class::Status,
+            until: None,
+        };
+        let result = throttle::within(budget, api
             .patch_status(
                 &pending.name,
                 &PatchParams::apply(MANAGER).force(),
                 &Patch::Apply(&body),
-            )
+            ))
             .await;
         match result {
             Ok(_) => debug!(kind = %pending.resource.kind, name = %pending.name, "status written"),
