@@ -32,7 +32,8 @@ use std::{
 
 use chrono::{DateTime, SecondsFormat, Timelike, Utc};
 use common::{
-    Operator, Res, create_deployments, create_erus, each, fmt_s, get, namespace, percentiles, rss_mb, time,
+    Operator, Res, create_deployments, create_erus, each, fmt_s, get, namespace, percentiles, rss_anon_mb,
+    rss_mb, time,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -54,6 +55,8 @@ struct Args {
     flowcontrol: Option<PathBuf>,
     probe_kubeconfig: Option<PathBuf>,
     probe_rate: f64,
+    /// The priority level's nominalConcurrencyShares to measure, a slot each (none: the file's).
+    apf_shares: Vec<u32>,
 }
 
 fn args() -> Args {
@@ -67,6 +70,7 @@ fn args() -> Args {
         flowcontrol: None,
         probe_kubeconfig: None,
         probe_rate: 20.0,
+        apf_shares: Vec::new(),
     };
     while let Some(arg) = it.next() {
         let mut value = || it.next().expect("a value after the flag");
@@ -78,6 +82,12 @@ fn args() -> Args {
             "--flowcontrol" => a.flowcontrol = Some(value().into()),
             "--probe-kubeconfig" => a.probe_kubeconfig = Some(value().into()),
             "--probe-rate" => a.probe_rate = value().parse().expect("--probe-rate R (requests/s)"),
+            "--apf-shares" => {
+                a.apf_shares = (value()
+                    .split(',')
+                    .map(|v| v.parse().expect("--apf-shares S[,S...]")))
+                .collect()
+            }
             n => a.n = n.parse().expect("usage: scale N --operator PATH [--cronjobs M]"),
         }
     }
@@ -143,16 +153,23 @@ impl Probe {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig)?;
         let mut config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default()).await?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+                .await?;
         // every answer as it comes: a retried 429 would hide in the latency
         config.default_retry = false;
         let ns = config.default_namespace.clone();
         let client = Client::try_from(config)?;
         let cms: Api<ConfigMap> = Api::namespaced(client, &ns);
         for i in 0..10 {
-            let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("probe-{i}")}, "data": {"tick": "0"}}))?;
-            cms.patch(&format!("probe-{i}"), &PatchParams::apply("scale-probe").force(), &Patch::Apply(cm))
-                .await?;
+            let cm: ConfigMap = serde_json::from_value(
+                json!({"metadata": {"name": format!("probe-{i}")}, "data": {"tick": "0"}}),
+            )?;
+            cms.patch(
+                &format!("probe-{i}"),
+                &PatchParams::apply("scale-probe").force(),
+                &Patch::Apply(cm),
+            )
+            .await?;
         }
         let probe = Self {
             samples: Arc::default(),
@@ -182,7 +199,9 @@ impl Probe {
                         1 => cms.list(&ListParams::default()).await.is_ok(),
                         _ => {
                             let patch = json!({"data": {"tick": i.to_string()}});
-                            cms.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await.is_ok()
+                            cms.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                                .await
+                                .is_ok()
                         }
                     };
                     let seconds = t.elapsed().as_secs_f64();
@@ -206,7 +225,11 @@ impl Probe {
                 inside.len(),
                 fmt_s(p50),
                 fmt_s(p99),
-                if errors > 0 { format!(" ({errors} failed)") } else { String::new() }
+                if errors > 0 {
+                    format!(" ({errors} failed)")
+                } else {
+                    String::new()
+                }
             ),
             p99,
         )
@@ -225,6 +248,34 @@ struct SlotRun {
     l99: f64,
     lmax: f64,
     exact: bool,
+}
+
+/// The FlowSchema of `file` with its priority level's nominalConcurrencyShares set to `shares`
+/// (the file's own value when `None`), applied as the admin; the seats the API server gave it.
+fn apply_flowcontrol(file: &std::path::Path, shares: Option<u32>, dir: &std::path::Path) -> Res<String> {
+    let text = std::fs::read_to_string(file)?;
+    let text = match shares {
+        Some(shares) => {
+            let re = regex::Regex::new(r"nominalConcurrencyShares: \d+").unwrap();
+            re.replace(&text, format!("nominalConcurrencyShares: {shares}"))
+                .into_owned()
+        }
+        None => text,
+    };
+    let applied = dir.join("flowcontrol.yaml");
+    std::fs::write(&applied, text)?;
+    kubectl("apply", &applied)?;
+    // the level's seats, from the API server's own metrics
+    std::thread::sleep(Duration::from_secs(2));
+    let metrics = std::process::Command::new("kubectl")
+        .args(["get", "--raw", "/metrics"])
+        .output()?;
+    let seats = String::from_utf8_lossy(&metrics.stdout)
+        .lines()
+        .find(|l| l.starts_with("apiserver_flowcontrol_current_limit_seats{priority_level=\"eru-operator\"}"))
+        .and_then(|l| l.rsplit(' ').next().map(str::to_string))
+        .unwrap_or_else(|| "?".into());
+    Ok(seats)
 }
 
 /// `kubectl apply|delete -f file` (the FlowSchema of the run), as the admin.
@@ -255,7 +306,7 @@ async fn measure_slot(
     probe: Option<&Probe>,
     row: &mut impl FnMut(&str, String),
 ) -> Res<SlotRun> {
-    let rss_before = rss_mb(operator.pid());
+    let rss_before = (rss_mb(operator.pid()), rss_anon_mb(operator.pid()));
     let mut peak = rss_before;
     while Utc::now() < slot + chrono::Duration::seconds(1) {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -267,9 +318,9 @@ async fn measure_slot(
     // (a bound, not a target: the table says how many finished by then)
     let deadline = slot + chrono::Duration::seconds(rollouts);
     let mut landed_at = None;
-    let mut rss_after = f64::NAN;
+    let mut rss_after = (f64::NAN, f64::NAN);
     loop {
-        let rss = rss_mb(operator.pid());
+        let rss = (rss_mb(operator.pid()), rss_anon_mb(operator.pid()));
         let (landed, done): (i64, i64) = sqlx::query_as(
             "SELECT count(patched_at), count(*) FILTER (WHERE outcome = 'succeeded') FROM restarts WHERE slot = $1",
         )
@@ -277,16 +328,18 @@ async fn measure_slot(
         .fetch_one(&journal)
         .await?;
         match landed_at {
-            None => peak = peak.max(rss),
+            None => peak = (peak.0.max(rss.0), peak.1.max(rss.1)),
             // "after": a minute past the last restart (the operator trims its heap once a minute)
-            Some(at) if Utc::now() > at + chrono::Duration::seconds(65) && rss_after.is_nan() => rss_after = rss,
+            Some(at) if Utc::now() > at + chrono::Duration::seconds(65) && rss_after.0.is_nan() => {
+                rss_after = rss
+            }
             Some(_) => {}
         }
         if landed as usize == n && landed_at.is_none() {
             landed_at = Some(Utc::now());
             say(format!("all {n} restarts of slot {nth} landed"));
         }
-        if (done as usize == n && !rss_after.is_nan()) || Utc::now() > deadline {
+        if (done as usize == n && !rss_after.0.is_nan()) || Utc::now() > deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -313,18 +366,29 @@ async fn measure_slot(
     );
     row(
         &format!("slot {nth}{label}: rollouts finished (finished_at - slot)"),
-        format!("{} of {n}; p99 {} max {}", finished.len(), fmt_s(f99), fmt_s(fmax)),
+        format!(
+            "{} of {n}; p99 {} max {}",
+            finished.len(),
+            fmt_s(f99),
+            fmt_s(fmax)
+        ),
     );
     row(
         &format!("slot {nth}{label}: operator RSS"),
-        format!("{rss_before:.1} MB before the slot, peak {peak:.1} MB until the last restart landed, {rss_after:.1} MB a minute after"),
+        format!(
+            "{:.1} MB before the slot, peak {:.1} MB until the last restart landed, {:.1} MB a minute after (anonymous: {:.1} / {:.1} / {:.1} MB)",
+            rss_before.0, peak.0, rss_after.0, rss_before.1, peak.1, rss_after.1
+        ),
     );
     if let Some(probe) = probe {
         let end = slot + chrono::Duration::milliseconds((lmax * 1000.0) as i64);
         let (idle, idle99) = probe.window(slot - chrono::Duration::seconds(20), slot);
         let (burst, burst99) = probe.window(slot, end);
         let (after, _) = probe.window(end, end + chrono::Duration::seconds(30));
-        row(&format!("slot {nth}{label}: probe client, idle (20 s before)"), idle);
+        row(
+            &format!("slot {nth}{label}: probe client, idle (20 s before)"),
+            idle,
+        );
         row(&format!("slot {nth}{label}: probe client, in the burst"), burst);
         row(&format!("slot {nth}{label}: probe client, 30 s after"), after);
         row(
@@ -391,7 +455,11 @@ async fn main() -> Res<()> {
             "{:.2} s; RSS {:.1} MB with {n} Deployments cached{}",
             t.elapsed().as_secs_f64(),
             rss_mb(operator.pid()),
-            if args.operator_kubeconfig.is_some() { " (as its ServiceAccount)" } else { "" }
+            if args.operator_kubeconfig.is_some() {
+                " (as its ServiceAccount)"
+            } else {
+                ""
+            }
         ),
     );
     let probe = match &args.probe_kubeconfig {
@@ -404,25 +472,46 @@ async fn main() -> Res<()> {
     // creating N Erus, their first passes and status writes take a few times creating N Deployments
     let lead = Duration::from_secs_f64(6.0 * n as f64 / create_rate + 40.0);
     let slot = DateTime::from_timestamp((Utc::now() + lead).timestamp() + 1, 0).unwrap();
-    let rollouts = (n as i64 / 20).max(240);
-    let settle = rollouts + 90;
-    let slots: Vec<DateTime<Utc>> = if args.flowcontrol.is_some() {
-        vec![slot, slot + chrono::Duration::seconds(settle)]
-    } else {
-        vec![slot]
+    // the slots apart by whole minutes: the rollouts of one finish before the next (a target
+    // still rolling out would be skipped, rightly), and one schedule names them all
+    let settle = ((n as i64 / 20 + 60).max(120) + 59) / 60 * 60;
+    let rollouts = settle - 30;
+    // without the FlowSchema, then with it at each share count measured
+    let variants: Vec<Option<Option<u32>>> = match &args.flowcontrol {
+        None => vec![None],
+        Some(_) if args.apf_shares.is_empty() => vec![None, Some(None)],
+        Some(_) => std::iter::once(None)
+            .chain(args.apf_shares.iter().map(|s| Some(Some(*s))))
+            .collect(),
     };
+    let slots: Vec<DateTime<Utc>> = (0..variants.len() as i64)
+        .map(|i| slot + chrono::Duration::seconds(i * settle))
+        .collect();
+    assert!(
+        *slots.last().unwrap() - slot < chrono::Duration::minutes(60),
+        "the slots span an hour or more: measure fewer share counts"
+    );
     let list = |f: fn(&DateTime<Utc>) -> u32| {
         let mut v: Vec<String> = slots.iter().map(|s| f(s).to_string()).collect();
         v.dedup();
         v.join(",")
     };
-    // (two slots an hour apart at most: "S M1,M2 H1,H2" has no other instant between them)
-    let schedule = format!("{} {} {} * * *", slot.second(), list(|s| s.minute()), list(|s| s.hour()));
+    // (slots within an hour: "S M1,M2,… H1,H2" has no other instant between the first and last)
+    let schedule = format!(
+        "{} {} {} * * *",
+        slot.second(),
+        list(|s| s.minute()),
+        list(|s| s.hour())
+    );
     row(
         "slots",
         format!(
             "{} (schedule '{schedule}' UTC)",
-            slots.iter().map(|s| s.to_rfc3339_opts(SecondsFormat::Secs, true)).collect::<Vec<_>>().join(", ")
+            slots
+                .iter()
+                .map(|s| s.to_rfc3339_opts(SecondsFormat::Secs, true))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     );
     let erus: Api<eru_operator::eru::Eru> = Api::namespaced(client.clone(), &ns);
@@ -443,19 +532,31 @@ async fn main() -> Res<()> {
 
     // 2. the slots
     let mut runs = Vec::new();
-    for (i, slot) in slots.iter().copied().enumerate() {
-        let with = args.flowcontrol.is_some() && i == 1;
-        if with {
-            kubectl("apply", args.flowcontrol.as_ref().unwrap())?;
-            say("FlowSchema applied");
-        }
-        let label = match (&args.flowcontrol, with) {
+    let mut labels = Vec::new();
+    for (i, (slot, variant)) in slots.iter().copied().zip(&variants).enumerate() {
+        let label = match (&args.flowcontrol, variant) {
             (None, _) => String::new(),
-            (Some(_), false) => " [without the FlowSchema]".to_string(),
-            (Some(_), true) => " [with the FlowSchema]".to_string(),
+            (Some(_), None) => " [without the FlowSchema]".to_string(),
+            (Some(file), Some(shares)) => {
+                let seats = apply_flowcontrol(file, *shares, dir.path())?;
+                let shares = shares.map_or_else(|| "as shipped".to_string(), |s| format!("{s} shares"));
+                say(format!("FlowSchema applied ({shares}: {seats} seats)"));
+                format!(" [with the FlowSchema, {shares}: {seats} seats]")
+            }
         };
-        let run = measure_slot(&operator, n, slot, i + 1, &label, rollouts, probe.as_ref(), &mut row).await?;
+        let run = measure_slot(
+            &operator,
+            n,
+            slot,
+            i + 1,
+            &label,
+            rollouts,
+            probe.as_ref(),
+            &mut row,
+        )
+        .await?;
         runs.push(run);
+        labels.push(label);
     }
     if let Some(file) = &args.flowcontrol {
         kubectl("delete", file)?;
@@ -520,7 +621,8 @@ async fn main() -> Res<()> {
     operator.stop();
 
     // 4. the physical limit: the same applies from a tight concurrent loop, operator stopped
-    let marker = (slots.last().unwrap().to_owned() + chrono::Duration::days(1)).to_rfc3339_opts(SecondsFormat::Secs, true);
+    let marker = (slots.last().unwrap().to_owned() + chrono::Duration::days(1))
+        .to_rfc3339_opts(SecondsFormat::Secs, true);
     let start = Instant::now();
     let offsets = Arc::new(std::sync::Mutex::new(Vec::with_capacity(n)));
     each(n, args.concurrency, |i| {
@@ -548,15 +650,16 @@ async fn main() -> Res<()> {
         ),
     );
     let limit = max;
-    for (i, run) in runs.iter().enumerate() {
-        let label = match (args.flowcontrol.is_some(), i) {
-            (false, _) => "",
-            (true, 0) => " [without the FlowSchema]",
-            (true, _) => " [with the FlowSchema]",
-        };
+    for (run, label) in runs.iter().zip(&labels) {
         row(
             &format!("landed (last) against the limit{label}"),
-            format!("{} against {}: {:.2}x (p99 {:.2}x)", fmt_s(run.lmax), fmt_s(limit), run.lmax / limit, run.l99 / p99),
+            format!(
+                "{} against {}: {:.2}x (p99 {:.2}x)",
+                fmt_s(run.lmax),
+                fmt_s(limit),
+                run.lmax / limit,
+                run.l99 / p99
+            ),
         );
     }
     // 5. the CronJob controller, same cluster
@@ -610,7 +713,11 @@ async fn main() -> Res<()> {
         );
         row(
             "ratio CronJob / Eru (landed)",
-            format!("p50 {:.0}x, p99 {:.0}x", c50.max(0.5) / runs[0].l50, c99.max(0.5) / runs[0].l99),
+            format!(
+                "p50 {:.0}x, p99 {:.0}x",
+                c50.max(0.5) / runs[0].l50,
+                c99.max(0.5) / runs[0].l99
+            ),
         );
         let _ = Api::<Namespace>::all(client.clone())
             .delete(&cron_ns, &DeleteParams::background())

@@ -37,8 +37,12 @@ use crate::{
     metrics::Metrics,
     podset,
     runtime::{
-        Context, MANAGER, Readiness, Settings, events::{Ahead, EventQueue, Reporter}, shutdown_requested, status::StatusWriter,
-        urgent::Urgent, watch::Shared,
+        Context, MANAGER, Readiness, Settings,
+        events::{Ahead, EventQueue, Reporter},
+        shutdown_requested,
+        status::StatusWriter,
+        urgent::Urgent,
+        watch::Shared,
     },
 };
 
@@ -334,7 +338,9 @@ async fn client(args: &RunArgs, throttled: prometheus::IntCounterVec) -> anyhow:
     // tower's retry clones the service it wraps: a buffer in front of kube's boxed stack
     Ok(stack
         .with_layer(&tower::buffer::BufferLayer::new(1024))
-        .with_layer(&tower::retry::RetryLayer::new(crate::runtime::throttle::Throttled::new(throttled)))
+        .with_layer(&tower::retry::RetryLayer::new(
+            crate::runtime::throttle::Throttled::new(throttled),
+        ))
         .build())
 }
 

@@ -143,7 +143,11 @@ async fn a_throttled_operator_waits_and_still_restarts_every_slot_once() {
     // waiting out the 429s, not giving up: every slot succeeded, none missed or failed
     let restarts = items(&operator, "/history?limit=1000");
     let missed = items(&operator, "/missed?limit=1000");
-    println!("apf: {} restarts, {} missed/skipped", restarts.len(), missed.len());
+    println!(
+        "apf: {} restarts, {} missed/skipped",
+        restarts.len(),
+        missed.len()
+    );
     assert!(missed.is_empty(), "slots missed under throttling: {missed:#?}");
     assert!(restarts.len() >= 2 * ERUS, "{} restarts", restarts.len());
     for r in &restarts {

@@ -52,10 +52,20 @@ pub fn fmt_s(s: f64) -> String {
 
 /// The resident set of process `pid`, in MB.
 pub fn rss_mb(pid: u32) -> f64 {
+    status_mb(pid, "VmRSS:")
+}
+
+/// The anonymous part of the resident set of process `pid` (its heap and stacks, without the
+/// pages of mapped files such as the journal the HTTP API's readers map), in MB.
+pub fn rss_anon_mb(pid: u32) -> f64 {
+    status_mb(pid, "RssAnon:")
+}
+
+fn status_mb(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
@@ -121,7 +131,11 @@ impl Operator {
                 .arg("--database")
                 .arg(&self.database)
                 .args(["--http-address", &format!("127.0.0.1:{}", self.port)])
-                .args(self.kubeconfig.iter().flat_map(|k| [std::ffi::OsStr::new("--kubeconfig"), k.as_os_str()]))
+                .args(
+                    self.kubeconfig
+                        .iter()
+                        .flat_map(|k| [std::ffi::OsStr::new("--kubeconfig"), k.as_os_str()]),
+                )
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
                 .spawn()

@@ -42,9 +42,9 @@ use super::{
 };
 
 /// Events waiting at most; past that new ones are dropped.
-const QUEUE: usize = 2048;
+const QUEUE: usize = 4096;
 /// Events published at once.
-const CONCURRENCY: usize = 4;
+const CONCURRENCY: usize = 8;
 /// Recent Events remembered, to send a repeat as a count on the first.
 pub const SERIES: usize = 1024;
 /// How long a repeat counts on its first Event (kube's and client-go's figure).
@@ -146,7 +146,18 @@ impl Recent {
 
     /// Remembers `key` as the Event `name` (forgetting the oldest past [`SERIES`]).
     fn remember(&mut self, key: u64, name: String, now: Instant) {
-        if self.sent.insert(key, Sent { name, count: 1, last: now }).is_none() {
+        if self
+            .sent
+            .insert(
+                key,
+                Sent {
+                    name,
+                    count: 1,
+                    last: now,
+                },
+            )
+            .is_none()
+        {
             self.order.push_back(key);
         }
         while self.order.len() > SERIES {
@@ -167,7 +178,13 @@ fn what(event: &Event, reference: &ObjectReference) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     (event.type_ == EventType::Warning).hash(&mut h);
     (&event.reason, &event.action, &event.note).hash(&mut h);
-    (&reference.kind, &reference.namespace, &reference.name, &reference.uid).hash(&mut h);
+    (
+        &reference.kind,
+        &reference.namespace,
+        &reference.name,
+        &reference.uid,
+    )
+        .hash(&mut h);
     h.finish()
 }
 
@@ -185,10 +202,17 @@ impl Publisher {
         let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), namespace);
         let key = what(event, reference);
         let now = Timestamp::now();
-        let repeat = self.recent.lock().expect("events lock").repeat(key, Instant::now());
+        let repeat = self
+            .recent
+            .lock()
+            .expect("events lock")
+            .repeat(key, Instant::now());
         if let Some((name, count)) = repeat {
             let series = json!({"series": {"count": count, "lastObservedTime": MicroTime(now)}});
-            match events.patch(&name, &PatchParams::default(), &Patch::Merge(&series)).await {
+            match events
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&series))
+                .await
+            {
                 Ok(_) => return Ok(()),
                 // expired (an Event lives an hour) or deleted: a new one
                 Err(kube::Error::Api(status)) if status.code == 404 => {
@@ -244,10 +268,19 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(recent.repeat(1, t0), None);
         recent.remember(1, "web.1".into(), t0);
-        assert_eq!(recent.repeat(1, t0 + Duration::from_secs(60)), Some(("web.1".into(), 2)));
+        assert_eq!(
+            recent.repeat(1, t0 + Duration::from_secs(60)),
+            Some(("web.1".into(), 2))
+        );
         // the window runs from the last repeat
-        assert_eq!(recent.repeat(1, t0 + Duration::from_secs(400)), Some(("web.1".into(), 3)));
-        assert_eq!(recent.repeat(1, t0 + Duration::from_secs(400) + SERIES_TTL * 2), None);
+        assert_eq!(
+            recent.repeat(1, t0 + Duration::from_secs(400)),
+            Some(("web.1".into(), 3))
+        );
+        assert_eq!(
+            recent.repeat(1, t0 + Duration::from_secs(400) + SERIES_TTL * 2),
+            None
+        );
         // never more than SERIES remembered; the oldest go first
         for key in 2..(SERIES as u64 + 10) {
             recent.remember(key, format!("web.{key}"), t0);

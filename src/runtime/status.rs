@@ -144,13 +144,15 @@ impl StatusWriter {
             class: Class::Status,
             until: None,
         };
-        let result = throttle::within(budget, api
-            .patch_status(
+        let result = throttle::within(
+            budget,
+            api.patch_status(
                 &pending.name,
                 &PatchParams::apply(MANAGER).force(),
                 &Patch::Apply(&body),
-            ))
-            .await;
+            ),
+        )
+        .await;
         match result {
             Ok(_) => debug!(kind = %pending.resource.kind, name = %pending.name, "status written"),
             Err(kube::Error::Api(status)) if status.code == 404 => {} // deleted meanwhile

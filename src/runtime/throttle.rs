@@ -83,7 +83,10 @@ pub struct Throttled {
 impl Throttled {
     /// A policy counting 429s in `throttled` (label `request`, a [`Class`]).
     pub fn new(throttled: IntCounterVec) -> Self {
-        Self { retries: 0, throttled }
+        Self {
+            retries: 0,
+            throttled,
+        }
     }
 }
 
@@ -188,7 +191,12 @@ mod tests {
         // only a 429 is retried
         for status in [200, 409, 422, 500, 503, 504] {
             let mut policy = Throttled::new(throttled.clone());
-            assert!(policy.retry(&mut request, &mut answer(status, Some("1"))).is_none(), "{status}");
+            assert!(
+                policy
+                    .retry(&mut request, &mut answer(status, Some("1")))
+                    .is_none(),
+                "{status}"
+            );
         }
         assert!(
             Throttled::new(throttled.clone())
@@ -218,9 +226,15 @@ mod tests {
             until: Some(Instant::now() + Duration::from_secs(seconds)),
         };
         let mut policy = Throttled::new(throttled.clone());
-        let first = within(restart(3), async { policy.retry(&mut request, &mut answer(429, Some("2"))) }).await;
+        let first = within(restart(3), async {
+            policy.retry(&mut request, &mut answer(429, Some("2")))
+        })
+        .await;
         assert!(first.is_some(), "2 s (+ jitter ≤ 0.5 s) fits in a 3 s budget");
-        let second = within(restart(1), async { policy.retry(&mut request, &mut answer(429, Some("2"))) }).await;
+        let second = within(restart(1), async {
+            policy.retry(&mut request, &mut answer(429, Some("2")))
+        })
+        .await;
         assert!(second.is_none(), "a 2 s wait ends past a deadline 1 s away");
         assert_eq!(throttled.with_label_values(&["restart"]).get(), 2);
     }
