@@ -252,7 +252,11 @@ struct SlotRun {
 
 /// The FlowSchema of `file` with its priority level's nominalConcurrencyShares set to `shares`
 /// (the file's own value when `None`), applied as the admin; the seats the API server gave it.
-fn apply_flowcontrol(file: &std::path::Path, shares: Option<u32>, dir: &std::path::Path) -> Res<String> {
+async fn apply_flowcontrol(
+    file: &std::path::Path,
+    shares: Option<u32>,
+    dir: &std::path::Path,
+) -> Res<String> {
     let text = std::fs::read_to_string(file)?;
     let text = match shares {
         Some(shares) => {
@@ -266,7 +270,7 @@ fn apply_flowcontrol(file: &std::path::Path, shares: Option<u32>, dir: &std::pat
     std::fs::write(&applied, text)?;
     kubectl("apply", &applied)?;
     // the level's seats, from the API server's own metrics
-    std::thread::sleep(Duration::from_secs(2));
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let metrics = std::process::Command::new("kubectl")
         .args(["get", "--raw", "/metrics"])
         .output()?;
@@ -538,7 +542,7 @@ async fn main() -> Res<()> {
             (None, _) => String::new(),
             (Some(_), None) => " [without the FlowSchema]".to_string(),
             (Some(file), Some(shares)) => {
-                let seats = apply_flowcontrol(file, *shares, dir.path())?;
+                let seats = apply_flowcontrol(file, *shares, dir.path()).await?;
                 let shares = shares.map_or_else(|| "as shipped".to_string(), |s| format!("{s} shares"));
                 say(format!("FlowSchema applied ({shares}: {seats} seats)"));
                 format!(" [with the FlowSchema, {shares}: {seats} seats]")

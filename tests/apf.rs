@@ -73,7 +73,7 @@ impl Drop for Tight {
 
 /// The sum of the samples of `family` whose labels contain `labels` in the operator's /metrics.
 fn metric(operator: &Operator, family: &str, labels: &str) -> f64 {
-    let (_, text) = common::get(&operator.url("/metrics"));
+    let (_, text) = operator.get("/metrics");
     text.lines()
         .filter(|l| l.starts_with(&format!("{family}{{")) || l.starts_with(&format!("{family} ")))
         .filter(|l| l.contains(labels))
