@@ -2,7 +2,7 @@
 # The operator's memory with N Deployments (replicas 0) and N Erus cached (README "Scale" →
 # Memory): on a local cluster named "mem" (kept up between runs: creating 10,000 of each takes a
 # few minutes), the release build runs on namespace mem-N for S seconds with /metrics scraped
-# every 5 s, as Prometheus would; prints its RSS when ready and at the end, and the heap it holds.
+# every 5 s, as Prometheus would; prints its RSS when ready and at the end, and its anonymous part.
 #
 #   hack/memory.sh N [S]      S defaults to 90
 #   hack/cluster.sh down --name mem    when done
@@ -57,10 +57,8 @@ for _ in $(seq 1 $((seconds / 5))); do
   sleep 5
 done
 echo "N = $n: after ${seconds} s (/metrics every 5 s), RSS $(rss), peak $(awk '/VmHWM/ {printf "%.1f MB", $2 / 1024}' "/proc/$pid/status")"
-if command -v gdb >/dev/null; then
-  gdb -p "$pid" -batch -ex 'call (void)malloc_stats()' >/dev/null 2>&1 || true
-  sleep 0.5
-  awk '/^Total/ {t = 1} t && /system bytes/ {held = $4} t && /in use bytes/ {used = $5}
-       END {if (held) printf "heap held %.1f MB, in use %.1f MB\n", held / 1048576, used / 1048576}' \
-    "$work/operator.log"
-fi
+# the heap is jemalloc's (src/main.rs): its part of the RSS is the anonymous memory; the rest is
+# the binary's text and the journal's mapped pages
+awk '/RssAnon/ {a = $2} /RssFile/ {f = $2} /RssShmem/ {s = $2}
+     END {printf "anonymous %.1f MB (the heap, stacks), file %.1f MB (text, mapped journal)\n", a / 1024, (f + s) / 1024}' \
+  "/proc/$pid/status"

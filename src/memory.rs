@@ -1,6 +1,10 @@
 //! Heap hygiene for a process that holds tens of thousands of objects: a burst (every cache's
 //! initial listing, every Eru's first pass, a fleet's slot) fills tables that then stand nearly
-//! empty, and glibc keeps what a burst freed. Nothing here changes what any code sees.
+//! empty. Nothing here changes what any code sees.
+//!
+//! Two allocators share the process: the Rust heap is jemalloc's (`src/main.rs`: one arena, no
+//! thread caches, freed pages returned after a second), and SQLite's C code allocates from glibc's
+//! malloc (its page cache, statements: 1–2 MB). The glibc knobs below now only concern the latter.
 
 use std::{
     collections::HashMap,
@@ -31,11 +35,10 @@ pub fn shrink_after_burst<K: Eq + Hash, V, S: BuildHasher>(map: &mut HashMap<K, 
     }
 }
 
-/// glibc gives each thread that contends for the heap an arena of its own (up to eight per core)
-/// and keeps in each what a burst freed. Two instead of sixteen took the operator holding 1,000
-/// Deployments and 1,000 Erus from 47.6 to 39.6 MB (`hack/scale.sh 1000`); one instead of two, with
-/// 10,000 of each, from 70.2 to 67.4 MB (`hack/memory.sh 10000`, a run each). Each thread's
-/// cache of small blocks (glibc's tcache) still spares it the arena's lock for most allocations.
+/// glibc gives each thread that contends for its heap an arena of its own (up to eight per core)
+/// and keeps in each what a burst freed. When it was the operator's only allocator, one arena
+/// instead of two took 10,000 Deployments and 10,000 Erus from 70.2 to 67.4 MB
+/// (`hack/memory.sh 10000`); it now serves SQLite's allocations, from several threads.
 /// `MALLOC_ARENA_MAX` in the environment still decides. Call before any thread starts.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn one_malloc_arena() {
@@ -50,9 +53,9 @@ pub fn one_malloc_arena() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn one_malloc_arena() {}
 
-/// Hands the heap's free pages back to the system. glibc keeps what a burst freed inside its heap
-/// (the initial listing of every cache, the first pass over every Eru): with 10,000 Deployments
-/// and 10,000 Erus it held 157 MB for 92 MB in use, and a trim took RSS from 174 to 147 MB.
+/// Hands glibc's free pages back to the system (SQLite's part of the heap; jemalloc returns the
+/// Rust heap's by itself). When glibc held the whole heap, a trim took an operator on 10,000
+/// Deployments and 10,000 Erus from 174 to 147 MB.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn trim_heap() {
     // SAFETY: malloc_trim only releases free memory of the allocator; no pointer is touched.

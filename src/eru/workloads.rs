@@ -14,8 +14,18 @@ pub fn lean_workload(meta: &mut ObjectMeta, template: Option<&mut lean::Template
     meta.labels = None;
     meta.owner_references = None;
     ours_only(&mut meta.annotations);
-    if let Some(template) = template.and_then(|t| t.metadata.as_mut()) {
-        ours_only(&mut template.annotations);
+    if let Some(template) = template.and_then(|t| t.metadata.as_mut())
+        && let Some(annotations) = template.annotations.as_mut()
+    {
+        annotations.retain(|k| k.starts_with(super::ANNOTATION_PREFIX));
+        if annotations.is_empty() {
+            template.annotations = None;
+        }
+    }
+    // of the restart manager's entry only its time is read (when the last restart landed)
+    for entry in meta.managed_fields.iter_mut().flatten() {
+        entry.fields_v1 = None;
+        entry.operation = None;
     }
 }
 
@@ -117,6 +127,8 @@ mod tests {
         assert_eq!(lean.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
         let template = lean.spec.as_ref().unwrap().template.clone();
         assert_eq!(template.metadata.unwrap().annotations.map(|a| a.len()), Some(1));
+        let entry = &lean.metadata.managed_fields.as_ref().unwrap()[0];
+        assert!(entry.fields_v1.is_none() && entry.time.is_some());
     }
 
     /// The managedFields and annotations of a workload as the API server sends them.

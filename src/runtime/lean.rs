@@ -21,7 +21,61 @@ pub struct Template {
 /// The pod template's metadata: its annotations only.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct TemplateMeta {
-    pub annotations: Option<std::collections::BTreeMap<String, String>>,
+    pub annotations: Option<Annotations>,
+}
+
+/// Annotations as a list of pairs: a cache keeps one or two per object, and a `BTreeMap` with
+/// one entry takes a whole B-tree node (~600 bytes; 6 MB over 10,000 restarted Deployments).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Annotations(Vec<(Box<str>, Box<str>)>);
+
+impl Annotations {
+    /// The value of annotation `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| &**k == key).map(|(_, v)| &**v)
+    }
+
+    /// Keeps the annotations whose key `keep` accepts, and gives the rest's room back.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.0.retain(|(k, _)| keep(k));
+        self.0.shrink_to_fit();
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'de> Deserialize<'de> for Annotations {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Pairs;
+        impl<'de> serde::de::Visitor<'de> for Pairs {
+            type Value = Annotations;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of annotations")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Annotations, A::Error> {
+                let mut pairs = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, String>()? {
+                    pairs.push((k.into_boxed_str(), v.into_boxed_str()));
+                }
+                Ok(Annotations(pairs))
+            }
+        }
+        deserializer.deserialize_map(Pairs)
+    }
+}
+
+impl Serialize for Annotations {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (&**k, &**v)))
+    }
 }
 
 /// Implements the `k8s_openapi` traits (and so `kube::Resource`) for a lean type with the
@@ -183,6 +237,23 @@ mod tests {
         assert!(size_of::<Deployment>() * 4 < size_of::<apps::Deployment>());
         assert!(size_of::<StatefulSet>() * 4 < size_of::<apps::StatefulSet>());
         assert!(size_of::<DaemonSet>() * 4 < size_of::<apps::DaemonSet>());
+    }
+
+    /// Annotations read, filtered and written back as the map the API server sends.
+    #[test]
+    fn annotations_are_a_map_on_the_wire() {
+        let json = serde_json::json!({"b": "2", "mtsre.meitu.com/restartedAt": "2026-11-22T03:00:10Z"});
+        let mut annotations: Annotations = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(annotations.get("b"), Some("2"));
+        assert_eq!(serde_json::to_value(&annotations).unwrap(), json);
+        annotations.retain(|k| k.starts_with("mtsre.meitu.com/"));
+        assert_eq!(annotations.len(), 1);
+        assert_eq!(annotations.get("b"), None);
+        assert_eq!(
+            annotations.get("mtsre.meitu.com/restartedAt"),
+            Some("2026-11-22T03:00:10Z")
+        );
+        assert!(serde_json::from_value::<Annotations>(serde_json::json!(["a"])).is_err());
     }
 
     #[test]
