@@ -125,6 +125,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     // the order of writes under pressure: restart patches, then statuses, then Events
     let statuses = Urgent::default();
+    let memo = Arc::new(StatusMemo::default());
     let ctx = Arc::new(Context {
         client: client.clone(),
         journal: journal.clone(),
@@ -144,8 +145,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             memcached_image: args.memcached_image.clone(),
             concurrency: args.concurrency,
         },
-        statuses: StatusMemo::default(),
-        status_writer: StatusWriter::spawn(client.clone(), urgent.clone(), statuses),
+        statuses: memo.clone(),
+        status_writer: StatusWriter::spawn(client.clone(), urgent.clone(), statuses, memo),
         urgent,
         leadership: leadership.clone(),
         readiness: readiness.clone(),

@@ -129,78 +129,149 @@ pub fn status_digest<S: Serialize>(status: &S) -> u64 {
     key_hash(serde_json::to_string(status).unwrap_or_default())
 }
 
-/// The status each object was last written with, and the resourceVersion that write was based on.
+/// The status each object was last written with, until the watch cache shows that write.
 ///
-/// Right after a status patch the watch cache may still hold the version the patch was based
-/// on; restoring the machine from that stale `status.phase` would replay a transition. Until the
-/// cache moves past that version, reconciles use the status remembered here; once it has, the
-/// entry is dropped (a cache never goes back), so the memo holds only the writes the cache has yet
-/// to show, each as its JSON text (a `serde_json::Value` tree takes several times its size).
+/// Statuses are written off the pass ([`crate::runtime::StatusWriter`]), so for a while after a
+/// pass the watch cache holds an older status; restoring the machine from that stale
+/// `status.phase` would replay a transition and journal it twice. Until the cache shows the last
+/// write, passes use the status remembered here.
+///
+/// When the cache shows it is told by the resourceVersion the write produced, not by the cache
+/// merely moving: an earlier write landing (or a spec edit) moves the cache to a version that
+/// still lacks the newest status. An entry ends when the cache holds the version its write
+/// produced, or (should the cache skip that version, as after a relist) a later one with the
+/// same status; so the memo holds only writes the caches have yet to show, each as its JSON text
+/// (a `serde_json::Value` tree takes several times its size). A write that never lands (the
+/// server refuses it for good) stays remembered: the journal already holds its transitions.
 #[derive(Debug, Default)]
 pub struct StatusMemo {
-    written: Mutex<HashMap<String, (String, String)>>,
+    written: Mutex<Written>,
+}
+
+#[derive(Debug, Default)]
+struct Written {
+    /// The number of the last write remembered, of any object.
+    last: u64,
+    by_uid: HashMap<String, Write>,
+}
+
+/// One object's last status write.
+#[derive(Debug)]
+struct Write {
+    /// Its number: a write that lands reports it, so an earlier write landing is told apart.
+    number: u64,
+    status: String,
+    digest: u64,
+    /// The resourceVersion the write produced, once it landed.
+    landed: Option<String>,
+    /// The version the cache held when last looked at (a watch event can beat the write's
+    /// response).
+    seen: Option<String>,
+}
+
+impl Write {
+    /// Whether a cache at `resource_version`, holding a status of digest `cached`, shows this write.
+    fn shown(&self, resource_version: &str, cached: Option<u64>) -> bool {
+        self.landed
+            .as_deref()
+            .is_some_and(|landed| landed == resource_version || cached == Some(self.digest))
+    }
 }
 
 impl StatusMemo {
-    /// The freshest known status of object `uid`, cached at `resource_version`.
-    pub fn current<S: DeserializeOwned + Clone>(
+    /// The freshest known status of object `uid`, cached at `resource_version` as `cached`.
+    pub fn current<S: Serialize + DeserializeOwned + Clone>(
         &self,
         uid: &str,
         resource_version: &str,
         cached: Option<&S>,
     ) -> Option<S> {
-        self.written(uid, resource_version).or_else(|| cached.cloned())
+        self.written(uid, resource_version, cached.map(status_digest))
+            .or_else(|| cached.cloned())
     }
 
-    /// The status written for object `uid` on top of `resource_version`, while its cache still
-    /// holds that version (the write is not in the cache yet).
-    pub fn written<S: DeserializeOwned>(&self, uid: &str, resource_version: &str) -> Option<S> {
+    /// The status last written for object `uid`, while its cache (at `resource_version`, holding
+    /// a status of digest `cached`) does not show it yet.
+    pub fn written<S: DeserializeOwned>(
+        &self,
+        uid: &str,
+        resource_version: &str,
+        cached: Option<u64>,
+    ) -> Option<S> {
         let mut written = self.written.lock().expect("status memo lock");
-        match written.get(uid) {
-            Some((based_on, status)) if based_on == resource_version => serde_json::from_str(status).ok(),
-            Some(_) => {
-                written.remove(uid); // the cache moved past the write
-                None
-            }
-            None => None,
+        let write = written.by_uid.get_mut(uid)?;
+        if write.shown(resource_version, cached) {
+            written.by_uid.remove(uid);
+            return None;
+        }
+        write.seen = Some(resource_version.to_string());
+        serde_json::from_str(&write.status).ok()
+    }
+
+    /// Remembers that `status` is being written for object `uid`; returns the write's number,
+    /// for [`StatusMemo::landed`].
+    pub fn remember<S: Serialize>(&self, uid: &str, status: &S) -> u64 {
+        let text = serde_json::to_string(status).unwrap_or_default();
+        let mut written = self.written.lock().expect("status memo lock");
+        written.last += 1;
+        let number = written.last;
+        let write = Write {
+            number,
+            digest: key_hash(&text),
+            status: text,
+            landed: None,
+            seen: None,
+        };
+        written.by_uid.insert(uid.to_string(), write);
+        number
+    }
+
+    /// Write `number` of object `uid` landed as `resource_version`: once the cache holds that
+    /// version, the write is shown. A write that a newer one replaced changes nothing.
+    pub fn landed(&self, uid: &str, number: u64, resource_version: &str) {
+        let mut written = self.written.lock().expect("status memo lock");
+        let Some(write) = written.by_uid.get_mut(uid) else {
+            return;
+        };
+        if write.number != number {
+            return;
+        }
+        if write.seen.as_deref() == Some(resource_version) {
+            // the watch event came before the response
+            written.by_uid.remove(uid);
+            shrink_after_burst(&mut written.by_uid);
+        } else {
+            write.landed = Some(resource_version.to_string());
         }
     }
 
-    /// Records that `status` was written on top of `resource_version`.
-    pub fn remember<S: Serialize>(&self, uid: &str, resource_version: &str, status: &S) {
-        if let Ok(text) = serde_json::to_string(status) {
-            self.written
-                .lock()
-                .expect("status memo lock")
-                .insert(uid.to_string(), (resource_version.to_string(), text));
-        }
-    }
-
-    /// Drops what is remembered of object `uid` once its cache holds `resource_version`, another
-    /// version than the write was based on: the cache has moved past it. Called as the cache
-    /// applies each watch event, so an object that is not reconciled again (an Eru waiting months
-    /// for its next slot) is not remembered for months.
-    pub fn settle(&self, uid: &str, resource_version: &str) {
+    /// The cache of object `uid` now holds `resource_version`, with a status of digest `cached`:
+    /// drops the remembered write if that shows it. Called as the cache applies each watch
+    /// event, so an object that is not reconciled again (an Eru waiting months for its next slot)
+    /// is not remembered for months.
+    pub fn settle(&self, uid: &str, resource_version: &str, cached: Option<u64>) {
         let mut written = self.written.lock().expect("status memo lock");
-        if written
-            .get(uid)
-            .is_some_and(|(based_on, _)| based_on != resource_version)
-        {
-            written.remove(uid);
-            shrink_after_burst(&mut written);
+        let Some(write) = written.by_uid.get_mut(uid) else {
+            return;
+        };
+        if write.shown(resource_version, cached) {
+            written.by_uid.remove(uid);
+            shrink_after_burst(&mut written.by_uid);
+        } else {
+            write.seen = Some(resource_version.to_string());
         }
     }
 
     /// How many writes the caches have yet to show.
     pub fn pending(&self) -> usize {
-        self.written.lock().expect("status memo lock").len()
+        self.written.lock().expect("status memo lock").by_uid.len()
     }
 
     /// Forgets a deleted object.
     pub fn forget(&self, uid: &str) {
         let mut written = self.written.lock().expect("status memo lock");
-        written.remove(uid);
-        shrink_after_burst(&mut written);
+        written.by_uid.remove(uid);
+        shrink_after_burst(&mut written.by_uid);
     }
 }
 
@@ -303,50 +374,93 @@ mod tests {
     }
 
     #[test]
-    fn status_memo_covers_a_stale_cache_only() {
+    fn status_memo_covers_a_stale_cache_until_it_shows_the_write() {
         let memo = StatusMemo::default();
         let cached = "Pending".to_string();
         assert_eq!(memo.current("u", "1", Some(&cached)), Some(cached.clone()));
-        memo.remember("u", "1", &"Stable".to_string());
+        let write = memo.remember("u", &"Stable".to_string());
         assert_eq!(
             memo.current("u", "1", Some(&cached)),
-            Some("Stable".to_string()),
+            Some("Stable".into()),
             "cache still at 1"
         );
         assert_eq!(
             memo.current("u", "2", Some(&cached)),
-            Some(cached.clone()),
-            "cache moved on"
+            Some("Stable".into()),
+            "the cache moved (a spec edit), but the write has not landed"
+        );
+        memo.landed("u", write, "3");
+        assert_eq!(
+            memo.current("u", "2", Some(&cached)),
+            Some("Stable".into()),
+            "landed as 3, cache at 2"
+        );
+        assert_eq!(memo.pending(), 1);
+        assert_eq!(
+            memo.current("u", "3", Some(&"Stable".to_string())),
+            Some("Stable".into())
         );
         assert_eq!(
             memo.pending(),
             0,
-            "the write is in the cache: nothing left to remember"
+            "the cache shows the write: nothing left to remember"
         );
-        memo.remember("u", "2", &"Stable".to_string());
+        memo.remember("u", &"Stable".to_string());
         memo.forget("u");
         assert_eq!(memo.pending(), 0);
         assert_eq!(memo.current("u", "1", Some(&cached)), Some(cached));
     }
 
     #[test]
-    fn status_memo_settles_as_the_cache_moves() {
+    fn status_memo_is_not_fooled_by_an_earlier_write_landing() {
+        // a pass writes S1; the next, on the same cached version, writes S2 while S1 is in flight
         let memo = StatusMemo::default();
-        memo.remember("u", "1", &"Stable".to_string());
-        memo.settle("u", "1");
+        let s1 = memo.remember("u", &"Progressing".to_string());
+        let s2 = memo.remember("u", &"Stable".to_string());
+        memo.landed("u", s1, "2");
+        memo.settle("u", "2", Some(status_digest(&"Progressing".to_string())));
+        assert_eq!(
+            memo.current("u", "2", Some(&"Progressing".to_string())),
+            Some("Stable".to_string()),
+            "the cache shows S1, not S2: restoring from it would replay Progressing → Stable"
+        );
+        memo.landed("u", s2, "3");
+        memo.settle("u", "3", Some(status_digest(&"Stable".to_string())));
+        assert_eq!(memo.pending(), 0);
+    }
+
+    #[test]
+    fn status_memo_settles_as_the_cache_shows_the_write() {
+        let memo = StatusMemo::default();
+        let stable = Some(status_digest(&"Stable".to_string()));
+        let write = memo.remember("u", &"Stable".to_string());
+        memo.settle("u", "1", None);
+        memo.settle("other", "7", None);
         assert_eq!(
             memo.pending(),
             1,
-            "the cache still holds the version the write was based on"
+            "neither the old version nor another object's event settles it"
         );
-        memo.settle("other", "7");
-        assert_eq!(memo.pending(), 1, "another object's event settles nothing");
-        memo.settle("u", "2");
+        memo.landed("u", write, "2");
+        memo.settle("u", "2", stable);
         assert_eq!(
             memo.pending(),
             0,
-            "the cache moved past the write, without a pass"
+            "the cache holds the version the write produced, without a pass"
         );
+
+        // the watch event comes before the write's response
+        let write = memo.remember("u", &"Stable".to_string());
+        memo.settle("u", "5", stable);
+        assert_eq!(memo.pending(), 1, "not landed yet: 5 may be an older write");
+        memo.landed("u", write, "5");
+        assert_eq!(memo.pending(), 0, "the cache already held what it produced");
+
+        // the cache skipped the version (a relist) but shows the same status
+        let write = memo.remember("u", &"Stable".to_string());
+        memo.landed("u", write, "8");
+        memo.settle("u", "9", stable);
+        assert_eq!(memo.pending(), 0);
     }
 
     #[test]

@@ -70,7 +70,7 @@ async fn scheduled_restart_rolls_out_and_status_agrees_with_the_journal() {
     assert_eq!(time(&row["started_at"]), last.started_at);
     assert_eq!(time(&row["finished_at"]), last.finished_at.unwrap());
     assert!(last.duration_seconds.unwrap() >= 0.0);
-    let transitions = items(&operator, "/transitions?kind=Eru&name=web");
+    let transitions = operator.chained_transitions("Eru", "web");
     for (from, to, event) in [
         ("Waiting", "Restarting", "SlotDue"),
         ("Restarting", "RollingOut", "RestartPatched"),

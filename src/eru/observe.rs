@@ -61,11 +61,11 @@ pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) 
     let uid = eru.uid().unwrap_or_default();
     let namespace = eru.namespace().unwrap_or_default();
     // the status written last, until the cache shows it; else the cached one
-    let (known, known_digest) = match context
-        .ctx
-        .statuses
-        .written::<EruStatus>(&uid, &eru.resource_version().unwrap_or_default())
-    {
+    let (known, known_digest) = match context.ctx.statuses.written::<EruStatus>(
+        &uid,
+        &eru.resource_version().unwrap_or_default(),
+        eru.status_digest(),
+    ) {
         Some(written) => {
             let digest = status_digest(&written);
             (Some(written), Some(digest))

@@ -76,6 +76,7 @@ pub fn controller(
             memo.statuses.settle(
                 meta.uid.as_deref().unwrap_or_default(),
                 meta.resource_version.as_deref().unwrap_or_default(),
+                eru.status_digest(),
             );
         }
     });
@@ -226,7 +227,7 @@ impl Steps for EruContext {
         let summary = self.ctx.journal.eru_summary(&uid).await?;
         let status = status(eru, &plan, &summary, !self.fleet.limits().unlimited());
         if plan.observed().cluster.known_digest != Some(status_digest(&status)) {
-            self.ctx.write_status(eru.as_ref(), &status)?;
+            self.ctx.write_status(eru.as_ref(), &status);
         }
         Ok(requeue(self, eru, plan.backlog, plan.wake()))
     }

@@ -275,7 +275,7 @@ impl Steps for MemcachedContext {
             &plan.observation,
             plan.apply_error,
         );
-        self.ctx.apply_status(memcached.as_ref(), known, &status)?;
+        self.ctx.apply_status(memcached.as_ref(), known, &status);
         Ok(Action::requeue(Duration::from_secs(300)))
     }
 }

@@ -285,7 +285,7 @@ impl Steps for PodSetContext {
         let known = plan.known.as_ref();
         let phase = plan.state.phase();
         let status = status(podset, known, phase, &plan.observation, failure.as_ref());
-        self.ctx.apply_status(podset.as_ref(), known, &status)?;
+        self.ctx.apply_status(podset.as_ref(), known, &status);
         Ok(Action::requeue(Duration::from_secs(300)))
     }
 }

@@ -1,6 +1,8 @@
 //! The shared controller [`Context`]: clients, journal, metrics and Event recorder, and the commit
 //! path by which a reconcile's decisions leave its machine — journaled first, then announced.
 
+use std::sync::Arc;
+
 use chrono::Utc;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
@@ -43,7 +45,7 @@ pub struct Context {
     pub events: EventQueue,
     pub settings: Settings,
     /// Statuses written (or queued) but maybe not yet in the watch caches.
-    pub statuses: StatusMemo,
+    pub statuses: Arc<StatusMemo>,
     /// Writes statuses off the passes' critical path.
     pub status_writer: StatusWriter,
     /// Restart patches in flight, which status writes and Events let go first.
@@ -146,34 +148,29 @@ impl Context {
     /// Queues `status` for the object (server-side apply by the [`StatusWriter`]), unless it is
     /// what the object already has, and remembers it until the watch cache catches up. Returns at
     /// once: the write follows the pass.
-    pub fn apply_status<K, S>(&self, obj: &K, known: Option<&S>, status: &S) -> Result<()>
+    pub fn apply_status<K, S>(&self, obj: &K, known: Option<&S>, status: &S)
     where
         K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
         S: serde::Serialize + PartialEq,
     {
-        if known == Some(status) {
-            return Ok(());
+        if known != Some(status) {
+            self.write_status(obj, status);
         }
-        self.write_status(obj, status)
     }
 
     /// Queues `status` for `obj` (see [`Context::apply_status`]), whatever is known of it.
-    pub fn write_status<K, S>(&self, obj: &K, status: &S) -> Result<()>
+    pub fn write_status<K, S>(&self, obj: &K, status: &S)
     where
         K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
         S: serde::Serialize,
     {
-        let uid = obj.meta().uid.clone().unwrap_or_default();
         self.status_writer.write(
-            &uid,
+            obj.meta().uid.as_deref().unwrap_or_default(),
             ApiResource::erase::<K>(&()),
             &obj.namespace().unwrap_or_default(),
             &obj.name_any(),
-            serde_json::to_value(status)?,
+            status,
         );
-        self.statuses
-            .remember(&uid, &obj.resource_version().unwrap_or_default(), status);
-        Ok(())
     }
 
     /// Forgets a deleted object: its status memo and its per-object metric series.
