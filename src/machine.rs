@@ -9,7 +9,10 @@
 //! event in the same pass.
 //! Entry actions re-run when a machine is restored, so the machines here have none.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -160,7 +163,8 @@ struct Written {
 struct Write {
     /// Its number: a write that lands reports it, so an earlier write landing is told apart.
     number: u64,
-    status: String,
+    /// Its JSON text, shared with the status writer's queue (one copy while both hold it).
+    status: Arc<str>,
     digest: u64,
     /// The resourceVersion the write produced, once it landed.
     landed: Option<String>,
@@ -208,22 +212,22 @@ impl StatusMemo {
         serde_json::from_str(&write.status).ok()
     }
 
-    /// Remembers that `status` is being written for object `uid`; returns the write's number,
-    /// for [`StatusMemo::landed`].
-    pub fn remember<S: Serialize>(&self, uid: &str, status: &S) -> u64 {
-        let text = serde_json::to_string(status).unwrap_or_default();
+    /// Remembers that `status` is being written for object `uid`; returns the write's number
+    /// (for [`StatusMemo::landed`]) and the status as JSON text, for the writer to send.
+    pub fn remember<S: Serialize>(&self, uid: &str, status: &S) -> (u64, Arc<str>) {
+        let text: Arc<str> = serde_json::to_string(status).unwrap_or_default().into();
         let mut written = self.written.lock().expect("status memo lock");
         written.last += 1;
         let number = written.last;
         let write = Write {
             number,
-            digest: key_hash(&text),
-            status: text,
+            digest: key_hash(&*text),
+            status: text.clone(),
             landed: None,
             seen: None,
         };
         written.by_uid.insert(uid.to_string(), write);
-        number
+        (number, text)
     }
 
     /// Write `number` of object `uid` landed as `resource_version`: once the cache holds that
@@ -378,7 +382,7 @@ mod tests {
         let memo = StatusMemo::default();
         let cached = "Pending".to_string();
         assert_eq!(memo.current("u", "1", Some(&cached)), Some(cached.clone()));
-        let write = memo.remember("u", &"Stable".to_string());
+        let (write, _) = memo.remember("u", &"Stable".to_string());
         assert_eq!(
             memo.current("u", "1", Some(&cached)),
             Some("Stable".into()),
@@ -415,8 +419,8 @@ mod tests {
     fn status_memo_is_not_fooled_by_an_earlier_write_landing() {
         // a pass writes S1; the next, on the same cached version, writes S2 while S1 is in flight
         let memo = StatusMemo::default();
-        let s1 = memo.remember("u", &"Progressing".to_string());
-        let s2 = memo.remember("u", &"Stable".to_string());
+        let (s1, _) = memo.remember("u", &"Progressing".to_string());
+        let (s2, _) = memo.remember("u", &"Stable".to_string());
         memo.landed("u", s1, "2");
         memo.settle("u", "2", Some(status_digest(&"Progressing".to_string())));
         assert_eq!(
@@ -433,7 +437,7 @@ mod tests {
     fn status_memo_settles_as_the_cache_shows_the_write() {
         let memo = StatusMemo::default();
         let stable = Some(status_digest(&"Stable".to_string()));
-        let write = memo.remember("u", &"Stable".to_string());
+        let (write, _) = memo.remember("u", &"Stable".to_string());
         memo.settle("u", "1", None);
         memo.settle("other", "7", None);
         assert_eq!(
@@ -450,14 +454,14 @@ mod tests {
         );
 
         // the watch event comes before the write's response
-        let write = memo.remember("u", &"Stable".to_string());
+        let (write, _) = memo.remember("u", &"Stable".to_string());
         memo.settle("u", "5", stable);
         assert_eq!(memo.pending(), 1, "not landed yet: 5 may be an older write");
         memo.landed("u", write, "5");
         assert_eq!(memo.pending(), 0, "the cache already held what it produced");
 
         // the cache skipped the version (a relist) but shows the same status
-        let write = memo.remember("u", &"Stable".to_string());
+        let (write, _) = memo.remember("u", &"Stable".to_string());
         memo.landed("u", write, "8");
         memo.settle("u", "9", stable);
         assert_eq!(memo.pending(), 0);

@@ -40,9 +40,9 @@ struct Pending {
     resource: ApiResource,
     namespace: String,
     name: String,
-    /// The apply body (apiVersion, kind and status) as JSON text: during a burst thousands wait
+    /// The status as JSON text, shared with the [`StatusMemo`]: during a burst thousands wait
     /// here, and a `serde_json::Value` tree takes several times the memory of its text.
-    body: String,
+    status: Arc<str>,
     /// Its number in the [`StatusMemo`], told when it lands.
     number: u64,
     failures: u32,
@@ -94,16 +94,13 @@ impl StatusWriter {
         name: &str,
         status: &S,
     ) {
-        let body =
-            serde_json::json!({"apiVersion": resource.api_version, "kind": resource.kind, "status": status})
-                .to_string();
         // remembered before it is queued: it may land before this returns
-        let number = self.memo.remember(uid, status);
+        let (number, status) = self.memo.remember(uid, status);
         let pending = Pending {
             resource,
             namespace: namespace.to_string(),
             name: name.to_string(),
-            body,
+            status,
             number,
             failures: 0,
         };
@@ -162,7 +159,13 @@ impl StatusWriter {
         };
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &pending.namespace, &pending.resource);
-        let body: serde_json::Value = serde_json::from_str(&pending.body).expect("JSON this writer rendered");
+        let status: serde_json::Value =
+            serde_json::from_str(&pending.status).expect("JSON the memo rendered");
+        let body = serde_json::json!({
+            "apiVersion": pending.resource.api_version,
+            "kind": pending.resource.kind,
+            "status": status,
+        });
         let _writing = self.writing.begin();
         let budget = Budget {
             class: Class::Status,
