@@ -2,6 +2,13 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use eru_operator::{
+    config::RunArgs,
+    eru::schedule::{self, Schedule},
+};
+
 /// The Rust heap is jemalloc's, configured for a small resident set rather than speed: glibc's
 /// malloc kept what a fleet restart freed (1,000s of short-lived requests, statuses and watch
 /// events between the long-lived cache entries), so an operator holding 3,000 Erus stayed at 36
@@ -24,13 +31,6 @@ static HEAP_OPTIONS: Option<&'static std::ffi::c_char> = Some(
         &*c"narenas:1,tcache:false,dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true".as_ptr()
     },
 );
-
-use chrono::{DateTime, Utc};
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use eru_operator::{
-    config::RunArgs,
-    eru::schedule::{self, Schedule},
-};
 
 #[derive(Parser)]
 #[command(
