@@ -6,9 +6,11 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
-use eru_operator::journal::{
-    Entry, FinishedRestart, Journal, NewEpoch, NewRestart, NewSlot, ObjectKey, PatchedRestart, SlotResult,
-    vocab::RestartOutcome,
+use eru_operator::{
+    journal::{
+        Entry, FinishedRestart, Journal, NewEpoch, NewRestart, NewSlot, ObjectKey, PatchedRestart, SlotResult,
+    },
+    vocab::{Outcome, Reason},
 };
 use serde_json::json;
 
@@ -50,9 +52,9 @@ async fn journal(path: &std::path::Path, erus: usize, hours: i64, end: DateTime<
             let o = object(i);
             let skipped = (i as i64 + h) % 10 == 0;
             let (result, reason) = if skipped {
-                (SlotResult::Skipped, "target_paused")
+                (SlotResult::Skipped, Reason::TargetPaused)
             } else {
-                (SlotResult::Fired, "scheduled")
+                (SlotResult::Fired, Reason::Scheduled)
             };
             if recent && !skipped {
                 batch.restarts_decided.push(NewRestart {
@@ -72,7 +74,7 @@ async fn journal(path: &std::path::Path, erus: usize, hours: i64, end: DateTime<
                     uid: o.uid.clone(),
                     slot,
                     finished_at: slot + chrono::Duration::seconds(30),
-                    outcome: RestartOutcome::Succeeded,
+                    outcome: Outcome::Succeeded,
                     reason: None,
                 });
             }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use eru_operator::{
-    eru::ledger::{self, Epoch, EpochSpec, Span, account},
+    eru::core::ledger::{self, Epoch, EpochSpec, Span, account},
     history::{HistoryParams, history},
     journal::{Entry, Journal, NewRestart, NewSlot, NewTransition, ObjectKey, SlotResult},
 };
@@ -57,7 +57,7 @@ fn entry_of(uid: &str, i: i64) -> Entry {
             last_slot: at,
             slot_count: 1,
             result: SlotResult::Fired,
-            reason: "scheduled",
+            reason: eru_operator::vocab::Reason::Scheduled,
             window: None,
             note: None,
             evaluated_at: at,
@@ -561,7 +561,7 @@ async fn filled(journal: Journal, rows: i64) -> Journal {
     journal
 }
 
-/// What one Eru reconcile asks of the journal (as `eru::observe`, `eru::record` and the status
+/// What one Eru reconcile asks of the journal (as `eru::pass::observe`, `eru::pass::commit` and the status
 /// step do), for its `i`-th slot.
 async fn reconcile_cost(journal: &Journal, i: i64) -> Duration {
     let uid = "reconciled";

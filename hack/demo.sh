@@ -16,12 +16,13 @@ hack/cluster.sh up
 eval "$(hack/cluster.sh env)"
 state="$repo/.cluster/eru"
 
-echo "== installing CRDs and RBAC"
-kubectl apply -f crds/ >/dev/null
-kubectl apply -f deploy/namespace.yaml -f deploy/rbac.yaml >/dev/null
-kubectl wait --for=condition=Established --timeout=60s -f crds/ >/dev/null
+echo "== installing CRDs and RBAC (the Eru's, and the PodSet and Memcached controllers' for the samples)"
+kubectl apply -f crds/ -f crds/podset/ -f crds/memcached/ >/dev/null
+kubectl apply -f deploy/namespace.yaml -f deploy/rbac.yaml -f deploy/podset/ -f deploy/memcached/ >/dev/null
+kubectl wait --for=condition=Established --timeout=60s -f crds/ >/dev/null  # (wait -f is recursive: every CRD)
 
-# The operator authenticates as eru-system/eru-operator: exactly the RBAC of deploy/rbac.yaml.
+# The operator authenticates as eru-system/eru-operator: exactly the RBAC of deploy/rbac.yaml,
+# deploy/podset/ and deploy/memcached/.
 token=$(kubectl create token eru-operator -n eru-system --duration=24h)
 server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 ca=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
@@ -36,7 +37,7 @@ KC
 
 echo "== starting the operator (journal: $state/eru.db, log: $state/operator.log)"
 "$CARGO_TARGET_DIR/debug/eru-operator" run --kubeconfig "$state/operator.kubeconfig" \
-  --database "$state/eru.db" --http-address "127.0.0.1:$port" >"$state/operator.log" 2>&1 &
+  --controllers eru,podset,memcached --database "$state/eru.db" --http-address "127.0.0.1:$port" >"$state/operator.log" 2>&1 &
 operator=$!
 trap 'kill -TERM $operator 2>/dev/null; wait $operator 2>/dev/null; echo "operator stopped; cluster still up (hack/cluster.sh down)"' EXIT
 until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null; do
@@ -54,10 +55,12 @@ The operator is running (Ctrl-C stops it). In another shell:
   eval "\$(hack/cluster.sh env)"
   kubectl get eru,podset,memcached          # phases, printer columns
   kubectl describe eru web-sample           # conditions and Events
+  open http://localhost:$port/ui            # the audit page: a timeline per Eru, every slot accounted
+  curl -s localhost:$port/audit | jq .verdict   # the same audit as JSON
   curl -s localhost:$port/history           # restarts from the journal
-  curl -s localhost:$port/transitions       # state-machine transitions
   curl -s localhost:$port/missed            # missed and skipped slots
   curl -s localhost:$port/metrics | grep ^eru_
-  eru-operator schedule '*/2 * * * *' --count 3   # preview a schedule
+  $CARGO_TARGET_DIR/debug/eru-operator audit --server http://localhost:$port --since 1h
+  $CARGO_TARGET_DIR/debug/eru-operator schedule '*/2 * * * *' --count 3   # preview a schedule
 HINT
 wait $operator

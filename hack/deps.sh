@@ -20,6 +20,18 @@ command -v make >/dev/null || missing+=(make)
 command -v chromium >/dev/null || missing+=(chromium)
 # the journal's PostgreSQL backend is tested against a local server (hack/postgres.sh)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+# the image (hack/image.sh): podman builds ./Dockerfile without a Docker engine; debootstrap
+# makes the builder's bookworm root file system; gcc (with glibc's static libc) the pause binary
+command -v podman >/dev/null || missing+=(podman)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+# the real node (hack/cluster.sh up --real-node): containerd, runc, the CNI plugins (bridge,
+# host-local, loopback, portmap), iptables and conntrack for kube-proxy
+command -v containerd >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v iptables >/dev/null || missing+=(iptables)
+command -v conntrack >/dev/null || missing+=(conntrack)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo

@@ -34,6 +34,6 @@ hack/cluster.sh up --name load --controller-qps 500
 [ "$keep" = 1 ] || trap 'hack/cluster.sh down --name load' EXIT
 eval "$(hack/cluster.sh env --name load)"
 kubectl apply -f crds/ >/dev/null
-kubectl wait --for=condition=Established --timeout=60s -f crds/ >/dev/null
+kubectl wait --for=condition=Established --timeout=60s -f crds/eru.yaml >/dev/null
 echo "== measuring N=$n"
 "$CARGO_TARGET_DIR/$profile/examples/http_load" "$n" --operator "$CARGO_TARGET_DIR/$profile/eru-operator" "${extra[@]}"

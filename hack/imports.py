@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Import cycles among the library's files (src/, without main.rs), shared modules (runtime,
-journal, metrics, machine) importing a kind or the wiring, the Eru core (the pure plan, machine,
-ledger, schedule and their data) importing a Kubernetes client, tokio, sqlx, the journal's rows or
-the runtime, and journal text parsed (`parse_ts`) outside journal/: prints each and exits 1.
+journal, metrics, machine) importing a kind or the wiring, the Eru core (src/eru/core/, and every
+file it imports, transitively) reaching a Kubernetes client or type, tokio, sqlx, the journal's rows
+or the runtime, and journal text parsed (`parse_ts`) outside journal/: prints each and exits 1.
+
+`hack/imports.py --self-test` checks that the core rule catches a core file importing the runtime
+(on a copy of src/ with one such import added).
 
 A file imports another when a `use` or a `crate::`/`super::`/`self::` path names an item of the
 other file's module. Declaring a submodule (`mod x;`) is not an import. Run by hack/test.sh, so the
@@ -11,6 +14,23 @@ one-way layering (app → kinds → runtime → journal/metrics/machine) cannot 
 import pathlib
 import re
 import sys
+
+if sys.argv[1:] == ["--self-test"]:
+    import shutil
+    import subprocess
+    import tempfile
+
+    here = pathlib.Path(__file__).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = pathlib.Path(tmp) / "src"
+        shutil.copytree(here.parent.parent / "src", copy)
+        planted = copy / "eru" / "core" / "ledger.rs"
+        planted.write_text(planted.read_text() + "\nuse crate::runtime::lean::Deployment;\n")
+        run = subprocess.run([sys.executable, str(here), str(copy)], capture_output=True, text=True)
+    caught = run.returncode == 1 and "core: src/eru/core/ledger.rs" in run.stdout and "runtime" in run.stdout
+    print("self-test: a core file importing crate::runtime " + ("is caught" if caught else "was NOT caught"))
+    print(run.stdout, end="")
+    sys.exit(0 if caught else 1)
 
 src = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent / "src").resolve()
 
@@ -23,6 +43,9 @@ def module_of(path):
 
 
 def strip(text):
+    # an inline test module (at the end of a file, by convention) is not the file's imports: its
+    # `super::*` is the file itself
+    text = re.split(r"#\[cfg\(test\)\]\s*mod tests \{", text)[0]
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
     return re.sub(r'"(\\.|[^"\\])*"', '""', text)
@@ -105,24 +128,54 @@ def name_of(m):
     return str(modules[m].relative_to(src.parent))
 
 
-# the Eru core: pure, decided from plain data; what it may not name, directly or by a crate path
-core = [("eru", "plan"), ("eru", "plan", "start"), ("eru", "machine"), ("eru", "events"),
-        ("eru", "ledger"), ("eru", "schedule"), ("eru", "hash"), ("eru", "observed"), ("eru", "hold")]
+# the Eru core: everything under eru/core/ is pure, decided from plain data, and so is everything
+# it imports, transitively: no Kubernetes client or type, tokio or sqlx (named by a `use` or a
+# crate path), no runtime module and no journal module but its vocabulary. Test files (tests.rs,
+# proptests.rs, *_tests.rs) may build fixtures with the shell and are not followed.
 forbidden_crates = ("kube", "k8s_openapi", "tokio", "sqlx")
-core_violations = []
-for m in core:
-    if m not in modules:
-        core_violations.append(f"core: {'/'.join(m)}.rs is missing (update hack/imports.py)")
-        continue
+
+
+def is_test(m):
+    return bool(m) and (m[-1] in ("tests", "proptests") or m[-1].endswith("_tests"))
+
+
+core = sorted(m for m in modules if m[:2] == ("eru", "core") and not is_test(m))
+
+
+def impurity(m):
+    """Why module `m` may not be reached from the core, or None."""
+    if m[:1] == ("runtime",):
+        return "is the runtime"
+    if m[:1] == ("journal",) and m != ("journal", "vocab"):
+        return "is the journal (only journal/vocab.rs is its vocabulary)"
     text = code_of(modules[m])
     roots = [tree.split("::")[0].strip().lstrip("{") for tree in re.findall(r"\buse\s+([^;]+);", text)]
     roots += re.findall(r"\b(" + "|".join(forbidden_crates) + r")::", text)
-    for crate in sorted(set(r for r in roots if r in forbidden_crates)):
-        core_violations.append(f"core: {name_of(m)} uses {crate}")
-    for t in edges[m]:
-        if t[:1] == ("runtime",) or (t[:1] == ("journal",) and t != ("journal", "vocab")):
-            core_violations.append(f"core: {name_of(m)} imports {'/'.join(t)} (only journal/vocab.rs)")
-for v in core_violations:
+    named = sorted(set(r for r in roots if r in forbidden_crates))
+    return f"uses {', '.join(named)}" if named else None
+
+
+core_violations = []
+if not core:
+    core_violations.append("core: no file under src/eru/core/ (update hack/imports.py)")
+for start in core:
+    # breadth-first over imports, remembering how each module was reached
+    came_from, queue = {start: None}, [start]
+    while queue:
+        m = queue.pop(0)
+        why = impurity(m)
+        if why:
+            chain, at = [], m
+            while at is not None:
+                chain.append(name_of(at))
+                at = came_from[at]
+            core_violations.append(f"core: {' -> '.join(reversed(chain))}: {name_of(m)} {why}")
+            continue
+        for t in sorted(edges[m]):
+            if t not in came_from and not is_test(t):
+                came_from[t] = m
+                queue.append(t)
+for v in sorted(set(core_violations)):
     print(v)
 parses = [p for p in src.rglob("*.rs") if "journal" not in p.relative_to(src).parts[:1]
           and re.search(r"\bparse_ts\b", code_of(p))]
@@ -168,5 +221,5 @@ for scc in sccs:
 if sccs or violations or core_violations or parses:
     sys.exit(1)
 print(f"no import cycles among {len(modules)} files; shared modules import no kind; "
-      f"the Eru core ({len(core)} files) imports no client, tokio, sqlx or journal row; "
-      "journal text is parsed in journal/ only")
+      f"the Eru core ({len(core)} files under eru/core/, and all they import) names no client, "
+      "tokio, sqlx, runtime or journal row; journal text is parsed in journal/ only")

@@ -118,8 +118,10 @@ HBA
 }
 
 server_start() {
-  # 9>&-: the server must not inherit the lock (it would hold it for its whole life)
-  as_server "$bin/pg_ctl" start -D "$data" -l "$state/postgres.log" -w -t 60 -s 9>&- ||
+  # the server outlives this script: it keeps none of its starter's descriptors (a lock held by
+  # `flock file command` around the tests would otherwise stay held as long as the server runs)
+  as_server "$bin/pg_ctl" start -D "$data" -l "$state/postgres.log" -w -t 60 -s \
+    3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- ||
     { tail -n 30 "$state/postgres.log" >&2 || true; die "pg_ctl start failed"; }
   wait_accepting
 }

@@ -50,7 +50,7 @@ hack/cluster.sh up --name scale --nodes "$nodes" ${qps:+--controller-qps "$qps"}
 [ "$keep" = 1 ] || trap 'hack/cluster.sh down --name scale' EXIT
 eval "$(hack/cluster.sh env --name scale)"
 kubectl apply -f crds/ >/dev/null
-kubectl wait --for=condition=Established --timeout=60s -f crds/ >/dev/null
+kubectl wait --for=condition=Established --timeout=60s -f crds/eru.yaml >/dev/null
 
 # the two identities: the operator's ServiceAccount as installed, and the probe's
 kubectl apply -f deploy/namespace.yaml -f deploy/rbac.yaml >/dev/null

@@ -32,9 +32,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== shellcheck, import layering"
+echo "== shellcheck, import layering, the vocabulary in one place, function lengths"
 shellcheck hack/*.sh .ci/run  # .shellcheckrc: follow sourced files
+python3 hack/imports.py --self-test
 python3 hack/imports.py
+python3 hack/vocabulary.py
+python3 hack/lengths.py
 echo "== docs: links and runbook anchors (hack/docs-check.py)"
 python3 hack/docs-check.py
 echo "== Helm chart: lint, renders deploy/, monitoring objects, schema (hack/chart-check.sh static)"
@@ -49,10 +52,26 @@ if [ -z "${ERU_TEST_POSTGRES_URL:-}" ]; then
   eval "$(hack/postgres.sh env --name "$postgres_name")"
 fi
 echo "== unit and integration tests (no cluster; the journal's on SQLite and PostgreSQL)"
-cargo test --locked --all-targets
+# The property tests on a fixed seed (the same cases every run: a failure is the change's), then
+# once more on a random one, printed: rerun with PROPTEST_RNG_SEED=<it> to get its cases back. A
+# failure's shrunk case is also kept in proptest-regressions/ (tests/*.proptest-regressions) and
+# tried first from then on: commit it.
+PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-20261125} cargo test --locked --all-targets
+seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+echo "== the property tests again, PROPTEST_RNG_SEED=$seed"
+# by name: a renamed property test would match nothing, so the count is checked
+proptests=(every_slot_is_accounted_once slots_are_what_the_docs_promise no_query_string_produces_a_5xx)
+out=$(PROPTEST_RNG_SEED=$seed cargo test --locked --lib --test http -- --quiet "${proptests[@]}" 2>&1) \
+  || { printf '%s\n' "$out"; exit 1; }
+ran=$(printf '%s\n' "$out" | awk '/^test result: ok\./ { n += $4 } END { print n + 0 }')
+[ "$ran" = "${#proptests[@]}" ] || { printf '%s\n' "$out"; echo "ran $ran property tests, not ${#proptests[@]}: one was renamed?" >&2; exit 1; }
+echo "$ran property tests passed"
 
 echo "== Python tools of the contract tests (hack/pytools.sh)"
 hack/pytools.sh >/dev/null
+echo "== prometheus-operator and Prometheus of the observability test (hack/prometheus-operator.sh, hack/prometheus.sh)"
+hack/prometheus-operator.sh >/dev/null
+hack/prometheus.sh >/dev/null
 
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   hack/cluster.sh build
@@ -62,16 +81,17 @@ if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   hack/cluster.sh up --name "$cluster"
   eval "$(hack/cluster.sh env --name "$cluster")"
   # on the fresh cluster, before the e2e tests install the CRDs: helm must create them
-  echo "== Helm chart on the cluster: dry-run=server of both value sets, helm install (hack/chart-check.sh cluster)"
+  echo "== Helm chart on the cluster: dry-run=server of three value sets, helm install, helm upgrade from the previous chart version, two releases side by side (hack/chart-check.sh cluster)"
   hack/chart-check.sh cluster
 fi
 [ -n "${KUBECONFIG:-}" ] || { echo "KUBECONFIG is not set" >&2; exit 1; }
 # Tests are selected by file (one test binary each), never by a substring of their names: every
-# file of tests/ but faults.rs, which runs alone below.
+# file of tests/ but faults.rs, which runs alone below, and real_node.rs (hack/real-node-e2e.sh,
+# last, on a cluster of its own with a real node).
 e2e=()
 for file in tests/*.rs; do
   name=$(basename "$file" .rs)
-  [ "$name" = faults ] || e2e+=(--test "$name")
+  [ "$name" = faults ] || [ "$name" = real_node ] || e2e+=(--test "$name")
 done
 echo "== end-to-end tests against $KUBECONFIG"
 cargo test --locked --no-fail-fast "${e2e[@]}" -- --ignored --test-threads 2 "${extra[@]}"
@@ -89,5 +109,11 @@ if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
     cargo test --locked --no-fail-fast --test faults -- --ignored --test-threads 1 "${skip[@]}" "${extra[@]}"
 else
   echo "== fault tests skipped: they restart the control plane, which an existing cluster is not ours to do"
+fi
+if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
+  # the image built from ./Dockerfile and installed by the chart on a cluster of its own with a
+  # real node (tests/real_node.rs); it takes that cluster down itself
+  echo "== the image and the real node (hack/real-node-e2e.sh)"
+  hack/real-node-e2e.sh -- "${extra[@]}"
 fi
 echo "== all tests passed in $((SECONDS - start)) s"

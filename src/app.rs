@@ -28,10 +28,9 @@ use retention::retention;
 use term::{Term, elect, finish, lead};
 
 use crate::{
-    config::RunArgs,
+    config::{Controller, RunArgs},
     crds, eru,
-    journal::{Journal, WriterLock, is_postgres_url, redact},
-    machine::StatusMemo,
+    journal::{ActorLock, Journal, WriterLock, is_postgres_url, redact},
     memcached,
     memory::{trim_heap, trim_heap_every},
     metrics::Metrics,
@@ -39,8 +38,9 @@ use crate::{
     runtime::{
         Context, MANAGER, Readiness, Settings,
         events::{Ahead, EventQueue, Reporter},
+        leader::{LeaderOnlyLayer, Leadership},
         shutdown_requested,
-        status::StatusWriter,
+        status::{StatusMemo, StatusWriter},
         urgent::Urgent,
         watch::Shared,
     },
@@ -48,8 +48,8 @@ use crate::{
 
 /// `eru-operator run`.
 /// The Eru controller's operator-wide options; a bad blackouts file stops the start with why.
-fn eru_options(args: &RunArgs) -> anyhow::Result<eru::context::Options> {
-    let blackouts = eru::blackout::ClusterBlackouts::load(args.blackouts_file.clone())
+fn eru_options(args: &RunArgs) -> anyhow::Result<eru::pass::context::Options> {
+    let blackouts = eru::cluster_blackouts::ClusterBlackouts::load(args.blackouts_file.clone())
         .map_err(|e| anyhow::anyhow!("--blackouts-file: {e}"))?;
     let limits = eru::fleet::Limits {
         total: args.max_concurrent_restarts.map(|n| n as usize),
@@ -58,7 +58,7 @@ fn eru_options(args: &RunArgs) -> anyhow::Result<eru::context::Options> {
     if args.dry_run {
         info!("dry run: no Eru patches anything; slots are journaled as dry_run");
     }
-    Ok(eru::context::Options {
+    Ok(eru::pass::context::Options {
         limits,
         dry_run: args.dry_run,
         blackouts: Arc::new(blackouts),
@@ -67,40 +67,25 @@ fn eru_options(args: &RunArgs) -> anyhow::Result<eru::context::Options> {
             poll: args.gate_poll_interval,
             cache_ttl: args.gate_cache_ttl,
         },
-        holds: Default::default(),
     })
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    // one operator process per SQLite file, held until this process ends (replicas sharing a
-    // PostgreSQL journal are kept apart by the leader Lease instead)
-    let _writer = if is_postgres_url(&args.database) {
-        None
-    } else {
-        Some(WriterLock::acquire(std::path::Path::new(&args.database))?)
-    };
     let eru_options = eru_options(&args)?;
-    let journal = Journal::connect(&args.database).await?;
-    // without leader election, one process acts on a PostgreSQL journal: its advisory lock
-    let _actor = if is_postgres_url(&args.database) && !args.leader_elect {
-        Some(journal.lock_actor().await?)
-    } else {
-        None
-    };
+    // the slots health gates hold now: the Eru controller keeps them, the HTTP API's audit shows them
+    let holds = eru::pass::context::Holds::default();
     let metrics = Metrics::new();
-    let batches = metrics.journal_batch.clone();
-    journal.observe_batches(Box::new(move |size, _| batches.observe(size as f64)));
-    let readiness = Readiness::default();
-    readiness.journal.store(true, Ordering::Relaxed);
-    let instance = args
-        .instance
-        .clone()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "eru-operator".to_string());
-    info!(database = %redact(&args.database), backend = journal.backend().as_str(), "journal open");
+    let leadership = term::leadership(&args);
+    let Opened {
+        journal,
+        _writer,
+        _actor,
+    } = open(&args, &metrics, &leadership).await?;
+    let readiness = journal_open(&leadership);
+    let instance = instance(&args);
 
     let shutdown = shutdown_channel();
-    let client = client(&args, metrics.api_throttled.clone()).await?;
+    let Clients { client, writer } = clients(&args, &metrics, &leadership).await?;
     // restart patches in flight: status writes, Events and the HTTP API's queries let them go first
     let urgent = Urgent::default();
     let http = http_api(
@@ -110,7 +95,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             metrics: metrics.clone(),
             readiness: readiness.clone(),
             blackouts: eru_options.blackouts.clone(),
-            holds: eru_options.holds.clone(),
+            holds: holds.clone(),
         },
         &client,
         &instance,
@@ -118,21 +103,173 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     )
     .await?;
-    let (leadership, term, elector) = elect(&args, &client, &instance);
-    let reporter = Reporter {
-        controller: MANAGER.into(),
+    let (term, elector) = elect(&args, &client, &instance, &leadership);
+    let ctx = context(
+        &args,
+        &writer,
+        &journal,
+        &metrics,
         instance,
+        urgent,
+        &leadership,
+        &readiness,
+    );
+    // the term: journaled (with the one it took over) before anything acts, then heartbeats
+    let leader = Term {
+        journal: journal.clone(),
+        leadership: leadership.clone(),
+        readiness: readiness.clone(),
+        metrics,
+        identity: elector.as_ref().map(|e| e.identity.clone()),
+        heartbeat: Duration::from_secs(args.heartbeat_seconds),
     };
+    let term = tokio::spawn(lead(leader, term, shutdown.clone()));
+
+    if !crds_established(&client, &args.controllers, &shutdown).await? {
+        finish(&journal, term, elector).await?;
+        return Ok(());
+    }
+    readiness.crds.store(true, Ordering::Relaxed);
+
+    let retention = tokio::spawn(retention(
+        journal.clone(),
+        leadership.clone(),
+        args.retention,
+        shutdown.clone(),
+    ));
+    let Tasks { running, syncing } = self::controllers(&args, &ctx, &client, &shutdown, eru_options, holds);
+    let synced = synced(syncing, &readiness);
+    let trimming = tokio::spawn(trim_heap_every(Duration::from_secs(60), shutdown.clone()));
+    futures::join!(futures::future::join_all(running), synced);
+
+    let _ = retention.await;
+    let _ = trimming.await;
+    let _ = http.await;
+    finish(&journal, term, elector).await?;
+    journal.close().await;
+    info!("stopped cleanly");
+    Ok(())
+}
+
+/// What `/readyz` asks, once the journal is open: the leadership, then the CRDs and caches.
+fn journal_open(leadership: &Leadership) -> Readiness {
+    let readiness = Readiness {
+        leader: leadership.clone(),
+        ..Readiness::default()
+    };
+    readiness.journal.store(true, Ordering::Relaxed);
+    readiness
+}
+
+/// The API server's clients.
+struct Clients {
+    /// The Lease's, the CRD wait's and the HTTP API's access reviews: any process, leader or not.
+    client: Client,
+    /// The controllers': every write refused unless this process leads at that instant.
+    writer: Client,
+}
+
+async fn clients(args: &RunArgs, metrics: &Metrics, leadership: &Leadership) -> anyhow::Result<Clients> {
+    Ok(Clients {
+        client: client(args, metrics.api_throttled.clone(), None).await?,
+        writer: client(args, metrics.api_throttled.clone(), Some(leadership.clone())).await?,
+    })
+}
+
+/// This process's name in Events and the Lease: `--instance`, else the pod's name.
+fn instance(args: &RunArgs) -> String {
+    args.instance
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "eru-operator".to_string())
+}
+
+/// Whether the CRDs of the controllers to run are established (false: a stop was asked first).
+async fn crds_established(
+    client: &Client,
+    controllers: &[Controller],
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<bool> {
+    tokio::select! {
+        waited = wait_for_crds(client, controllers) => waited?,
+        _ = shutdown_requested(shutdown.clone()) => return Ok(false),
+    }
+    let names: Vec<&str> = controllers.iter().map(|c| c.as_str()).collect();
+    info!(controllers = %names.join(","), "CRDs established; starting controllers");
+    Ok(true)
+}
+
+/// Ends when every controller's caches synced, and marks the process ready then.
+async fn synced(syncing: Vec<Task>, readiness: &Readiness) {
+    let caches = readiness.caches.clone();
+    futures::future::join_all(syncing).await;
+    caches.store(true, Ordering::Relaxed);
+    info!("watch caches synced; ready");
+    trim_heap();
+}
+
+/// The journal, with the locks that keep a second operator from writing it: one process per
+/// SQLite file, held until this process ends (replicas sharing a PostgreSQL journal are kept apart
+/// by the leader Lease instead; without leader election, PostgreSQL's advisory lock).
+struct Opened {
+    journal: Journal,
+    _writer: Option<WriterLock>,
+    _actor: Option<ActorLock>,
+}
+
+async fn open(args: &RunArgs, metrics: &Metrics, leadership: &Leadership) -> anyhow::Result<Opened> {
+    let _writer = if is_postgres_url(&args.database) {
+        None
+    } else {
+        Some(WriterLock::acquire(std::path::Path::new(&args.database))?)
+    };
+    let journal = Journal::connect(&args.database).await?;
+    let _actor = if is_postgres_url(&args.database) && !args.leader_elect {
+        Some(journal.lock_actor().await?)
+    } else {
+        None
+    };
+    let batches = metrics.journal_batch.clone();
+    journal.observe_batches(Box::new(move |size, _| batches.observe(size as f64)));
+    // nothing is journaled by a process that does not lead at that instant
+    journal.guard_writes({
+        let leadership = leadership.clone();
+        Box::new(move || leadership.is_leader())
+    });
+    info!(database = %redact(&args.database), backend = journal.backend().as_str(), "journal open");
+    Ok(Opened {
+        journal,
+        _writer,
+        _actor,
+    })
+}
+
+/// The controllers' shared context: the leader-guarded client, the journal, the Event queue and
+/// the status writer, in the order of writes under pressure.
+#[allow(clippy::too_many_arguments)]
+fn context(
+    args: &RunArgs,
+    writer: &Client,
+    journal: &Journal,
+    metrics: &Metrics,
+    instance: String,
+    urgent: Urgent,
+    leadership: &Leadership,
+    readiness: &Readiness,
+) -> Arc<Context> {
     // the order of writes under pressure: restart patches, then statuses, then Events
     let statuses = Urgent::default();
     let memo = Arc::new(StatusMemo::default());
-    let ctx = Arc::new(Context {
-        client: client.clone(),
+    Arc::new(Context {
+        client: writer.clone(),
         journal: journal.clone(),
         metrics: metrics.clone(),
         events: EventQueue::spawn(
-            client.clone(),
-            reporter,
+            writer.clone(),
+            Reporter {
+                controller: MANAGER.into(),
+                instance,
+            },
             Ahead {
                 urgent: urgent.clone(),
                 statuses: statuses.clone(),
@@ -146,105 +283,116 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             concurrency: args.concurrency,
         },
         statuses: memo.clone(),
-        status_writer: StatusWriter::spawn(client.clone(), urgent.clone(), statuses, memo),
+        status_writer: StatusWriter::spawn(writer.clone(), urgent.clone(), statuses, memo),
         urgent,
         leadership: leadership.clone(),
         readiness: readiness.clone(),
-    });
-    // the term: journaled (with the one it took over) before anything acts, then heartbeats
-    let term = tokio::spawn(lead(
-        Term {
-            journal: journal.clone(),
-            leadership: leadership.clone(),
-            readiness: readiness.clone(),
-            metrics,
-            identity: elector.as_ref().map(|e| e.identity.clone()),
-            heartbeat: Duration::from_secs(args.heartbeat_seconds),
-        },
-        term,
-        shutdown.clone(),
-    ));
+    })
+}
 
-    tokio::select! {
-        waited = wait_for_crds(&client) => waited?,
-        _ = shutdown_requested(shutdown.clone()) => {
-            finish(&journal, term, elector).await?;
-            return Ok(());
-        }
+/// What the controllers run (their watch caches included), and what ends when their caches synced.
+struct Tasks {
+    running: Vec<Task>,
+    syncing: Vec<Task>,
+}
+
+type Task = std::pin::Pin<Box<dyn Future<Output = ()>>>;
+
+/// The controllers `--controllers` names, each with its watch caches.
+fn controllers(
+    args: &RunArgs,
+    ctx: &Arc<Context>,
+    client: &Client,
+    shutdown: &watch::Receiver<bool>,
+    eru_options: eru::pass::context::Options,
+    holds: eru::pass::context::Holds,
+) -> Tasks {
+    let mut tasks = Tasks {
+        running: Vec::new(),
+        syncing: Vec::new(),
+    };
+    if args.runs(Controller::Podset) {
+        let (run, synced) = podset::reconcile::controller(ctx.clone(), shutdown.clone());
+        tasks.running.push(Box::pin(run));
+        tasks.syncing.push(Box::pin(synced));
     }
-    readiness.crds.store(true, Ordering::Relaxed);
-    info!("CRDs established; starting controllers");
+    if args.runs(Controller::Memcached) {
+        let (run, synced) = memcached::reconcile::controller(ctx.clone(), shutdown.clone());
+        tasks.running.push(Box::pin(run));
+        tasks.syncing.push(Box::pin(synced));
+    }
+    if args.runs(Controller::Eru) {
+        eru_controllers(args, ctx, client, shutdown, eru_options, holds, &mut tasks);
+    }
+    tasks
+}
 
-    let retention = tokio::spawn(retention(
-        journal.clone(),
-        leadership.clone(),
-        args.retention,
-        shutdown.clone(),
-    ));
-    // one lean cache of each workload kind and one of Erus, shared by the controllers that read
-    // them
+/// The Eru controller and the automatic Erus' controller, over one lean cache of each workload
+/// kind and one of Erus that both read.
+fn eru_controllers(
+    args: &RunArgs,
+    ctx: &Arc<Context>,
+    client: &Client,
+    shutdown: &watch::Receiver<bool>,
+    eru_options: eru::pass::context::Options,
+    holds: eru::pass::context::Holds,
+    tasks: &mut Tasks,
+) {
     let namespace = &args.namespace;
     let deployments = Shared::new(
-        &client,
+        client,
         namespace,
         watcher::Config::default(),
         eru::workloads::lean_deployment,
     );
     let statefulsets = Shared::new(
-        &client,
+        client,
         namespace,
         watcher::Config::default(),
         eru::workloads::lean_statefulset,
     );
     let daemonsets = Shared::new(
-        &client,
+        client,
         namespace,
         watcher::Config::default(),
         eru::workloads::lean_daemonset,
     );
-    let workloads = eru::context::Workloads {
+    let workloads = eru::pass::context::Workloads {
         deployments: &deployments,
         statefulsets: &statefulsets,
         daemonsets: &daemonsets,
     };
     let mut erus = Shared::new(
-        &client,
+        client,
         namespace,
         watcher::Config::default(),
         eru::CachedEru::lean,
     );
-    let (podsets, podsets_synced) = podset::reconcile::controller(ctx.clone(), shutdown.clone());
-    let (memcacheds, memcacheds_synced) = memcached::reconcile::controller(ctx.clone(), shutdown.clone());
     let (auto, auto_synced) = eru::auto::controller(ctx.clone(), shutdown.clone(), workloads, &mut erus);
-    let (eru_controller, erus_synced) =
-        eru::reconcile::controller(ctx.clone(), shutdown.clone(), &mut erus, workloads, eru_options);
-    let caches = async {
-        futures::join!(
-            deployments.run(shutdown.clone()),
-            statefulsets.run(shutdown.clone()),
-            daemonsets.run(shutdown.clone()),
-            erus.run(shutdown.clone())
-        );
-    };
-    let synced = {
-        let caches = readiness.caches.clone();
+    let (eru_controller, erus_synced) = eru::pass::reconcile::controller(
+        ctx.clone(),
+        shutdown.clone(),
+        &mut erus,
+        workloads,
+        eru_options,
+        holds,
+    );
+    let caches = {
+        let shutdown = shutdown.clone();
         async move {
-            futures::join!(podsets_synced, memcacheds_synced, erus_synced, auto_synced);
-            caches.store(true, Ordering::Relaxed);
-            info!("watch caches synced; ready");
-            trim_heap();
+            futures::join!(
+                deployments.run(shutdown.clone()),
+                statefulsets.run(shutdown.clone()),
+                daemonsets.run(shutdown.clone()),
+                erus.run(shutdown.clone())
+            );
         }
     };
-    let trimming = tokio::spawn(trim_heap_every(Duration::from_secs(60), shutdown.clone()));
-    futures::join!(caches, podsets, memcacheds, eru_controller, auto, synced);
-
-    let _ = retention.await;
-    let _ = trimming.await;
-    let _ = http.await;
-    finish(&journal, term, elector).await?;
-    journal.close().await;
-    info!("stopped cleanly");
-    Ok(())
+    tasks.running.push(Box::pin(caches));
+    tasks.running.push(Box::pin(eru_controller));
+    tasks.running.push(Box::pin(auto));
+    tasks.syncing.push(Box::pin(erus_synced));
+    tasks.syncing.push(Box::pin(auto_synced));
 }
 
 /// The HTTP API on `--http-address`: plain, or HTTPS (`--tls-cert-file`, or self-signed with
@@ -260,13 +408,19 @@ async fn http_api(
     use crate::{
         config::HttpAuth,
         http::{
-            auth::Auth,
+            auth::{Auth, AuthOptions},
             limits::Guard,
             queries::QueryThread,
             tls::{Certificate, Source},
         },
     };
-    let auth = (args.http_auth == HttpAuth::Kubernetes).then(|| Auth::new(client.clone()));
+    let auth = (args.http_auth == HttpAuth::Kubernetes).then(|| {
+        let options = AuthOptions {
+            audiences: args.http_token_audiences.clone(),
+            max_reviews: usize::from(args.http_max_reviews),
+        };
+        Auth::new(client.clone(), options, &state.metrics)
+    });
     let source = match (&args.tls_cert_file, &args.tls_key_file) {
         (Some(cert), Some(key)) => Some(Source::Files {
             cert: cert.clone(),
@@ -301,8 +455,7 @@ async fn http_api(
     );
     let thread = QueryThread::start().context("starting the HTTP API's query thread")?;
     let guard = Arc::new(guard.behind(thread, urgent));
-    let listener = tokio::net::TcpListener::bind(args.http_address)
-        .await
+    let listener = std::net::TcpListener::bind(args.http_address)
         .with_context(|| format!("binding the HTTP API to {}", args.http_address))?;
     info!(
         address = %args.http_address,
@@ -311,17 +464,28 @@ async fn http_api(
         "HTTP API listening"
     );
     let app = crate::http::router_with(state, guard);
-    Ok(tokio::spawn(crate::http::serve::serve(
+    // on a thread of its own: a crowd of callers never queues among the reconciles' tasks
+    let stopped = crate::http::serve::spawn(
         listener,
         app,
         tls,
+        args.http_max_connections as usize,
         shutdown_requested(shutdown),
-    )))
+    )
+    .context("starting the HTTP API's thread")?;
+    Ok(tokio::spawn(async move {
+        let _ = stopped.await;
+    }))
 }
 
 /// A Kubernetes client from `--kubeconfig`, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster),
-/// whose 429 answers are retried as [`crate::runtime::throttle`] says (counted in `throttled`).
-async fn client(args: &RunArgs, throttled: prometheus::IntCounterVec) -> anyhow::Result<Client> {
+/// whose 429 answers are retried as [`crate::runtime::throttle`] says (counted in `throttled`);
+/// with `leader_only`, its writes are refused unless this process leads when each is sent.
+async fn client(
+    args: &RunArgs,
+    throttled: prometheus::IntCounterVec,
+    leader_only: Option<Leadership>,
+) -> anyhow::Result<Client> {
     let mut config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
@@ -336,6 +500,8 @@ async fn client(args: &RunArgs, throttled: prometheus::IntCounterVec) -> anyhow:
     };
     config.default_retry = false;
     let stack = kube::client::ClientBuilder::try_from(config).context("building the Kubernetes client")?;
+    // innermost, so that every retry of a throttled write is checked again
+    let stack = stack.with_layer(&LeaderOnlyLayer(leader_only));
     // tower's retry clones the service it wraps: a buffer in front of kube's boxed stack
     Ok(stack
         .with_layer(&tower::buffer::BufferLayer::new(1024))
@@ -345,10 +511,11 @@ async fn client(args: &RunArgs, throttled: prometheus::IntCounterVec) -> anyhow:
         .build())
 }
 
-/// Waits until every CRD of the operator is Established, logging what it waits for.
-async fn wait_for_crds(client: &Client) -> anyhow::Result<()> {
+/// Waits until the CRD of every controller that runs is Established, logging what it waits for
+/// (never for the CRD of a controller that does not run).
+async fn wait_for_crds(client: &Client, controllers: &[Controller]) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for (_, crd) in crds::all() {
+    for crd in crds::of(controllers) {
         let name = crd.name_any();
         loop {
             let established = await_condition(api.clone(), &name, conditions::is_crd_established());
@@ -356,7 +523,7 @@ async fn wait_for_crds(client: &Client) -> anyhow::Result<()> {
                 Ok(Ok(_)) => break,
                 Ok(Err(e)) => warn!(crd = %name, error = %e, "cannot read CRD; retrying"),
                 Err(_) => {
-                    warn!(crd = %name, "waiting for CRD to be established; is it installed? (kubectl apply -f crds/)")
+                    warn!(crd = %name, "waiting for CRD to be established; is it installed? (kubectl apply -f crds/, or drop its controller from --controllers)")
                 }
             }
         }

@@ -21,6 +21,31 @@ pub enum HttpAuth {
     Kubernetes,
 }
 
+/// A controller the operator can run (`--controllers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum)]
+pub enum Controller {
+    /// Erus: scheduled restarts of Deployments, StatefulSets and DaemonSets (and the automatic
+    /// Erus of annotated workloads).
+    Eru,
+    /// PodSets (`k8stest.justin0u0.com`): creates and deletes Pods.
+    Podset,
+    /// Memcacheds (`cache.example.com`, the operator-sdk tutorial's kind): creates Deployments.
+    Memcached,
+}
+
+impl Controller {
+    pub const ALL: [Controller; 3] = [Controller::Eru, Controller::Podset, Controller::Memcached];
+
+    /// The name `--controllers` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Controller::Eru => "eru",
+            Controller::Podset => "podset",
+            Controller::Memcached => "memcached",
+        }
+    }
+}
+
 /// Schedule of automatic Erus without a schedule annotation: a stable minute of 03:xx per Eru
 /// (`H` is hashed from its namespace/name), so a fleet does not restart in the same second.
 pub const DEFAULT_SCHEDULE: &str = "H 3 * * *";
@@ -33,21 +58,39 @@ pub struct RunArgs {
     pub kubeconfig: Option<PathBuf>,
 
     /// Watch only this namespace (default: all namespaces).
-    #[arg(long, env = "ERU_NAMESPACE", value_parser = parse_namespace)]
+    #[arg(short = 'n', long, env = "ERU_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
 
+    /// The controllers to run, comma-separated: `eru` (restarts; the default), `podset`,
+    /// `memcached`. Each needs its CRD and ClusterRole (deploy/rbac.yaml for `eru`,
+    /// deploy/podset/ and deploy/memcached/ for the others); the operator waits only for the
+    /// CRDs of the controllers it runs.
+    #[arg(
+        long,
+        env = "ERU_CONTROLLERS",
+        value_enum,
+        value_delimiter = ',',
+        num_args = 1..,
+        default_value = "eru"
+    )]
+    pub controllers: Vec<Controller>,
+
     /// The journal: a SQLite file (created if missing; one operator process per file), or a
-    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE` URL shared by replicas (use with
-    /// `--leader-elect`). The password never appears in logs or errors.
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=verify-full` URL shared by replicas
+    /// (use with `--leader-elect`). The password never appears in logs, errors or this help
+    /// (the environment's value is not shown).
     #[arg(
         long,
         env = "ERU_DATABASE",
         default_value = "./eru.db",
-        value_name = "PATH|URL"
+        value_name = "PATH|URL",
+        hide_env_values = true
     )]
     pub database: String,
 
-    /// Address of the HTTP API (/history, /metrics, /healthz, /readyz).
+    /// Address of the HTTP API: the journal's listings and audit (/history, /missed, /slots,
+    /// /transitions, /audit, the /ui pages), /metrics, the probes /healthz and /readyz, and
+    /// /openapi.json.
     #[arg(long, env = "ERU_HTTP_ADDRESS", default_value = "0.0.0.0:8080")]
     pub http_address: SocketAddr,
 
@@ -77,11 +120,33 @@ pub struct RunArgs {
     )]
     pub tls_key_file: Option<PathBuf>,
 
-    /// Journal queries of the HTTP API running at once; more wait a second for a place, then get
-    /// a 503 with `Retry-After`. Keep it below the journal's connections (4 on SQLite, 8 on
-    /// PostgreSQL) so reconciles and the journal writer always find one.
+    /// Journal queries of the HTTP API running at once, each on a journal connection of its own
+    /// beside the operator's (on PostgreSQL, count them with its 8 per replica against the
+    /// server's max_connections); more wait a second for a place, then get a 503 with
+    /// `Retry-After`.
     #[arg(long, env = "ERU_HTTP_MAX_QUERIES", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub http_max_queries: u16,
+
+    /// Access reviews the HTTP API has in flight at once, of each kind (`--http-auth
+    /// kubernetes`): TokenReviews of tokens never accepted, TokenReviews of tokens accepted
+    /// within the last hour, SubjectAccessReviews and the namespace list. A request that needs
+    /// another one gets a 503 with `Retry-After` at once. Bounds what unauthenticated callers
+    /// cost the API server (each new token is one TokenReview), and a flood of made-up tokens
+    /// cannot take the places of returning callers.
+    #[arg(long, env = "ERU_HTTP_MAX_REVIEWS", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub http_max_reviews: u16,
+
+    /// The audiences a bearer token must be issued for (comma-separated; `--http-auth
+    /// kubernetes`): sent as the TokenReview's `spec.audiences` and checked in its status. Mint
+    /// one with `kubectl create token NAME --audience AUDIENCE`. Empty: the API server's own
+    /// audiences (any ServiceAccount token of the cluster).
+    #[arg(long, env = "ERU_HTTP_TOKEN_AUDIENCES", value_delimiter = ',', value_parser = parse_audience)]
+    pub http_token_audiences: Vec<String>,
+
+    /// Open connections of the HTTP API at most; at the cap new connections wait in the
+    /// kernel's accept queue until one closes.
+    #[arg(long, env = "ERU_HTTP_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub http_max_connections: u32,
 
     /// Longest an HTTP request may take before its 503 (`30s`, `2m`).
     #[arg(long, env = "ERU_HTTP_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
@@ -163,16 +228,18 @@ pub struct RunArgs {
     #[arg(long, env = "ERU_DRY_RUN", default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
     pub dry_run: bool,
 
-    /// Cluster-wide blackouts: a YAML list of windows shaped like an Eru's spec.blackouts (a
-    /// ConfigMap mounted as a file works: it is re-read every 10 s). A slot of any Eru inside one
-    /// is recorded skipped/blackout.
+    /// Cluster-wide blackouts and health gates: a YAML list of windows shaped like an Eru's
+    /// spec.blackouts, or a mapping `{blackouts: [...], gates: {...}}` whose gates are shaped like
+    /// an Eru's spec.gates (a ConfigMap mounted as a file works: it is re-read every 10 s). A slot
+    /// of any Eru inside a blackout is recorded skipped/blackout; the gates hold every Eru's due
+    /// slots as its own gates do.
     #[arg(long, env = "ERU_BLACKOUTS_FILE", value_name = "PATH")]
     pub blackouts_file: Option<PathBuf>,
 
     /// The Prometheus whose alerts the alert gates (an Eru's spec.gates.alerts) read, e.g.
     /// `http://prometheus.monitoring:9090` (its /api/v1/alerts). Without it an alert gate's
     /// answer is unknown (held, or treated as open with onUnknown: Proceed).
-    #[arg(long, env = "ERU_PROMETHEUS_URL", value_name = "URL", value_parser = parse_http_url)]
+    #[arg(long, env = "ERU_PROMETHEUS_URL", value_name = "URL", value_parser = parse_http_url, hide_env_values = true)]
     pub prometheus_url: Option<String>,
 
     /// How soon the gates of a held slot are asked again.
@@ -185,6 +252,11 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// Whether `--controllers` names `controller`.
+    pub fn runs(&self, controller: Controller) -> bool {
+        self.controllers.contains(&controller)
+    }
+
     /// Checks what clap cannot: client-go's ordering of the three leader-election durations.
     pub fn validate(&self) -> Result<(), String> {
         let (lease, renew, retry) = (
@@ -230,6 +302,15 @@ fn parse_http_url(value: &str) -> Result<String, String> {
         Ok(value.to_string())
     } else {
         Err(format!("'{value}' is not an http:// or https:// URL"))
+    }
+}
+
+/// A token audience: printable, no comma or space.
+fn parse_audience(value: &str) -> Result<String, String> {
+    if !value.is_empty() && value.len() <= 253 && value.bytes().all(|b| b.is_ascii_graphic() && b != b',') {
+        Ok(value.to_string())
+    } else {
+        Err(format!("'{value}' is not a token audience"))
     }
 }
 
@@ -299,7 +380,7 @@ fn parse_namespace(value: &str) -> Result<String, String> {
 
 /// A schedule valid for any Eru (`H` allowed: it is resolved per Eru).
 fn parse_schedule(value: &str) -> Result<String, String> {
-    crate::eru::schedule::validate(value, None)
+    crate::eru::core::schedule::validate(value, None)
         .map(|()| value.to_string())
         .map_err(|e| e.to_string())
 }

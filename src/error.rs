@@ -30,38 +30,61 @@ pub enum Error {
 
     #[error("serialization error: {0}")]
     Serialization(#[from] serde_json::Error),
+
+    /// This process does not lead (any more) at the instant it was about to write: nothing was
+    /// sent or journaled.
+    #[error("not the leader: refused {0}")]
+    NotLeader(String),
 }
 
 /// `Result` with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Every value [`Error::category`] returns.
-pub const CATEGORIES: [&str; 7] = [
-    "conflict",
-    "not_found",
-    "forbidden",
-    "invalid",
-    "kube",
-    "journal",
-    "serialization",
-];
+/// What kind of error, as a bounded label: the metric `eru_reconcile_errors_total{category}` and
+/// Event reasons carry it, never an error's text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum Category {
+    /// The API server refused a write that raced another (409): retried soon.
+    Conflict,
+    NotFound,
+    Forbidden,
+    /// The API server refused the object (422).
+    Invalid,
+    /// Any other answer of (or failure to reach) the API server.
+    Kube,
+    Journal,
+    Serialization,
+    /// This process does not lead (any more): nothing was written.
+    NotLeader,
+}
+
+impl Category {
+    /// Its label value.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
 
 impl Error {
-    /// A fixed label for metrics and Events; never contains error text.
-    pub fn category(&self) -> &'static str {
+    /// Its bounded category, for metrics and Events; never error text.
+    pub fn category(&self) -> Category {
         match self {
-            Error::Kube(kube::Error::Api(status)) if status.code == 409 => "conflict",
-            Error::Kube(kube::Error::Api(status)) if status.code == 404 => "not_found",
-            Error::Kube(kube::Error::Api(status)) if status.code == 403 => "forbidden",
-            Error::Kube(kube::Error::Api(status)) if status.code == 422 => "invalid",
-            Error::Kube(_) => "kube",
+            Error::Kube(kube::Error::Api(status)) if status.code == 409 => Category::Conflict,
+            Error::Kube(kube::Error::Api(status)) if status.code == 404 => Category::NotFound,
+            Error::Kube(kube::Error::Api(status)) if status.code == 403 => Category::Forbidden,
+            Error::Kube(kube::Error::Api(status)) if status.code == 422 => Category::Invalid,
+            // refused by the leader-only layer before it was sent
+            Error::Kube(kube::Error::Service(e)) if e.is::<Error>() => Category::NotLeader,
+            Error::Kube(_) => Category::Kube,
             Error::Journal(_)
             | Error::Migrate(_)
             | Error::JournalWrite(_)
             | Error::JournalFile { .. }
             | Error::JournalDatabase { .. }
-            | Error::JournalRow { .. } => "journal",
-            Error::Serialization(_) => "serialization",
+            | Error::JournalRow { .. } => Category::Journal,
+            Error::Serialization(_) => Category::Serialization,
+            Error::NotLeader(_) => Category::NotLeader,
         }
     }
 }

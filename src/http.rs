@@ -31,15 +31,16 @@ pub mod tls;
 pub mod ui;
 
 use answer::{AUTHENTICATE, AUTHORISE, TOO_LONG, UNAVAILABLE, contract_headers};
-pub use answer::{ApiError, Params};
+pub use answer::{ApiError, CONTENT_SECURITY_POLICY, Params};
 use limits::{Caller, Guard};
 
 use crate::{
-    eru::{blackout::ClusterBlackouts, context::Holds},
+    eru::{cluster_blackouts::ClusterBlackouts, pass::context::Holds},
     history::{
         self, ErrorBody, HistoryPage, HistoryParams, MissedPage, MissedParams, QueryError, SlotPage,
         SlotParams, TransitionPage, TransitionParams,
         audit::{self, Audit, AuditParams},
+        params::{Namespace, ObjectName},
     },
     journal::Journal,
     metrics::Metrics,
@@ -96,7 +97,7 @@ value: omit a parameter not to filter by it. Listings are newest first and paged
 `cursor` (the `next_cursor` of the previous page, null on the last one); rows journaled while a \
 client pages appear before its first page, never inside later ones. Unknown paths get a 404 and \
 undocumented methods a 405 with `Allow`, with the same JSON body. Every answer carries \
-`Cache-Control: no-store`.\n\nWith `--http-auth kubernetes` every endpoint but `/healthz`, `/readyz`, `/` and `/openapi.json` needs `Authorization: Bearer <token>`, a token the cluster accepts (TokenReview): without one, a 401. `/metrics` needs `get` on the non-resource URL `/metrics`; the journal's endpoints answer for the namespaces where the caller may `get` the subresource `erus/history` (group `mtsre.meitu.com`), every namespace if granted cluster-wide: a listing without `namespace` holds only those, a `namespace` outside them is a 403, and an audit of every namespace needs the cluster-wide grant. When the cluster cannot be asked, a 503. Journal queries run a few at a time: over the cap a 503 with `Retry-After`."
+`Cache-Control: no-store`.\n\nWith `--http-auth kubernetes` every endpoint but `/healthz`, `/readyz`, `/` and `/openapi.json` needs `Authorization: Bearer <token>`, a token the cluster accepts (TokenReview): without one, a 401. `/metrics` needs `get` on the non-resource URL `/metrics`; the journal's endpoints answer for the namespaces where the caller may `get` the subresource `erus/history` (group `mtsre.meitu.com`), every namespace if granted cluster-wide: a listing without `namespace` holds only those, a `namespace` outside them is a 403, and an audit of every namespace needs the cluster-wide grant. When the cluster cannot be asked, a 503; the access reviews in flight are capped, and past the cap a request that needs one gets a 503 with `Retry-After` at once. Journal queries run a few at a time: over the cap a 503 with `Retry-After`. An audit does a bounded amount of work: past it the answer is incomplete and says so (`verdict.complete`, `verdict.not_audited`)."
     ),
     paths(
         history_handler,
@@ -303,6 +304,35 @@ async fn ui_fleet(
     page_or_refusal(page.await)
 }
 
+/// The prefix of an Eru's page, `/ui/eru/{namespace}/{name}`.
+const ERU_PAGE: &str = "/ui/eru/";
+
+/// A namespace and a name in a path (percent-decoded), or why not.
+fn eru_page_object(namespace: &str, name: &str) -> Result<(Namespace, ObjectName), String> {
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let namespace = Namespace::try_from(decode(namespace)).map_err(|e| format!("namespace: {e}"))?;
+    let name = ObjectName::try_from(decode(name)).map_err(|e| format!("name: {e}"))?;
+    Ok((namespace, name))
+}
+
+/// The parameters a request's path carries (an Eru page's namespace and name), checked before
+/// anything is asked of the API server on the request's behalf: a 400 page if they are not a
+/// namespace and an object name (`None`: nothing to refuse).
+pub(crate) fn refused_path(path: &str) -> Option<Response> {
+    let mut segments = path.strip_prefix(ERU_PAGE)?.split('/');
+    match (segments.next(), segments.next(), segments.next()) {
+        (Some(namespace), Some(name), None) => eru_page_object(namespace, name).err().map(|message| {
+            (StatusCode::BAD_REQUEST, Html(ui::refused(&message).into_string())).into_response()
+        }),
+        // not a route: the router's 404
+        _ => None,
+    }
+}
+
 /// `/ui/eru/{namespace}/{name}`: one Eru's slots, times and epochs.
 async fn ui_eru(
     State(state): State<AppState>,
@@ -312,6 +342,13 @@ async fn ui_eru(
     RawQuery(query): RawQuery,
 ) -> Response {
     let now = Utc::now();
+    // the middleware checked them (refused_path); again here, for a router without it
+    let (namespace, name) = match eru_page_object(&namespace, &name) {
+        Ok((namespace, name)) => (namespace.0, name.0),
+        Err(message) => {
+            return (StatusCode::BAD_REQUEST, Html(ui::refused(&message).into_string())).into_response();
+        }
+    };
     let _place = match guard.admit(&caller, Some(&namespace), true).await {
         Ok((_, place)) => place,
         Err(refused) => return refused.into_response(),
@@ -388,7 +425,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
         journal: r.journal.load(Relaxed),
         crds: r.crds.load(Relaxed),
         caches: r.caches.load(Relaxed),
-        role: if r.leader.load(Relaxed) {
+        role: if r.leader.is_leader() {
             Role::Leader
         } else {
             Role::Standby
@@ -407,9 +444,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
     (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = "With --http-auth kubernetes: the caller may not get the non-resource URL /metrics (ClusterRole eru-metrics-reader)", body = ErrorBody),
-    (status = 503, description = "With --http-auth kubernetes: access could not be checked with the API server", body = ErrorBody),
+    (status = 503, description = "With --http-auth kubernetes: access could not be checked with the API server, or too many access reviews at once (with Retry-After)", body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the cap on access reviews: seconds to wait before retrying"))),
 ))]
 async fn metrics(State(state): State<AppState>) -> Response {
+    // whether this process leads at this instant (a lease lapsed in a freeze reads 0 at once)
+    (state.metrics.leader).set(i64::from(state.readiness.leader.is_leader()));
     // streamed a chunk at a time: the per-Eru series of a large fleet are tens of MB of text
     let chunks = state
         .metrics

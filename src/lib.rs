@@ -12,6 +12,7 @@
 //! acts and writes status. [`http`] serves the journal and [`metrics`].
 
 pub mod app;
+pub mod cli;
 pub mod conditions;
 pub mod config;
 pub mod crds;
@@ -26,5 +27,6 @@ pub mod memory;
 pub mod metrics;
 pub mod podset;
 pub mod runtime;
+pub mod vocab;
 
 pub use error::{Error, Result};

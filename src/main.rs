@@ -3,10 +3,12 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use chrono::{DateTime, Utc};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use eru_operator::{
+    cli::remote::{self, Failure, Remote},
     config::RunArgs,
-    eru::schedule::{self, Schedule},
+    eru::core::schedule::{self, Schedule},
+    history::QueryError,
 };
 
 /// The Rust heap is jemalloc's, configured for a small resident set rather than speed: glibc's
@@ -46,20 +48,25 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the operator.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Write the CRD manifests generated from the types.
     Crds {
         /// Directory to write into.
         #[arg(long, default_value = "crds")]
         out: PathBuf,
     },
-    /// Read the journal file directly (for audits while the operator is not running).
+    /// List the journal's records: of a running operator (--server), or read-only from its
+    /// journal (--database: a copy, a backup, or the file of a stopped operator).
     History(HistoryArgs),
-    /// Audit a window of the journal: is every slot of every Eru accounted exactly once?
-    /// Exit status 0 when it is, 3 when not, 2 for bad arguments.
+    /// Audit a window of the journal: is every slot of every Eru accounted exactly once? Of a
+    /// running operator (--server), or read-only from its journal (--database).
+    /// Exit status 0 when it is, 3 when not, 2 for bad arguments, 1 when it could not be read.
     Audit(AuditArgs),
     /// Print the HTTP API's OpenAPI document (as served at /openapi.json), to generate clients.
-    Openapi,
+    Openapi {
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = DocumentFormat::Json)]
+        output: DocumentFormat,
+    },
     /// Print the next slots of a schedule, one RFC 3339 UTC time a line.
     Schedule {
         /// Crontab expression (5 fields, 6 with seconds, or a macro such as @daily).
@@ -76,7 +83,22 @@ enum Command {
         /// The Eru's namespace/name (NAME alone: namespace default), from which `H` is hashed.
         #[arg(long = "name", value_name = "NS/NAME", value_parser = parse_eru_name)]
         seed: Option<String>,
+        /// `text`: a time a line; `json`: a list of times.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = SlotsFormat::Text)]
+        output: SlotsFormat,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DocumentFormat {
+    Json,
+    Yaml,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SlotsFormat {
+    Text,
+    Json,
 }
 
 /// Which journal listing `history` prints.
@@ -92,11 +114,23 @@ enum Listing {
     Transitions,
 }
 
+impl Listing {
+    fn path(self) -> &'static str {
+        match self {
+            Listing::Restarts => "/history",
+            Listing::Missed => "/missed",
+            Listing::Slots => "/slots",
+            Listing::Transitions => "/transitions",
+        }
+    }
+}
+
 /// How `audit` prints its report.
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
     /// A text table for the terminal.
     Table,
+    /// `GET /audit`'s answer.
     Json,
     /// One line per Eru.
     Csv,
@@ -104,23 +138,77 @@ enum Format {
     Markdown,
 }
 
+/// Where `history` and `audit` read: a running operator, or a journal.
 #[derive(Args)]
-struct AuditArgs {
-    /// The journal: a SQLite file, or a `postgres://` URL.
+struct SourceArgs {
+    /// A running operator's HTTP API, e.g. https://localhost:8443 after `kubectl -n eru-system
+    /// port-forward svc/eru-operator 8443:8080`. Asks it, with a bearer token, what the offline
+    /// commands read from a journal.
+    #[arg(long, env = "ERU_SERVER", value_name = "URL")]
+    server: Option<String>,
+    /// The bearer token sent to --server; default: the kubeconfig user's token (or the pod's
+    /// ServiceAccount token in a cluster).
     #[arg(
         long,
-        env = "ERU_DATABASE",
-        default_value = "./eru.db",
-        value_name = "PATH|URL"
+        env = "ERU_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "token_file"
     )]
-    database: String,
-    /// Start of the window (RFC 3339); 24 hours before --until by default.
-    #[arg(long)]
+    token: Option<String>,
+    /// Read the token from this file.
+    #[arg(long, value_name = "PATH", requires = "server")]
+    token_file: Option<PathBuf>,
+    /// The CA certificates (PEM) that --server's certificate must chain to: the CA of the
+    /// operator's certificate, or the default self-signed certificate itself. Default: the
+    /// system's root certificates.
+    #[arg(
+        long,
+        env = "ERU_CACERT",
+        value_name = "PATH",
+        alias = "certificate-authority"
+    )]
+    cacert: Option<PathBuf>,
+    /// Do not verify --server's certificate (its name and issuer): anyone on the way can read the
+    /// token.
+    #[arg(long, requires = "server", conflicts_with = "cacert")]
+    insecure_skip_tls_verify: bool,
+    /// The name --server's certificate carries, when it is not --server's host: e.g.
+    /// eru-operator.eru-system.svc for a certificate of the Service reached on localhost.
+    #[arg(long, value_name = "NAME", requires = "server")]
+    tls_server_name: Option<String>,
+    /// The kubeconfig whose user's token is sent (default: $KUBECONFIG, ~/.kube/config).
+    #[arg(long, value_name = "PATH", requires = "server")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context whose user's token is sent.
+    #[arg(long, requires = "server")]
+    context: Option<String>,
+    /// The journal, opened read-only (no migration, no write, no file created): a SQLite file (a
+    /// copy, or the file of a stopped operator), or a `postgres://` URL. The default when no
+    /// --server is given.
+    #[arg(long, env = "ERU_DATABASE", value_name = "PATH|URL", hide_env_values = true)]
+    database: Option<String>,
+    /// Which of --server and --database the command line gave (the other may come from the
+    /// environment: the command line wins).
+    #[arg(skip)]
+    given: (bool, bool),
+}
+
+/// The journal when neither --server nor --database is given.
+const DEFAULT_DATABASE: &str = "./eru.db";
+
+#[derive(Args)]
+struct AuditArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Start of the window: an RFC 3339 time, or a duration before now (24h, 30m, 7d); 24 hours
+    /// before --until by default.
+    #[arg(long, value_parser = time_arg)]
     since: Option<String>,
-    /// End of the window (RFC 3339, exclusive); now by default.
-    #[arg(long)]
+    /// End of the window (exclusive): an RFC 3339 time, or a duration before now; now by default.
+    #[arg(long, value_parser = time_arg)]
     until: Option<String>,
-    #[arg(long)]
+    /// The Erus' namespace (default: every namespace the token may read: cluster-wide).
+    #[arg(short = 'n', long)]
     namespace: Option<String>,
     /// The Eru.
     #[arg(long)]
@@ -128,11 +216,13 @@ struct AuditArgs {
     /// The workload: a Deployment's name, or StatefulSet/<name>, DaemonSet/<name>.
     #[arg(long)]
     target: Option<String>,
-    /// The cluster-wide blackouts file the operator runs with (`--blackouts-file`), to list them.
-    #[arg(long)]
+    /// With --database: the cluster-wide blackouts file the operator runs with
+    /// (`--blackouts-file`), to list them (a running operator lists its own).
+    #[arg(long, value_name = "PATH", conflicts_with = "server")]
     blackouts_file: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
+    /// Output format (`--format` still works).
+    #[arg(short = 'o', long = "output", alias = "format", value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -143,17 +233,11 @@ enum Output {
 
 #[derive(Args)]
 struct HistoryArgs {
-    /// The journal: a SQLite file, or a `postgres://` URL.
-    #[arg(
-        long,
-        env = "ERU_DATABASE",
-        default_value = "./eru.db",
-        value_name = "PATH|URL"
-    )]
-    database: String,
+    #[command(flatten)]
+    source: SourceArgs,
     #[arg(value_enum, default_value_t = Listing::Restarts)]
     listing: Listing,
-    #[arg(long)]
+    #[arg(short = 'n', long)]
     namespace: Option<String>,
     /// The Eru (or, for transitions, any object).
     #[arg(long)]
@@ -173,25 +257,40 @@ struct HistoryArgs {
     /// Transitions: Eru, PodSet, Memcached.
     #[arg(long)]
     kind: Option<String>,
-    /// RFC 3339.
-    #[arg(long)]
+    /// An RFC 3339 time, or a duration before now (24h, 30m, 7d).
+    #[arg(long, value_parser = time_arg)]
     since: Option<String>,
-    /// RFC 3339.
-    #[arg(long)]
+    /// An RFC 3339 time (exclusive), or a duration before now.
+    #[arg(long, value_parser = time_arg)]
     until: Option<String>,
     #[arg(long)]
     limit: Option<String>,
     /// `next_cursor` of a previous page (JSON output shows it).
     #[arg(long)]
     cursor: Option<String>,
-    #[arg(long, value_enum, default_value_t = Output::Table)]
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
     output: Output,
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv0 = std::env::args_os().next();
+    let name = eru_operator::cli::program_name(argv0.as_deref());
+    let matches = Cli::command().bin_name(name).get_matches();
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if let (
+        Command::History(HistoryArgs { source, .. }) | Command::Audit(AuditArgs { source, .. }),
+        Some((_, sub)),
+    ) = (&mut cli.command, matches.subcommand())
+    {
+        let given = |id: &str| sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        source.given = (given("server"), given("database"));
+    }
     match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Crds { out } => match eru_operator::crds::write_all(&out) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -201,14 +300,18 @@ fn main() -> ExitCode {
         },
         Command::History(args) => history(args),
         Command::Audit(args) => audit(args),
-        Command::Openapi => {
+        Command::Openapi { output } => {
             use utoipa::OpenApi;
-            println!(
-                "{}",
-                eru_operator::http::ApiDoc::openapi()
-                    .to_pretty_json()
-                    .expect("the document serializes")
-            );
+            let document = eru_operator::http::ApiDoc::openapi();
+            match output {
+                DocumentFormat::Json => {
+                    println!("{}", document.to_pretty_json().expect("the document serializes"))
+                }
+                DocumentFormat::Yaml => print!(
+                    "{}",
+                    serde_yaml::to_string(&document).expect("the document serializes")
+                ),
+            }
             ExitCode::SUCCESS
         }
         Command::Schedule {
@@ -217,8 +320,14 @@ fn main() -> ExitCode {
             after,
             count,
             seed,
-        } => preview(&expr, &time_zone, after, count, seed.as_deref()),
+            output,
+        } => preview(&expr, &time_zone, after, count, seed.as_deref(), output),
     }
+}
+
+/// `--since`/`--until`: an RFC 3339 time, or a duration before now, as the API's RFC 3339.
+fn time_arg(value: &str) -> Result<String, String> {
+    eru_operator::cli::when::time_arg(value, Utc::now())
 }
 
 /// `--name NS/NAME` (or `NAME`, in namespace `default`) as the seed of `H` fields.
@@ -238,6 +347,7 @@ fn preview(
     after: Option<DateTime<Utc>>,
     count: u32,
     seed: Option<&str>,
+    output: SlotsFormat,
 ) -> ExitCode {
     let parsed = match seed {
         Some(seed) => Schedule::parse_for(expr, Some(time_zone), seed),
@@ -253,8 +363,18 @@ fn preview(
             {
                 eprintln!("# {written} for {seed} = {resolved}");
             }
-            for slot in schedule.upcoming(after.unwrap_or_else(Utc::now), count as usize) {
-                println!("{}", slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+            let slots: Vec<String> = (schedule.upcoming(after.unwrap_or_else(Utc::now), count as usize))
+                .into_iter()
+                .map(|slot| slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .collect();
+            match output {
+                SlotsFormat::Text => slots.iter().for_each(|slot| println!("{slot}")),
+                SlotsFormat::Json => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&slots).expect("times serialize")
+                    )
+                }
             }
             ExitCode::SUCCESS
         }
@@ -265,141 +385,234 @@ fn preview(
     }
 }
 
-/// Runs `query` on the journal `database` (a file that must exist, or a `postgres://` URL), as
-/// the offline commands do; `Err` with the exit status of a journal that is not there.
-fn offline<T>(
-    database: &str,
-    query: impl AsyncFnOnce(eru_operator::journal::Journal) -> Result<T, eru_operator::history::QueryError>,
-) -> Result<Result<T, eru_operator::history::QueryError>, ExitCode> {
-    if !eru_operator::journal::is_postgres_url(database) && !std::path::Path::new(database).exists() {
-        eprintln!("error: journal {database} does not exist");
-        return Err(ExitCode::from(2));
+/// Where a command reads.
+enum Source {
+    /// A journal, read-only.
+    Journal(String),
+    /// A running operator's HTTP API.
+    Server(Remote),
+}
+
+/// The failure of a command: its message (`error: …` on stderr) and exit status.
+struct Exit(String, u8);
+
+impl From<QueryError> for Exit {
+    fn from(e: QueryError) -> Self {
+        match e {
+            QueryError::Invalid(message) => Exit(message, 2),
+            e => Exit(e.to_string(), 1),
+        }
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
+}
+
+impl From<Failure> for Exit {
+    fn from(e: Failure) -> Self {
+        match e {
+            Failure::Invalid(message) => Exit(message, 2),
+            Failure::Failed(message) => Exit(message, 1),
+        }
+    }
+}
+
+/// A current-thread runtime for one command.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("a runtime");
-    Ok(runtime.block_on(async {
-        let journal = eru_operator::journal::Journal::connect(database).await?;
-        query(journal).await
-    }))
+        .expect("a runtime")
+}
+
+impl SourceArgs {
+    /// The source these flags name: --server, else --database (or ./eru.db). Given both, the
+    /// one of the command line wins over the one of the environment.
+    async fn open(&self) -> Result<Source, Exit> {
+        let server = match (&self.server, &self.database, self.given) {
+            (Some(_), Some(_), (true, true)) => {
+                return Err(Exit(
+                    "--server and --database name two sources: give one".into(),
+                    2,
+                ));
+            }
+            (Some(_), Some(_), (false, false)) => {
+                return Err(Exit(
+                    "ERU_SERVER and ERU_DATABASE are both set: unset one, or give --server or --database"
+                        .into(),
+                    2,
+                ));
+            }
+            (Some(_), Some(_), (false, true)) => None,
+            (server, _, _) => server.as_ref(),
+        };
+        let Some(server) = server else {
+            return Ok(Source::Journal(
+                self.database.clone().unwrap_or_else(|| DEFAULT_DATABASE.into()),
+            ));
+        };
+        let options = remote::Options {
+            server: server.clone(),
+            token: self.token.clone(),
+            token_file: self.token_file.clone(),
+            cacert: self.cacert.clone(),
+            insecure_skip_tls_verify: self.insecure_skip_tls_verify,
+            tls_server_name: self.tls_server_name.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+        };
+        Remote::new(&options)
+            .await
+            .map(Source::Server)
+            .map_err(|e| Exit(e, 2))
+    }
+}
+
+/// Runs `query` on the journal `database`, opened read-only.
+async fn offline<T>(
+    database: &str,
+    query: impl AsyncFnOnce(eru_operator::journal::Journal) -> Result<T, QueryError>,
+) -> Result<T, Exit> {
+    let journal = eru_operator::journal::Journal::connect_read_only(database)
+        .await
+        .map_err(|e| Exit(e.to_string(), 1))?;
+    let result = query(journal.clone()).await;
+    journal.close().await;
+    Ok(result?)
+}
+
+/// Prints `result`'s text, or its error with its exit status.
+fn finish(result: Result<(String, u8), Exit>) -> ExitCode {
+    match result {
+        Ok((text, status)) => {
+            print!("{text}");
+            ExitCode::from(status)
+        }
+        Err(Exit(message, status)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(status)
+        }
+    }
+}
+
+/// A listing's page as the command prints it: the API's JSON, or the table.
+fn page_text<P: serde::Serialize>(page: &P, table: impl FnOnce(&P) -> String, output: Output) -> String {
+    match output {
+        Output::Json => serde_json::to_string_pretty(page).expect("pages serialize") + "\n",
+        Output::Table => table(page),
+    }
 }
 
 fn history(args: HistoryArgs) -> ExitCode {
-    let result = offline(&args.database, async |journal| {
-        // The flags go through the HTTP API's own query parser: the same rules, the same errors.
-        let query = eru_operator::history::params::query_string([
-            ("namespace", args.namespace.as_deref()),
-            ("name", args.name.as_deref()),
-            ("target", args.target.as_deref()),
-            ("outcome", args.outcome.as_deref()),
-            ("reason", args.reason.as_deref()),
-            ("result", args.result.as_deref()),
-            ("kind", args.kind.as_deref()),
-            ("since", args.since.as_deref()),
-            ("until", args.until.as_deref()),
-            ("limit", args.limit.as_deref()),
-            ("cursor", args.cursor.as_deref()),
-        ]);
-        let (json, table) = match args.listing {
-            Listing::Restarts => {
-                let page =
-                    eru_operator::history::history(&journal, &eru_operator::history::parse(&query)?).await?;
-                (serde_json::to_string_pretty(&page), page.table())
+    use eru_operator::history::{self as h, HistoryPage, MissedPage, SlotPage, TransitionPage};
+    // The flags go through the HTTP API's own query parser: the same rules, the same errors.
+    let query = h::params::query_string([
+        ("namespace", args.namespace.as_deref()),
+        ("name", args.name.as_deref()),
+        ("target", args.target.as_deref()),
+        ("outcome", args.outcome.as_deref()),
+        ("reason", args.reason.as_deref()),
+        ("result", args.result.as_deref()),
+        ("kind", args.kind.as_deref()),
+        ("since", args.since.as_deref()),
+        ("until", args.until.as_deref()),
+        ("limit", args.limit.as_deref()),
+        ("cursor", args.cursor.as_deref()),
+    ]);
+    let output = args.output;
+    let result = runtime().block_on(async {
+        let listing = args.listing;
+        let text = match (args.source.open().await?, listing) {
+            (Source::Server(remote), _) => {
+                let path = listing.path();
+                match listing {
+                    Listing::Restarts => {
+                        h::parse::<h::HistoryParams>(&query)?;
+                        page_text(
+                            &remote.get::<HistoryPage>(path, &query)?,
+                            HistoryPage::table,
+                            output,
+                        )
+                    }
+                    Listing::Missed => {
+                        h::parse::<h::MissedParams>(&query)?;
+                        page_text(
+                            &remote.get::<MissedPage>(path, &query)?,
+                            MissedPage::table,
+                            output,
+                        )
+                    }
+                    Listing::Slots => {
+                        h::parse::<h::SlotParams>(&query)?;
+                        page_text(&remote.get::<SlotPage>(path, &query)?, SlotPage::table, output)
+                    }
+                    Listing::Transitions => {
+                        h::parse::<h::TransitionParams>(&query)?;
+                        let page = remote.get::<TransitionPage>(path, &query)?;
+                        page_text(&page, TransitionPage::table, output)
+                    }
+                }
             }
-            Listing::Missed => {
-                let page =
-                    eru_operator::history::missed(&journal, &eru_operator::history::parse(&query)?).await?;
-                (serde_json::to_string_pretty(&page), page.table())
+            (Source::Journal(database), Listing::Restarts) => {
+                let page = offline(&database, async |j| h::history(&j, &h::parse(&query)?).await).await?;
+                page_text(&page, HistoryPage::table, output)
             }
-            Listing::Slots => {
-                let page =
-                    eru_operator::history::slots(&journal, &eru_operator::history::parse(&query)?).await?;
-                (serde_json::to_string_pretty(&page), page.table())
+            (Source::Journal(database), Listing::Missed) => {
+                let page = offline(&database, async |j| h::missed(&j, &h::parse(&query)?).await).await?;
+                page_text(&page, MissedPage::table, output)
             }
-            Listing::Transitions => {
-                let page =
-                    eru_operator::history::transitions(&journal, &eru_operator::history::parse(&query)?)
-                        .await?;
-                (serde_json::to_string_pretty(&page), page.table())
+            (Source::Journal(database), Listing::Slots) => {
+                let page = offline(&database, async |j| h::slots(&j, &h::parse(&query)?).await).await?;
+                page_text(&page, SlotPage::table, output)
+            }
+            (Source::Journal(database), Listing::Transitions) => {
+                let page = offline(&database, async |j| h::transitions(&j, &h::parse(&query)?).await).await?;
+                page_text(&page, TransitionPage::table, output)
             }
         };
-        Ok::<_, eru_operator::history::QueryError>(match args.output {
-            Output::Json => json.expect("pages serialize") + "\n",
-            Output::Table => table,
-        })
+        Ok::<_, Exit>((text, 0))
     });
-    let result = match result {
-        Ok(result) => result,
-        Err(exit) => return exit,
-    };
-    match result {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(eru_operator::history::QueryError::Invalid(message)) => {
-            eprintln!("error: {message}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    finish(result)
 }
 
 /// Exit status of an audit that found a slot not accounted exactly once.
 const UNACCOUNTED: u8 = 3;
 
 fn audit(args: AuditArgs) -> ExitCode {
-    let blackouts = match eru_operator::eru::blackout::ClusterBlackouts::load(args.blackouts_file.clone()) {
-        Ok(b) => b.current(),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let result = offline(&args.database, async |journal| {
-        // through the HTTP API's own query parser: the same rules, the same errors
-        let query = eru_operator::history::params::query_string([
-            ("namespace", args.namespace.as_deref()),
-            ("name", args.name.as_deref()),
-            ("target", args.target.as_deref()),
-            ("since", args.since.as_deref()),
-            ("until", args.until.as_deref()),
-        ]);
-        let params = eru_operator::history::parse(&query)?;
-        eru_operator::history::audit::read(&journal, &params, Utc::now(), &blackouts, true).await
-    });
-    let result = match result {
-        Ok(result) => result,
-        Err(exit) => return exit,
-    };
-    match result {
-        Ok(report) => {
-            let text = match args.format {
-                Format::Table => report.table(),
-                Format::Json => serde_json::to_string_pretty(&report).expect("an audit serializes") + "\n",
-                Format::Csv => report.csv(),
-                Format::Markdown => report.markdown(),
-            };
-            print!("{text}");
-            if report.verdict.accounted {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(UNACCOUNTED)
+    use eru_operator::history::{self as h, audit::Audit};
+    // through the HTTP API's own query parser: the same rules, the same errors
+    let query = h::params::query_string([
+        ("namespace", args.namespace.as_deref()),
+        ("name", args.name.as_deref()),
+        ("target", args.target.as_deref()),
+        ("since", args.since.as_deref()),
+        ("until", args.until.as_deref()),
+    ]);
+    let result = runtime().block_on(async {
+        let params: h::audit::AuditParams = h::parse(&query)?;
+        let report: Audit = match args.source.open().await? {
+            Source::Server(remote) => {
+                params.window(Utc::now())?;
+                remote.get("/audit", &query)?
             }
-        }
-        Err(eru_operator::history::QueryError::Invalid(message)) => {
-            eprintln!("error: {message}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+            Source::Journal(database) => {
+                let blackouts =
+                    eru_operator::eru::cluster_blackouts::ClusterBlackouts::load(args.blackouts_file.clone())
+                        .map_err(|e| Exit(e.to_string(), 2))?
+                        .current();
+                offline(&database, async |j| {
+                    h::audit::read(&j, &params, Utc::now(), &blackouts, true).await
+                })
+                .await?
+            }
+        };
+        let text = match args.output {
+            Format::Table => report.table(),
+            Format::Json => serde_json::to_string_pretty(&report).expect("an audit serializes") + "\n",
+            Format::Csv => report.csv(),
+            Format::Markdown => report.markdown(),
+        };
+        let status = if report.verdict.accounted { 0 } else { UNACCOUNTED };
+        Ok::<_, Exit>((text, status))
+    });
+    finish(result)
 }
 
 fn run(args: RunArgs) -> ExitCode {

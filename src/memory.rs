@@ -17,7 +17,7 @@ use tokio::sync::watch;
 /// A 64-bit hash of `value` for maps that key thousands of objects by hash instead of by string
 /// (two of 10,000 keys collide with a chance of about 1 in 10^11). Never stored or sent: it only
 /// has to agree within this process, which std's `DefaultHasher` (SipHash with fixed keys) does.
-/// Numbers that are part of the product (`H`, jitter) come from [`crate::eru::hash`], which is
+/// Numbers that are part of the product (`H`, jitter) come from [`crate::eru::core::hash`], which is
 /// stable across processes and releases.
 pub fn key_hash(value: impl Hash) -> u64 {
     use std::hash::{DefaultHasher, Hasher};

@@ -162,6 +162,86 @@ pub fn histogram(registry: &Registry, name: &str, help: &str, buckets: Vec<f64>)
     )
 }
 
+/// The journal's series: how long an append and a group commit take, whether it takes writes, and
+/// the writes that failed.
+fn journal_series(registry: &Registry) -> (Histogram, Histogram, IntGauge, prometheus::IntCounter) {
+    let journal_write = histogram(
+        registry,
+        "eru_journal_write_seconds",
+        "Duration of one journal append, from asking to durable (group commit included).",
+        vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0],
+    );
+    let journal_batch = histogram(
+        registry,
+        "eru_journal_batch_size",
+        "Appends committed together in one journal transaction (group commit).",
+        vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
+    );
+    let journal_up = register(
+            registry,
+            IntGauge::new(
+                "eru_journal_up",
+                "1 while the journal takes writes; 0 since a write failed (disk full, database down), until one succeeds.",
+            )
+            .expect("valid metric"),
+        );
+    journal_up.set(1);
+    let journal_errors = register(
+        registry,
+        prometheus::IntCounter::new(
+            "eru_journal_write_errors_total",
+            "Journal writes (appends, heartbeats) that failed; nothing is acted on without its record.",
+        )
+        .expect("valid metric"),
+    );
+    (journal_write, journal_batch, journal_up, journal_errors)
+}
+
+/// The process's own series: its build, whether it leads, the API server's 429s to it, the
+/// Events it dropped, and CPU and memory (process_*).
+fn process_series(registry: &Registry) -> (IntGauge, IntCounterVec, prometheus::IntCounter) {
+    let build_info = register(
+        registry,
+        IntGaugeVec::new(Opts::new("eru_build_info", "Build information."), &["version"])
+            .expect("valid metric"),
+    );
+    build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+    let leader = register(
+            registry,
+            IntGauge::new(
+                "eru_leader",
+                "1 while this process acts (holds the leader Lease, or runs without leader election), 0 on a standby.",
+            )
+            .expect("valid metric"),
+        );
+    let api_throttled = counter(
+        registry,
+        "eru_api_throttled_total",
+        "The API server's 429 (Too Many Requests: API Priority and Fairness) answers to the operator, by request (restart, status, event, other).",
+        &["request"],
+    );
+    for request in ["restart", "status", "event", "other"] {
+        api_throttled.with_label_values(&[request]);
+    }
+    let events_dropped = register(
+            registry,
+            prometheus::IntCounter::new(
+                "eru_events_dropped_total",
+                "Kubernetes Events not sent: dropped under pressure (the queue was full, or the API server answered 429); restart patches and statuses go first.",
+            )
+            .expect("valid metric"),
+        );
+    // process_cpu_seconds_total, process_resident_memory_bytes, open fds, threads, start time
+    // (from /proc/self: the dashboard's CPU and memory panels)
+    #[cfg(target_os = "linux")]
+    registry
+        .register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))
+        .expect("process metrics registered once");
+    (leader, api_throttled, events_dropped)
+}
+
 impl Metrics {
     /// A fresh registry with the shared metrics registered.
     pub fn new() -> Self {
@@ -204,66 +284,8 @@ impl Metrics {
             )
             .expect("valid metric"),
         );
-        let journal_write = histogram(
-            &registry,
-            "eru_journal_write_seconds",
-            "Duration of one journal append, from asking to durable (group commit included).",
-            vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0],
-        );
-        let journal_batch = histogram(
-            &registry,
-            "eru_journal_batch_size",
-            "Appends committed together in one journal transaction (group commit).",
-            vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
-        );
-        let build_info = register(
-            &registry,
-            IntGaugeVec::new(Opts::new("eru_build_info", "Build information."), &["version"])
-                .expect("valid metric"),
-        );
-        build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
-        let journal_up = register(
-            &registry,
-            IntGauge::new(
-                "eru_journal_up",
-                "1 while the journal takes writes; 0 since a write failed (disk full, database down), until one succeeds.",
-            )
-            .expect("valid metric"),
-        );
-        journal_up.set(1);
-        let journal_errors = register(
-            &registry,
-            prometheus::IntCounter::new(
-                "eru_journal_write_errors_total",
-                "Journal writes (appends, heartbeats) that failed; nothing is acted on without its record.",
-            )
-            .expect("valid metric"),
-        );
-        let leader = register(
-            &registry,
-            IntGauge::new(
-                "eru_leader",
-                "1 while this process acts (holds the leader Lease, or runs without leader election), 0 on a standby.",
-            )
-            .expect("valid metric"),
-        );
-        let api_throttled = counter(
-            &registry,
-            "eru_api_throttled_total",
-            "The API server's 429 (Too Many Requests: API Priority and Fairness) answers to the operator, by request (restart, status, event, other).",
-            &["request"],
-        );
-        for request in ["restart", "status", "event", "other"] {
-            api_throttled.with_label_values(&[request]);
-        }
-        let events_dropped = register(
-            &registry,
-            prometheus::IntCounter::new(
-                "eru_events_dropped_total",
-                "Kubernetes Events not sent: dropped under pressure (the queue was full, or the API server answered 429); restart patches and statuses go first.",
-            )
-            .expect("valid metric"),
-        );
+        let (journal_write, journal_batch, journal_up, journal_errors) = journal_series(&registry);
+        let (leader, api_throttled, events_dropped) = process_series(&registry);
         Self {
             registry,
             transitions,
@@ -317,17 +339,20 @@ impl Metrics {
         for result in ["success", "error"] {
             self.reconciles.with_label_values(&[kind, result]);
         }
-        for category in crate::error::CATEGORIES {
-            self.reconcile_errors.with_label_values(&[kind, category]);
+        for category in <crate::error::Category as strum::VariantArray>::VARIANTS {
+            self.reconcile_errors
+                .with_label_values(&[kind, category.as_str()]);
         }
     }
 
     /// Counts a reconcile of `kind` that succeeded, or failed with an error `category`.
-    pub fn count_reconcile(&self, kind: &'static str, error: Option<&'static str>) {
+    pub fn count_reconcile(&self, kind: &'static str, error: Option<crate::error::Category>) {
         let result = if error.is_some() { "error" } else { "success" };
         self.reconciles.with_label_values(&[kind, result]).inc();
         if let Some(category) = error {
-            self.reconcile_errors.with_label_values(&[kind, category]).inc();
+            self.reconcile_errors
+                .with_label_values(&[kind, category.as_str()])
+                .inc();
         }
     }
 
@@ -413,5 +438,33 @@ mod tests {
             env!("CARGO_PKG_VERSION")
         )));
         assert!(text.contains("eru_reconcile_duration_seconds_count{kind=\"Memcached\"} 1"));
+    }
+
+    /// The process series the dashboard's CPU and memory panels read (the crate's `process`
+    /// feature, from /proc/self).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn render_has_the_process_series() {
+        let text = Metrics::new().render();
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "process_start_time_seconds",
+        ] {
+            let value = text
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("{name} missing:\n{text}"));
+            let value: f64 = value.parse().unwrap();
+            assert!(value >= 0.0, "{name} {value}");
+        }
+        let rss: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(rss > 1_000_000.0, "a test binary's RSS is more than 1 MB: {rss}");
     }
 }

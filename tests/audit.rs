@@ -373,10 +373,49 @@ async fn an_outage_audited_by_the_api_the_cli_and_the_page_in_a_real_browser() {
         3,
         "a timeline row per Eru"
     );
+    // each row is drawn over its Eru's life, with the downtime in it: all three lived through
+    // the kill (created before it)
+    for row in dom.split(r#"<g class="row""#).skip(1) {
+        let row = row.split("</g>").next().unwrap_or_default();
+        assert_eq!(
+            row.matches(r#"data-band="operator_down""#).count(),
+            downtime.len(),
+            "a band per downtime window in each row: {row}"
+        );
+    }
+    // the window opened before the operator's first run: that stretch is no downtime
+    let first_run = time(&audit["operator"]["runs"][0]["started_at"]);
+    assert!(
+        downtime.iter().all(|w| time(&w["start"]) >= first_run),
+        "no downtime before the journal's first run ({first_run}): {downtime:?}"
+    );
     assert_eq!(
-        dom.matches(r#"data-band="operator_down""#).count(),
+        time(&audit["operator"]["no_journal"]["end"]),
+        first_run,
+        "{}",
+        audit["operator"]
+    );
+    assert!(
+        dom.contains(r#"data-fact="no_journal""#),
+        "the page says what precedes the journal"
+    );
+    assert_eq!(dom.matches(r#"data-band="no_journal""#).count(), 1);
+    // the page as a new user first opens it (the last 24 hours): the day before this journal's
+    // first run is "no journal", not downtime, and only the kill is down
+    let fresh = chromium(&operator.url(&format!("/ui?namespace={}", ns.name)), None);
+    let down = fresh
+        .split(r#"data-fact="downtime""#)
+        .nth(1)
+        .and_then(|rest| rest.split("</li>").next())
+        .unwrap_or_else(|| panic!("no Down line: {fresh}"));
+    assert_eq!(
+        down.matches(r#"class="window""#).count(),
         downtime.len(),
-        "a band per downtime window"
+        "the Down line lists the kill only: {down}"
+    );
+    assert!(
+        fresh.contains("No journal before"),
+        "the first view says what precedes the journal"
     );
     for (name, e) in &by_name {
         let key = format!("{}/{name}", ns.name);
@@ -442,14 +481,22 @@ async fn an_outage_audited_by_the_api_the_cli_and_the_page_in_a_real_browser() {
         common::ledger::check_every(&client, &ns.name, &operator, name, workload, STEP, until).await;
     }
 
-    // a record gone from the journal: the audit says so, and the CLI exits 3
+    // a record gone from the journal: the audit says so, names the slot, and the CLI exits 3
     operator.kill();
-    forge_missing_record(&journal, since, until).await;
+    let gone = forge_missing_record(&journal, since, until).await;
     let (code, out) = cli_audit(&journal, &window);
     assert_eq!(code, 3, "{out}");
     assert!(
         out.contains("Not every slot is accounted exactly once: 1 without a record"),
         "{out}"
+    );
+    let named = format!("{}/{gone}", ns.name);
+    assert!(out.contains(&named), "the table names the slot ({named}): {out}");
+    let (code, markdown) = cli_audit(&journal, &[&window[..], &["--format", "markdown"]].concat());
+    assert_eq!(code, 3, "{markdown}");
+    assert!(
+        markdown.contains(&format!("- {named}")),
+        "the markdown names the slot: {markdown}"
     );
     kubectl(&["delete", "-f", file.path().to_str().unwrap()]);
 }
@@ -473,8 +520,9 @@ fn audit_records(operator: &Operator, name: &str, since: DateTime<Utc>, until: D
 }
 
 /// Deletes the newest fired slot record of the window from the journal, as a broken or tampered
-/// journal would.
-async fn forge_missing_record(journal: &str, since: DateTime<Utc>, until: DateTime<Utc>) {
+/// journal would; returns what the audit's text then says of its Eru: `<name>: 1 without a
+/// record: <slot>`.
+async fn forge_missing_record(journal: &str, since: DateTime<Utc>, until: DateTime<Utc>) -> String {
     sqlx::any::install_default_drivers();
     let url = if journal.starts_with("postgres") {
         journal.to_string()
@@ -482,15 +530,24 @@ async fn forge_missing_record(journal: &str, since: DateTime<Utc>, until: DateTi
         format!("sqlite://{journal}")
     };
     let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+    let (name, slot): (String, String) = sqlx::query_as(
+        "SELECT name, slot FROM slots WHERE id = (SELECT max(id) FROM slots WHERE result = 'fired' AND slot >= $1 AND slot < $2)",
+    )
+        .bind(rfc3339(since))
+        .bind(rfc3339(until))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     let deleted = sqlx::query(
         "DELETE FROM slots WHERE id = (SELECT max(id) FROM slots WHERE result = 'fired' AND slot >= $1 AND slot < $2)",
     )
-    .bind(rfc3339(since))
-    .bind(rfc3339(until))
-    .execute(&pool)
-    .await
-    .unwrap()
-    .rows_affected();
+        .bind(rfc3339(since))
+        .bind(rfc3339(until))
+        .execute(&pool)
+        .await
+        .unwrap()
+        .rows_affected();
     assert_eq!(deleted, 1);
     pool.close().await;
+    format!("{name}: 1 without a record: {slot}")
 }

@@ -1,4 +1,4 @@
-//! Differential test of `eru_operator::eru::schedule` against robfig/cron v3, the library the Kubernetes
+//! Differential test of `eru_operator::eru::core::schedule` against robfig/cron v3, the library the Kubernetes
 //! CronJob controller uses (run through `hack/crondiff`, built with the machine's Go). A corpus
 //! of generated crontab expressions in several time zones must give the same slots.
 //!
@@ -16,7 +16,7 @@ use std::{
 
 use chrono::{DateTime, Duration, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
-use eru_operator::eru::schedule::Schedule;
+use eru_operator::eru::core::schedule::Schedule;
 
 /// A small deterministic generator (no dependency, same corpus on every run).
 struct Lcg(u64);

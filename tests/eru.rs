@@ -634,8 +634,9 @@ async fn paused_target_is_skipped_and_an_invalid_schedule_recovers() {
     }
 }
 
-/// Deletion: an Eru deleted mid-rollout leaves no per-Eru series in /metrics (so no shipped alert
-/// can fire for it), and its restart in progress is finished `abandoned` with reason `eru_deleted`;
+/// Deletion: an Eru deleted mid-rollout leaves no per-Eru series in /metrics (its rollout start
+/// among them: no shipped alert can fire for it), and its restart in progress is finished
+/// `abandoned` with reason `eru_deleted`;
 /// an Eru deleted while the operator was down gets the same once the operator is back. Before,
 /// kube-runtime never reconciled an Eru that had left its cache: its series and its open restart
 /// stayed forever (EruScheduleOverdue and EruRolloutStuck fired for an Eru that no longer existed).
@@ -713,6 +714,22 @@ async fn a_deleted_eru_leaves_no_series_and_its_restart_in_progress_is_abandoned
         "per-Eru series exist while it does"
     );
     assert_eq!(rolling_out(&before), Some(2.0), "{before}");
+    // each rolling-out Eru says since when its rollout runs, as its journal does (the per-Eru
+    // EruRolloutStuck alert reads it); an Eru not rolling out has no such series
+    let started = |text: &str, name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("eru_rollout_started_timestamp_seconds{{name=\"{name}\"")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+    };
+    for name in ["slow-a", "slow-b"] {
+        let open = items(&operator, &format!("/history?name={name}&outcome=in_progress"));
+        assert_eq!(
+            started(&before, name),
+            Some(time(&open[0]["patched_at"]).timestamp()),
+            "{name}: {open:?}\n{before}"
+        );
+    }
+    assert_eq!(started(&before, "keep"), None, "{before}");
 
     erus.delete("slow-a", &Default::default()).await.unwrap();
     let base = operator.url("");

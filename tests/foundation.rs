@@ -12,7 +12,10 @@ use common::{Operator, TestNamespace, client, get, get_json, kubectl, wait_for};
 async fn ready_under_rbac_and_journal_survives_a_kill() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "foundation").await;
-    let mut operator = Operator::start(&client, &ns.name, &[]).await;
+    // the samples hold a PodSet and a Memcached: every controller, as the demo runs them
+    common::install_controller("podset");
+    common::install_controller("memcached");
+    let mut operator = Operator::start(&client, &ns.name, &["--controllers", "eru,podset,memcached"]).await;
 
     assert_eq!(get(&operator.url("/healthz")).0, 200);
     let ready = get_json(&operator.url("/readyz"));
@@ -75,6 +78,7 @@ async fn bad_flags_exit_2_with_one_line() {
     for args in [
         vec!["run", "--http-address", "not-an-address"],
         vec!["run", "--log-format", "xml"],
+        vec!["run", "--controllers", "eru,replicaset"],
         vec!["run", "--default-schedule", "61 * * * *"],
         vec!["run", "--namespace", "Not_Valid"],
         vec!["run", "--retention", "90 days"],

@@ -19,6 +19,7 @@ use eru_operator::{
     journal::{Entry, Journal, NewRestart, NewSlot, NewTransition, ObjectKey, SlotResult},
     metrics::Metrics,
     runtime::Readiness,
+    vocab::Reason,
 };
 use proptest::prelude::*;
 use serde_json::Value;
@@ -54,7 +55,7 @@ fn rows(start: i64, n: i64) -> Entry {
             last_slot: at + Duration::seconds(30),
             slot_count: 1,
             result: SlotResult::Missed,
-            reason: "operator_down",
+            reason: Reason::OperatorDown,
             window: Some((at, at + Duration::seconds(40))),
             note: None,
             evaluated_at: at,
@@ -165,6 +166,66 @@ async fn an_overlong_url_is_414_and_overlarge_headers_431_in_json() {
 }
 
 #[tokio::test]
+async fn pages_send_security_headers_and_every_answer_nosniff() {
+    let (app, _) = app(3).await;
+    for page in ["/ui", "/", "/ui/eru/ns/web"] {
+        let (status, headers, _) = get_with_headers(&app, Request::get(page)).await;
+        assert!(
+            status == StatusCode::OK || status == StatusCode::BAD_REQUEST,
+            "{page}: {status}"
+        );
+        assert!(
+            headers["content-type"].to_str().unwrap().starts_with("text/html"),
+            "{page}"
+        );
+        let policy = headers["content-security-policy"].to_str().unwrap();
+        assert_eq!(policy, eru_operator::http::CONTENT_SECURITY_POLICY, "{page}");
+        for directive in [
+            "default-src 'none'",
+            "frame-ancestors 'none'",
+            "form-action 'self'",
+        ] {
+            assert!(policy.contains(directive), "{page}: {policy}");
+        }
+        assert!(!policy.contains("script-src"), "no script, ever: {policy}");
+        assert_eq!(headers["x-frame-options"], "DENY", "{page}");
+        assert_eq!(headers["x-content-type-options"], "nosniff", "{page}");
+        assert_eq!(headers["referrer-policy"], "no-referrer", "{page}");
+    }
+    for json in ["/history", "/no-such-path", "/history?limit=x"] {
+        let (_, headers, _) = get_with_headers(&app, Request::get(json)).await;
+        assert_eq!(headers["x-content-type-options"], "nosniff", "{json}");
+        assert!(
+            headers.get("content-security-policy").is_none(),
+            "{json}: JSON is not a page"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_eru_pages_path_is_checked_before_anything_else() {
+    let (app, _) = app(3).await;
+    for (path, why) in [
+        ("/ui/eru/Not_Valid/web", "namespace"),
+        ("/ui/eru/ns/web%2Fx", "name"),
+        (&*format!("/ui/eru/{}/web", "a".repeat(64)), "namespace"),
+        ("/ui/eru/ns/-web", "name"),
+    ] {
+        let response = app
+            .clone()
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{path}");
+        let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        let page = String::from_utf8_lossy(&body);
+        assert!(page.contains(why), "{path}: {page}");
+    }
+    // a percent-encoded valid name is that name: the Eru's page
+    assert_eq!(get(&app, "/ui/eru/n%73/web").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
 async fn the_real_server_answers_oversized_requests_in_json_up_to_its_hard_limits() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -190,7 +251,8 @@ async fn the_real_server_answers_oversized_requests_in_json_up_to_its_hard_limit
         "{body}"
     );
 
-    // headers over MAX_HEADERS (but under hyper's 64 KiB head): the router's 431, in JSON
+    // headers over MAX_HEADERS (but under hyper's head, MAX_URI + MAX_HEADERS + 1 KiB): the
+    // router's 431, in JSON
     let fill: Vec<(String, String)> = (0..5)
         .map(|i| (format!("x-fill-{i}"), "a".repeat(MAX_HEADERS / 4)))
         .collect();
@@ -409,11 +471,14 @@ async fn filters_and_items() {
 /// abandoned (decided, given up: also in `/history`), dry run (journaled only: also in `/history`).
 #[tokio::test]
 async fn slots_list_each_slot_once_with_its_restart_where_history_and_missed_overlap() {
-    use eru_operator::journal::{FinishedRestart, PatchedRestart, vocab::RestartOutcome};
+    use eru_operator::{
+        journal::{FinishedRestart, PatchedRestart},
+        vocab::Outcome,
+    };
     let journal = Journal::open_in_memory().await.unwrap();
     let slot = |m: i64| Utc.with_ymd_and_hms(2026, 11, 22, 3, 0, 0).unwrap() + Duration::minutes(m);
     let web = object("web");
-    let record = |m: i64, result: SlotResult, reason: &'static str| NewSlot {
+    let record = |m: i64, result: SlotResult, reason: Reason| NewSlot {
         object: web.clone(),
         target: "web".into(),
         slot: slot(m),
@@ -432,7 +497,7 @@ async fn slots_list_each_slot_once_with_its_restart_where_history_and_missed_ove
         decided_at: slot(m),
         deadline_at: slot(m) + Duration::minutes(5),
     };
-    let finished = |m: i64, outcome: RestartOutcome| FinishedRestart {
+    let finished = |m: i64, outcome: Outcome| FinishedRestart {
         uid: web.uid.clone(),
         slot: slot(m),
         finished_at: slot(m) + Duration::seconds(20),
@@ -447,15 +512,15 @@ async fn slots_list_each_slot_once_with_its_restart_where_history_and_missed_ove
             patched_at: slot(0) + Duration::seconds(1),
         }],
         restarts_finished: vec![
-            finished(0, RestartOutcome::Succeeded),
-            finished(2, RestartOutcome::Abandoned),
-            finished(3, RestartOutcome::DryRun),
+            finished(0, Outcome::Succeeded),
+            finished(2, Outcome::Abandoned),
+            finished(3, Outcome::DryRun),
         ],
         slots: vec![
-            record(0, SlotResult::Fired, "scheduled"),
-            record(1, SlotResult::Skipped, "suspended"),
-            record(2, SlotResult::Skipped, "target_paused"),
-            record(3, SlotResult::Skipped, "dry_run"),
+            record(0, SlotResult::Fired, Reason::Scheduled),
+            record(1, SlotResult::Skipped, Reason::Suspended),
+            record(2, SlotResult::Skipped, Reason::TargetPaused),
+            record(3, SlotResult::Skipped, Reason::DryRun),
         ],
         ..Entry::default()
     };
@@ -623,7 +688,7 @@ async fn openapi_document_is_generated_from_the_handlers() {
     );
     assert_eq!(
         param("/slots", "reason")["enum"].as_array().unwrap().len(),
-        eru_operator::eru::ledger::Reason::ALL.len()
+        <eru_operator::vocab::Reason as strum::VariantArray>::VARIANTS.len()
     );
     assert_eq!(param("/slots", "limit")["maximum"], 1000);
     assert!(doc["paths"]["/slots"]["get"]["responses"]["400"].is_object());
@@ -631,7 +696,7 @@ async fn openapi_document_is_generated_from_the_handlers() {
     assert!(!restart.is_null(), "a slot record carries its restart attempt");
     assert_eq!(
         param("/missed", "reason")["enum"].as_array().unwrap().len(),
-        eru_operator::eru::ledger::Reason::ALL.len()
+        <eru_operator::vocab::Reason as strum::VariantArray>::VARIANTS.len()
     );
     assert_eq!(
         param("/transitions", "kind")["enum"],
@@ -693,7 +758,7 @@ fn query() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     #[test]
     fn no_query_string_produces_a_5xx(q in query(), endpoint in prop_oneof![Just("/history"), Just("/transitions"), Just("/missed"), Just("/slots")]) {
@@ -719,15 +784,14 @@ proptest! {
 #[test]
 fn the_document_lists_exactly_the_reasons_outcomes_and_kinds_the_operator_journals() {
     use eru_operator::{
-        eru::ledger::Reason,
         history::params::{self, vocabulary},
-        journal::vocab::RestartOutcome,
+        vocab::{Outcome, Reason},
     };
     use kube::Resource;
-    let reasons: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+    use strum::VariantArray;
+    let reasons: Vec<&str> = Reason::VARIANTS.iter().map(|r| r.as_str()).collect();
     assert_eq!(vocabulary::<params::Reason>(), reasons);
-    let mut outcomes = vec!["in_progress"];
-    outcomes.extend(RestartOutcome::ALL.iter().map(|o| o.as_str()));
+    let outcomes: Vec<&str> = Outcome::VARIANTS.iter().map(|o| o.as_str()).collect();
     assert_eq!(vocabulary::<params::Outcome>(), outcomes);
     let kinds = [
         eru_operator::eru::Eru::kind(&()),

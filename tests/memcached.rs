@@ -45,7 +45,8 @@ async fn available(memcacheds: &Api<Memcached>, pods: &Api<Pod>, name: &str, siz
 async fn sample_scales_reverts_drift_and_cleans_up() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "memcached").await;
-    let operator = Operator::start(&client, &ns.name, &[]).await;
+    common::install_controller("memcached");
+    let operator = Operator::start(&client, &ns.name, &["--controllers", "memcached"]).await;
     let memcacheds: Api<Memcached> = Api::namespaced(client.clone(), &ns.name);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
@@ -154,6 +155,7 @@ async fn sample_scales_reverts_drift_and_cleans_up() {
 async fn negative_size_is_refused_by_the_api_server() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "memcached-bad").await;
+    common::install_controller("memcached");
     let resource = ApiResource::erase::<Memcached>(&());
     let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &resource);
     for spec in [
@@ -183,7 +185,8 @@ async fn an_eru_restarts_a_memcached_deployment_and_neither_apply_undoes_the_oth
     use eru_operator::eru::{Eru, RESTARTED_AT_ANNOTATION};
     let client = client().await;
     let ns = TestNamespace::create(&client, "memcached-eru").await;
-    let operator = Operator::start(&client, &ns.name, &[]).await;
+    common::install_controller("memcached");
+    let operator = Operator::start(&client, &ns.name, &["--controllers", "eru,memcached"]).await;
     let memcacheds: Api<Memcached> = Api::namespaced(client.clone(), &ns.name);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);

@@ -61,7 +61,8 @@ fn apis(client: &Client, ns: &str) -> (Api<PodSet>, Api<Pod>) {
 async fn sample_scales_replaces_and_is_garbage_collected() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "podset").await;
-    let operator = Operator::start(&client, &ns.name, &[]).await;
+    common::install_controller("podset");
+    let operator = Operator::start(&client, &ns.name, &["--controllers", "podset"]).await;
     let (podsets, pods) = apis(&client, &ns.name);
     kubectl(&["apply", "-n", &ns.name, "-f", "deploy/samples/podset.yaml"]);
 
@@ -151,6 +152,7 @@ async fn sample_scales_replaces_and_is_garbage_collected() {
 async fn orphans_are_adopted_and_relabelled_pods_released() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "podset-adopt").await;
+    common::install_controller("podset");
     let (podsets, pods) = apis(&client, &ns.name);
     // an orphan that matches, before the PodSet exists
     let orphan: Pod = serde_json::from_value(json!({
@@ -159,7 +161,7 @@ async fn orphans_are_adopted_and_relabelled_pods_released() {
     }))
     .unwrap();
     pods.create(&PostParams::default(), &orphan).await.unwrap();
-    let _operator = Operator::start(&client, &ns.name, &[]).await;
+    let _operator = Operator::start(&client, &ns.name, &["--controllers", "podset"]).await;
     let podset: PodSet = serde_json::from_value(json!({
         "apiVersion": "k8stest.justin0u0.com/v1alpha1", "kind": "PodSet",
         "metadata": {"name": "adopter"}, "spec": {"replicas": 2}
@@ -201,6 +203,7 @@ async fn orphans_are_adopted_and_relabelled_pods_released() {
 async fn quota_failure_is_a_condition_and_negative_replicas_are_refused() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "podset-quota").await;
+    common::install_controller("podset");
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns.name);
     let quota: ResourceQuota =
         serde_json::from_value(json!({"metadata": {"name": "pods"}, "spec": {"hard": {"pods": "1"}}}))
@@ -210,7 +213,7 @@ async fn quota_failure_is_a_condition_and_negative_replicas_are_refused() {
         quotas.get("pods").await.ok()?.status?.hard.map(|_| ())
     })
     .await;
-    let _operator = Operator::start(&client, &ns.name, &[]).await;
+    let _operator = Operator::start(&client, &ns.name, &["--controllers", "podset"]).await;
     let (podsets, _pods) = apis(&client, &ns.name);
     let podset: PodSet = serde_json::from_value(json!({
         "apiVersion": "k8stest.justin0u0.com/v1alpha1", "kind": "PodSet",

@@ -77,14 +77,27 @@ pub fn time(v: &Value) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
+/// An HTTP client that takes any status as an answer, and HTTPS with any certificate: the
+/// operator's self-signed one under `--http-auth kubernetes`, on loopback.
+pub fn agent(timeout: Duration) -> ureq::Agent {
+    let tls = ureq::tls::TlsConfig::builder()
+        .provider(ureq::tls::TlsProvider::Rustls)
+        .unversioned_rustls_crypto_provider(std::sync::Arc::new(
+            tokio_rustls::rustls::crypto::ring::default_provider(),
+        ))
+        .disable_verification(true)
+        .build();
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .tls_config(tls)
+        .build()
+        .into()
+}
+
 /// The body of a 200 answer to GET `url`, or `None`.
 pub fn get(url: &str) -> Option<String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let mut response = agent.get(url).call().ok()?;
+    let mut response = agent(Duration::from_secs(30)).get(url).call().ok()?;
     // /metrics of 10,000 Erus is larger than ureq's default 10 MB body limit
     let body = response.body_mut().with_config().limit(u64::MAX).read_to_string();
     (response.status() == 200).then(|| body.ok())?
@@ -100,6 +113,8 @@ pub struct Operator {
     pub port: u16,
     /// Who it runs as (`--kubeconfig`); `None`: $KUBECONFIG's user.
     pub kubeconfig: Option<PathBuf>,
+    /// More arguments of `run`.
+    pub extra: Vec<String>,
 }
 
 impl Operator {
@@ -113,6 +128,7 @@ impl Operator {
             namespace: namespace.to_string(),
             port: TcpListener::bind("127.0.0.1:0")?.local_addr()?.port(),
             kubeconfig: None,
+            extra: Vec::new(),
         })
     }
 
@@ -136,6 +152,7 @@ impl Operator {
                         .iter()
                         .flat_map(|k| [std::ffi::OsStr::new("--kubeconfig"), k.as_os_str()]),
                 )
+                .args(&self.extra)
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
                 .spawn()
@@ -144,8 +161,14 @@ impl Operator {
         started
     }
 
+    /// `http://127.0.0.1:PORT/path`, or `https://` under `--http-auth kubernetes`.
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        let scheme = if self.extra.windows(2).any(|w| w == ["--http-auth", "kubernetes"]) {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://127.0.0.1:{}{path}", self.port)
     }
 
     pub fn pid(&self) -> u32 {

@@ -1,7 +1,7 @@
 //! This process's term: leader election (`--leader-elect`), the journaled start of its run (and
 //! the term it took over), heartbeats while it leads, and the run's end.
 
-use std::{sync::atomic::Ordering, time::Duration};
+use std::time::Duration;
 
 use chrono::Utc;
 use kube::Client;
@@ -26,22 +26,29 @@ pub(super) struct Elector {
     pub(super) task: tokio::task::JoinHandle<()>,
 }
 
-/// Starts leader election (`--leader-elect`): the process is a standby until `term` says which
-/// term it took over. Without it the process leads from the start. Losing the Lease ends the
-/// process at once (fail-stop), before any standby may take over.
+/// This process's leadership: a candidate's (a standby until elected) with `--leader-elect`,
+/// else one that leads from the start.
+pub(super) fn leadership(args: &RunArgs) -> Leadership {
+    if args.leader_elect {
+        Leadership::elected(args.leader_elect_renew_deadline)
+    } else {
+        Leadership::leader()
+    }
+}
+
+/// Starts leader election (`--leader-elect`) for `leadership`: the process is a standby until
+/// `term` says which term it took over. Without it the process leads from the start. Losing the
+/// Lease ends the process at once (fail-stop), before any standby may take over.
 pub(super) fn elect(
     args: &RunArgs,
     client: &Client,
     instance: &str,
-) -> (
-    Leadership,
-    oneshot::Receiver<Option<leader::Term>>,
-    Option<Elector>,
-) {
+    leadership: &Leadership,
+) -> (oneshot::Receiver<Option<leader::Term>>, Option<Elector>) {
     let (acquired, term) = oneshot::channel();
     if !args.leader_elect {
         let _ = acquired.send(None);
-        return (Leadership::leader(), term, None);
+        return (term, None);
     }
     // unique per process: a restarted container must not mistake its predecessor's Lease for its own
     let nonce = std::time::SystemTime::now()
@@ -59,14 +66,16 @@ pub(super) fn elect(
     info!(lease = %settings.name, namespace = %settings.namespace, %identity, "leader election on: standing by until this process holds the lease");
     let (release, released) = watch::channel(false);
     let client = client.clone();
+    let campaigner = leadership.clone();
     let task = tokio::spawn(async move {
-        if let Err(leader::Lost(why)) = leader::campaign(client, settings, acquired, released).await {
+        if let Err(leader::Lost(why)) =
+            leader::campaign(client, settings, campaigner, acquired, released).await
+        {
             error!(reason = %why, "lost the leader lease: exiting before another replica may take over");
             std::process::exit(1);
         }
     });
     (
-        Leadership::standby(),
         term,
         Some(Elector {
             identity,
@@ -129,13 +138,16 @@ pub(super) async fn lead(
     } else {
         info!(run = run_id, "leading");
     }
-    term.readiness.leader.store(true, Ordering::Relaxed);
-    term.metrics.leader.set(1);
     term.leadership.promote();
     let mut tick = tokio::time::interval(term.heartbeat);
     loop {
         tokio::select! {
             _ = tick.tick() => {
+                if !term.leadership.is_leader() {
+                    // the lease lapsed (a freeze): the renew loop ends the process; no proof of
+                    // life is written for a process that no longer leads
+                    continue;
+                }
                 let beat = term.journal.heartbeat(run_id, Utc::now()).await;
                 term.metrics.journal_wrote(&beat, &term.readiness);
                 if let Err(e) = beat {

@@ -17,10 +17,7 @@ use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
 use super::{Eru, EruSpec, EruStatus, HeldSlot, LastRestart};
-use crate::{
-    machine::status_digest,
-    runtime::{managed_at, watch::lean_meta, writes_spec},
-};
+use crate::runtime::{managed_at, status::status_digest, watch::lean_meta, writes_spec};
 
 /// An Eru as cached.
 #[derive(Clone, Debug, Deserialize)]

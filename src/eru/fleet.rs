@@ -18,7 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 
 use super::CachedEru;
-pub use super::events::Grant;
+pub use super::core::messages::Grant;
 
 /// The caps; `None` is unlimited.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

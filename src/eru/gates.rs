@@ -1,14 +1,17 @@
 //! Health gates, the shell: whether a due slot may start. Two gates, asked only when a slot may
-//! be due (see [`super::observe`]):
+//! be due (see [`super::pass::observe`]):
 //! - **blocking pods**: pods matching an Eru's `gates.blockingPodSelector` in its namespace that
 //!   have not finished (phase not `Succeeded`/`Failed`), listed from the API server;
 //! - **alerts**: Prometheus's `/api/v1/alerts` (alerts the rules evaluate now, `firing` ones
 //!   only), filtered by the Eru's `gates.alerts` (name regexp, labels with `$namespace` and
-//!   `$target`). One request serves every Eru for the cache's lifetime.
+//!   `$target`). An Eru's own gate sees only alerts labelled with its namespace (a tenant's gate
+//!   never learns, nor journals, another namespace's alert names); the cluster-wide gates of the
+//!   blackouts file see every alert. One request serves every Eru for the cache's lifetime.
 //!
 //! Answers are cached for `--gate-cache-ttl` (default 5 s): a burst of due slots asks each source
 //! once, and a held slot's pass (every `--gate-poll-interval`) never hot-loops a source. The
-//! decision with the answers is pure ([`super::hold`]).
+//! decision with the answers is pure ([`super::core::hold`]). What no schema can check of a
+//! gate (its regexp) is checked here too ([`check_gates`]).
 
 use std::{
     collections::HashMap,
@@ -24,10 +27,12 @@ use serde::Deserialize;
 
 use super::{
     AlertGate, Gates, OnUnknown,
-    hold::{Answer, alert_name, some_of},
-    ledger::Reason,
+    core::hold::{self, Answer},
 };
+use strum::VariantArray;
+
 use crate::metrics::{Metrics, register};
+use crate::vocab::{GateKind, Reason};
 
 /// Pods or alerts a note names at most.
 const NAMED: usize = 5;
@@ -49,7 +54,7 @@ impl Default for GateOptions {
     fn default() -> Self {
         Self {
             prometheus_url: None,
-            poll: StdDuration::from_secs(super::hold::DEFAULT_POLL_SECONDS as u64),
+            poll: StdDuration::from_secs(hold::DEFAULT_POLL_SECONDS as u64),
             cache_ttl: StdDuration::from_secs(5),
         }
     }
@@ -105,9 +110,9 @@ impl Gatekeeper {
             )
             .expect("a valid counter"),
         );
-        for gate in ["blocking_pods", "alerts"] {
+        for gate in GateKind::VARIANTS {
             for result in ["open", "closed", "unknown"] {
-                evaluations.with_label_values(&[gate, result]);
+                evaluations.with_label_values(&[gate.as_str(), result]);
             }
         }
         let agent = options.prometheus_url.as_ref().map(|_| agent());
@@ -147,7 +152,10 @@ impl Gatekeeper {
             if let Some(selector) = &gates.blocking_pod_selector {
                 let scope = pods_in.or(self.watched.as_deref());
                 let answer = self.blocking_pods(scope, selector).await;
-                self.count("blocking_pods", answer.as_ref().map(|pods| !pods.is_empty()));
+                self.count(
+                    GateKind::BlockingPods,
+                    answer.as_ref().map(|pods| !pods.is_empty()),
+                );
                 match answer {
                     Ok(pods) if pods.is_empty() => {}
                     Ok(pods) => {
@@ -168,8 +176,9 @@ impl Gatekeeper {
                 }
             }
             if let Some(gate) = &gates.alerts {
-                let answer = self.firing(namespace, target, gate).await;
-                self.count("alerts", answer.as_ref().map(|names| !names.is_empty()));
+                // an Eru's own gate: only its namespace's alerts; the cluster's: every alert
+                let answer = self.firing(namespace, target, gate, pods_in.is_some()).await;
+                self.count(GateKind::Alerts, answer.as_ref().map(|names| !names.is_empty()));
                 match answer {
                     Ok(names) if names.is_empty() => {}
                     Ok(names) => {
@@ -202,13 +211,13 @@ impl Gatekeeper {
     }
 
     /// Counts one evaluation of `gate`: closed, open, or unknown.
-    fn count<E>(&self, gate: &str, closed: Result<bool, E>) {
+    fn count<E>(&self, gate: GateKind, closed: Result<bool, E>) {
         let result = match closed {
             Ok(true) => "closed",
             Ok(false) => "open",
             Err(_) => "unknown",
         };
-        self.evaluations.with_label_values(&[gate, result]).inc();
+        self.evaluations.with_label_values(&[gate.as_str(), result]).inc();
     }
 
     /// The unfinished pods in `namespace` (every namespace: `None`) matching `selector`, by name
@@ -252,8 +261,15 @@ impl Gatekeeper {
     }
 
     /// The names of the firing alerts `gate` matches for an Eru in `namespace` targeting
-    /// `target`, sorted, each once.
-    async fn firing(&self, namespace: &str, target: &str, gate: &AlertGate) -> Result<Vec<String>, String> {
+    /// `target`, sorted, each once; with `own_namespace`, only alerts whose `namespace` label is
+    /// the Eru's.
+    async fn firing(
+        &self,
+        namespace: &str,
+        target: &str,
+        gate: &AlertGate,
+        own_namespace: bool,
+    ) -> Result<Vec<String>, String> {
         let alerts = self.alerts().await?;
         let name = match &gate.name {
             Some(pattern) => Some(alert_name(pattern)?),
@@ -262,6 +278,7 @@ impl Gatekeeper {
         let mut names: Vec<String> = alerts
             .iter()
             .filter(|a| a.state == "firing")
+            .filter(|a| !own_namespace || in_namespace(a, namespace))
             .filter(|a| matches(a, name.as_ref(), &gate.labels, namespace, target))
             .map(|a| a.labels.get("alertname").cloned().unwrap_or_default())
             .collect();
@@ -313,9 +330,15 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-/// GET Prometheus's `/api/v1/alerts`.
+/// GET Prometheus's `/api/v1/alerts`. Its errors name the URL without credentials or query
+/// (they reach logs, the status and the journal's notes).
 fn fetch(agent: &ureq::Agent, endpoint: &str) -> Result<Vec<Alert>, String> {
-    let refuse = |e: &dyn std::fmt::Display| format!("asking Prometheus at {endpoint} failed: {e}");
+    let refuse = |e: &dyn std::fmt::Display| {
+        let shown = redact_url(endpoint);
+        let text = format!("asking Prometheus at {shown} failed: {e}");
+        // the error's own text may quote the URL whole
+        text.replace(endpoint, &shown)
+    };
     let mut response = agent.get(endpoint).call().map_err(|e| refuse(&e))?;
     let body = response
         .body_mut()
@@ -325,6 +348,31 @@ fn fetch(agent: &ureq::Agent, endpoint: &str) -> Result<Vec<Alert>, String> {
         .map_err(|e| refuse(&e))?;
     let parsed: AlertsResponse = serde_json::from_str(&body).map_err(|e| refuse(&e))?;
     Ok(parsed.data.alerts)
+}
+
+/// Whether `alert` is about `namespace` (its `namespace` label).
+fn in_namespace(alert: &Alert, namespace: &str) -> bool {
+    alert.labels.get("namespace").map(String::as_str) == Some(namespace)
+}
+
+/// `url` as messages may show it: `user:password@` and the query string replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("***@{host}"),
+        None => authority.to_string(),
+    };
+    let path = match path.split_once('?') {
+        Some((path, _)) => format!("{path}?***"),
+        None => path.to_string(),
+    };
+    let scheme = if scheme.is_empty() {
+        String::new()
+    } else {
+        format!("{scheme}://")
+    };
+    format!("{scheme}{host}{path}")
 }
 
 /// Whether `alert` matches the name regexp and every label (`$namespace`, `$target` replaced).
@@ -347,6 +395,43 @@ fn matches(
         })
 }
 
+/// An alert gate's name regexp, anchored at both ends.
+pub fn alert_name(pattern: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(&format!("^(?:{pattern})$"))
+        .map_err(|e| format!("gates.alerts.name '{pattern}' is not a valid regular expression: {e}"))
+}
+
+/// What the API server's schema cannot check of `gates` (its regexp), and, for the operator's
+/// file (which no schema checks), what it does check: at least one gate, no empty selector.
+pub fn check_gates(gates: &Gates) -> Result<(), String> {
+    if gates.blocking_pod_selector.is_none() && gates.alerts.is_none() {
+        return Err("gates needs blockingPodSelector or alerts".into());
+    }
+    if let Some(selector) = &gates.blocking_pod_selector {
+        let labels = selector.match_labels.as_ref().is_some_and(|l| !l.is_empty());
+        let expressions = selector.match_expressions.as_ref().is_some_and(|e| !e.is_empty());
+        if !labels && !expressions {
+            return Err(
+                "an empty blockingPodSelector would match every pod: give matchLabels or matchExpressions"
+                    .into(),
+            );
+        }
+    }
+    if let Some(pattern) = gates.alerts.as_ref().and_then(|a| a.name.as_ref()) {
+        alert_name(pattern)?;
+    }
+    Ok(())
+}
+
+/// The first few of `names`, comma-separated, and how many more there are (a note stays short).
+pub fn some_of(names: &[String], shown: usize) -> String {
+    let mut text = names.iter().take(shown).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > shown {
+        text.push_str(&format!(" and {} more", names.len() - shown));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,6 +446,31 @@ mod tests {
             labels: map,
             state: "firing".into(),
         }
+    }
+
+    #[test]
+    fn an_erus_own_gate_sees_only_its_namespaces_alerts() {
+        let ours = alert("HighErrorRate", &[("namespace", "shop")]);
+        let theirs = alert("HighErrorRate", &[("namespace", "bank")]);
+        let cluster = alert("NodeDown", &[]);
+        assert!(in_namespace(&ours, "shop"));
+        assert!(!in_namespace(&theirs, "shop"), "another tenant's alert");
+        assert!(
+            !in_namespace(&cluster, "shop"),
+            "no namespace label: the cluster-wide gates' business"
+        );
+    }
+
+    #[test]
+    fn urls_in_messages_lose_their_credentials_and_query() {
+        assert_eq!(
+            redact_url("https://admin:s3cret@prometheus.example:9090/api/v1/alerts?token=abc"),
+            "https://***@prometheus.example:9090/api/v1/alerts?***"
+        );
+        assert_eq!(
+            redact_url("http://prometheus.monitoring:9090/api/v1/alerts"),
+            "http://prometheus.monitoring:9090/api/v1/alerts"
+        );
     }
 
     #[test]
@@ -388,5 +498,24 @@ mod tests {
             matches(&node, None, &Default::default(), "shop", "web"),
             "no name: every alert"
         );
+    }
+
+    #[test]
+    fn bad_gates_are_refused_with_why() {
+        let gates = |v: serde_json::Value| -> Gates { serde_json::from_value(v).unwrap() };
+        assert!(check_gates(&gates(serde_json::json!({}))).is_err());
+        assert!(check_gates(&gates(serde_json::json!({"blockingPodSelector": {}}))).is_err());
+        let e = check_gates(&gates(serde_json::json!({"alerts": {"name": "(unclosed"}}))).unwrap_err();
+        assert!(e.contains("gates.alerts.name"), "{e}");
+        assert!(check_gates(&gates(serde_json::json!({"alerts": {"name": "Node.*"}}))).is_ok());
+        let re = alert_name("A|B").unwrap();
+        assert!(re.is_match("B") && !re.is_match("AB"), "anchored");
+    }
+
+    #[test]
+    fn long_lists_are_cut() {
+        let names: Vec<String> = (0..7).map(|i| format!("p{i}")).collect();
+        assert_eq!(some_of(&names, 5), "p0, p1, p2, p3, p4 and 2 more");
+        assert_eq!(some_of(&names[..2], 5), "p0, p1");
     }
 }

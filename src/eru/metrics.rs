@@ -1,6 +1,6 @@
 //! The Eru's own series, registered into the shared registry: restarts and their duration, slots
-//! by result and reason, fire lateness and the next slot. Per-Eru series start at 0 (dashboards and
-//! alerts see 0, not "no data") and leave with the Eru.
+//! by result and reason, fire lateness, the next slot and when the rollout in progress began.
+//! Per-Eru series start at 0 (dashboards and alerts see 0, not "no data") and leave with the Eru.
 
 use std::{
     collections::BTreeMap,
@@ -9,9 +9,11 @@ use std::{
 };
 
 use prometheus::{Histogram, IntGauge, IntGaugeVec, Opts};
+use strum::VariantArray;
 
-use super::{events::RestartOutcome, ledger::Reason};
+use super::core::machine::State;
 use crate::metrics::{CHUNK, Cursor, Metrics, TextSeries, histogram, register, text_header, text_sample};
+use crate::vocab::{Outcome, Reason};
 
 /// Handles of the Eru series. Cheap to clone.
 #[derive(Clone)]
@@ -25,11 +27,11 @@ pub struct EruMetrics {
     per_eru: PerEru,
 }
 
-/// Every (result, reason) of `eru_slots_total`.
-const SLOT_SERIES: usize = 1 + Reason::ALL.len();
+/// Every (result, reason) of `eru_slots_total`: a fired slot's reason is `scheduled`.
+const SLOT_SERIES: usize = Reason::VARIANTS.len();
 
 fn slot_series() -> impl Iterator<Item = (&'static str, &'static str)> {
-    std::iter::once(("fired", "scheduled")).chain(Reason::ALL.iter().map(|r| (r.reason_result(), r.as_str())))
+    Reason::VARIANTS.iter().map(|r| (r.result().as_str(), r.as_str()))
 }
 
 impl EruMetrics {
@@ -125,8 +127,8 @@ impl EruMetrics {
     }
 
     /// Counts `count` slots of the Eru with `result` and `reason`.
-    pub fn add_slots(&self, namespace: &str, name: &str, result: &str, reason: &str, count: u64) {
-        let Some(at) = slot_series().position(|s| s == (result, reason)) else {
+    pub fn add_slots(&self, namespace: &str, name: &str, reason: Reason, count: u64) {
+        let Some(at) = Reason::VARIANTS.iter().position(|r| *r == reason) else {
             return;
         };
         let count = u32::try_from(count).unwrap_or(u32::MAX);
@@ -136,8 +138,8 @@ impl EruMetrics {
     }
 
     /// Counts a finished restart of the Eru.
-    pub fn add_restart(&self, namespace: &str, name: &str, outcome: RestartOutcome) {
-        let at = RestartOutcome::ALL
+    pub fn add_restart(&self, namespace: &str, name: &str, outcome: Outcome) {
+        let at = Outcome::ENDED
             .iter()
             .position(|o| *o == outcome)
             .unwrap_or_default();
@@ -152,22 +154,36 @@ impl EruMetrics {
             .with(namespace, name, |s| s.next = next.map(|t| t.timestamp()));
     }
 
+    /// Sets when the Eru's rollout in progress began (its restart patch landed) while `state` is
+    /// RollingOut, and removes the series otherwise: the `EruRolloutStuck` alert judges each Eru by
+    /// its own rollout's age, so back-to-back rollouts of different Erus never add up.
+    pub fn set_rollout(&self, namespace: &str, name: &str, state: &State) {
+        let started = match state {
+            State::RollingOut { rollout } => Some(rollout.patched_at.timestamp()),
+            _ => None,
+        };
+        self.per_eru
+            .with(namespace, name, |s| s.rollout_started = started);
+    }
+
     /// Removes every series of a deleted Eru.
     pub fn forget(&self, namespace: &str, name: &str) {
         self.per_eru.forget(namespace, name);
     }
 }
 
-/// One Eru's counters and next slot. 32-bit counters (a slot a second for 136 years) keep an
-/// Eru's entry at ~100 bytes instead of ~190.
+/// One Eru's counters, next slot and rollout start. 32-bit counters (a slot a second for 136
+/// years) keep an Eru's entry at ~130 bytes instead of ~230.
 #[derive(Default)]
 struct Series {
-    restarts: [u32; RestartOutcome::ALL.len()],
+    restarts: [u32; Outcome::ENDED.len()],
     slots: [u32; SLOT_SERIES],
     next: Option<i64>,
+    rollout_started: Option<i64>,
 }
 
-/// `eru_restarts_total`, `eru_slots_total` and `eru_next_fire_timestamp_seconds`, kept as a few
+/// `eru_restarts_total`, `eru_slots_total`, `eru_next_fire_timestamp_seconds` and
+/// `eru_rollout_started_timestamp_seconds`, kept as a few
 /// integers per Eru and rendered as text only when scraped, a chunk of Erus at a time (a
 /// `prometheus` vector keeps each of an Eru's ~24 series as a copy of its descriptor and label
 /// pairs: ~14 KB per Eru; gathering them as protobuf structures for a scrape costs ~1 KB a series).
@@ -188,6 +204,10 @@ const NEXT: (&str, &str) = (
     "eru_next_fire_timestamp_seconds",
     "Unix time of the next scheduled restart.",
 );
+const ROLLOUT: (&str, &str) = (
+    "eru_rollout_started_timestamp_seconds",
+    "Unix time the Eru's rollout in progress began (its restart patch landed); only while it rolls out.",
+);
 
 impl PerEru {
     /// Runs `f` on the Eru's series, creating them at 0 first if need be.
@@ -205,14 +225,15 @@ impl PerEru {
 
 impl TextSeries for PerEru {
     fn families(&self) -> usize {
-        3
+        4
     }
 
     fn render(&self, family: usize, after: Option<&Cursor>, out: &mut String) -> Option<Cursor> {
         let (name, help, kind) = match family {
             0 => (RESTARTS.0, RESTARTS.1, "counter"),
             1 => (SLOTS.0, SLOTS.1, "counter"),
-            _ => (NEXT.0, NEXT.1, "gauge"),
+            2 => (NEXT.0, NEXT.1, "gauge"),
+            _ => (ROLLOUT.0, ROLLOUT.1, "gauge"),
         };
         if after.is_none() {
             text_header(out, name, help, kind);
@@ -230,7 +251,7 @@ impl TextSeries for PerEru {
             let (namespace, eru) = (key.0.as_str(), key.1.as_str());
             match family {
                 0 => {
-                    for (outcome, count) in RestartOutcome::ALL.iter().zip(s.restarts) {
+                    for (outcome, count) in Outcome::ENDED.iter().zip(s.restarts) {
                         let labels = [
                             ("name", eru),
                             ("namespace", namespace),
@@ -250,8 +271,13 @@ impl TextSeries for PerEru {
                         text_sample(out, name, &labels, count);
                     }
                 }
-                _ => {
+                2 => {
                     if let Some(at) = s.next {
+                        text_sample(out, name, &[("name", eru), ("namespace", namespace)], at);
+                    }
+                }
+                _ => {
+                    if let Some(at) = s.rollout_started {
                         text_sample(out, name, &[("name", eru), ("namespace", namespace)], at);
                     }
                 }
@@ -297,13 +323,57 @@ mod tests {
         assert_eq!(text.matches("eru_slots_total{").count(), n * SLOT_SERIES);
     }
 
+    /// The rollout's start is a series only while the Eru rolls out: it appears with the
+    /// RollingOut state (at its patch's time, also when restored later), goes when the rollout
+    /// ends, and goes with a deleted Eru.
+    #[test]
+    fn the_rollout_start_is_a_series_only_while_rolling_out() {
+        let metrics = Metrics::new();
+        let eru = EruMetrics::register(&metrics);
+        let at = |s: i64| chrono::DateTime::from_timestamp(s, 0).unwrap();
+        let rolling = State::RollingOut {
+            rollout: crate::eru::core::messages::Rollout {
+                slot: at(1_800_000_000),
+                target: "Deployment/web".into(),
+                patched_at: at(1_800_000_002),
+            },
+        };
+        let series = r#"eru_rollout_started_timestamp_seconds{name="web",namespace="ns"} 1800000002"#;
+        eru.init("ns", "web");
+        eru.set_rollout("ns", "web", &State::Waiting {});
+        assert!(
+            !metrics
+                .render()
+                .contains("eru_rollout_started_timestamp_seconds{")
+        );
+        eru.set_rollout("ns", "web", &rolling);
+        eru.set_rollout("ns", "other", &State::Waiting {});
+        let text = metrics.render();
+        assert!(text.contains(series), "{text}");
+        assert_eq!(text.matches("eru_rollout_started_timestamp_seconds{").count(), 1);
+        assert_eq!(
+            text.matches("# TYPE eru_rollout_started_timestamp_seconds gauge")
+                .count(),
+            1
+        );
+        eru.set_rollout("ns", "web", &State::Waiting {});
+        assert!(
+            !metrics
+                .render()
+                .contains("eru_rollout_started_timestamp_seconds{")
+        );
+        eru.set_rollout("ns", "web", &rolling);
+        eru.forget("ns", "web");
+        assert!(!metrics.render().contains(r#"name="web""#));
+    }
+
     #[test]
     fn an_erus_series_start_at_zero_and_leave_with_it() {
         let metrics = Metrics::new();
         let eru = EruMetrics::register(&metrics);
         eru.init("ns", "web");
-        eru.add_slots("ns", "web", "missed", "operator_down", 3);
-        eru.add_restart("ns", "web", RestartOutcome::Failed);
+        eru.add_slots("ns", "web", Reason::OperatorDown, 3);
+        eru.add_restart("ns", "web", Outcome::Failed);
         eru.set_next("ns", "web", chrono::DateTime::from_timestamp(1_800_000_000, 0));
         let text = metrics.render();
         assert!(text.contains(r#"eru_restarts_total{name="web",namespace="ns",outcome="abandoned"} 0"#));

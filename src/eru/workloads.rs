@@ -1,16 +1,28 @@
-//! The workloads as the Eru and automatic-Eru controllers cache them: what a lean type declares
-//! ([`crate::runtime::lean`]) and, of the metadata, only what those controllers read.
+//! The workloads an Eru can target (Deployment, StatefulSet, DaemonSet): as the Eru and
+//! automatic-Eru controllers cache them — what a lean type declares ([`crate::runtime::lean`])
+//! and, of the metadata, only what those controllers read — and as the core sees them: each
+//! kind's [`TargetView`], judged from its own status by its own `view_*` function.
 
+use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::runtime::{lean, watch::lean_meta};
+use super::{
+    RESTART_MANAGER, RESTARTED_AT_ANNOTATION, TargetKind,
+    core::target::{DEFAULT_ROLLOUT_TIMEOUT_SECONDS, TargetView},
+};
+use crate::runtime::{
+    deployment::DeploymentView,
+    lean::{self, DaemonSet, Deployment, StatefulSet, Template},
+    managed_at,
+    watch::{Watchable, lean_meta},
+};
 
 /// What the operator keeps of a workload besides what its lean type declares
 /// ([`crate::runtime::lean`]): of the managedFields only the restart manager's entry (when the
 /// last restart landed), the `mtsre.meitu.com/` annotations of the object and of its template; no
 /// labels or owners. Only the Eru and automatic-Eru controllers read these caches.
 pub fn lean_workload(meta: &mut ObjectMeta, template: Option<&mut lean::Template>) {
-    lean_meta(meta, |e| e.manager.as_deref() == Some(super::RESTART_MANAGER));
+    lean_meta(meta, |e| e.manager.as_deref() == Some(RESTART_MANAGER));
     meta.labels = None;
     meta.owner_references = None;
     ours_only(&mut meta.annotations);
@@ -72,6 +84,182 @@ pub fn lean_daemonset(daemonset: &mut lean::DaemonSet) {
     }
 }
 
+/// A kind an Eru can target: its objects as a [`TargetView`].
+pub trait Workload: Watchable {
+    const KIND: TargetKind;
+
+    /// The view of this object.
+    fn view(&self) -> TargetView;
+
+    /// Whether its controller has yet to see the latest spec (and it is not being deleted).
+    fn awaits_controller(&self) -> bool;
+}
+
+/// Whether a workload controller has yet to observe the spec generation of `meta`, which is not
+/// being deleted. A new object (never observed) is not behind: an Eru may be waiting for it.
+fn behind(meta: &ObjectMeta, observed: Option<i64>) -> bool {
+    matches!((observed, meta.generation), (Some(o), Some(g)) if o < g) && meta.deletion_timestamp.is_none()
+}
+
+impl Workload for Deployment {
+    const KIND: TargetKind = TargetKind::Deployment;
+
+    fn view(&self) -> TargetView {
+        view_deployment(self)
+    }
+
+    fn awaits_controller(&self) -> bool {
+        behind(
+            &self.metadata,
+            self.status.as_ref().and_then(|s| s.observed_generation),
+        )
+    }
+}
+
+impl Workload for StatefulSet {
+    const KIND: TargetKind = TargetKind::StatefulSet;
+
+    fn view(&self) -> TargetView {
+        view_statefulset(self)
+    }
+
+    fn awaits_controller(&self) -> bool {
+        behind(
+            &self.metadata,
+            self.status.as_ref().and_then(|s| s.observed_generation),
+        )
+    }
+}
+
+impl Workload for DaemonSet {
+    const KIND: TargetKind = TargetKind::DaemonSet;
+
+    fn view(&self) -> TargetView {
+        view_daemonset(self)
+    }
+
+    fn awaits_controller(&self) -> bool {
+        behind(
+            &self.metadata,
+            self.status.as_ref().and_then(|s| s.observed_generation),
+        )
+    }
+}
+
+/// A view with the restart marks of `meta` and `template` (the slot the template carries, when
+/// the restart manager last wrote it) and nothing else yet.
+fn marked(meta: &ObjectMeta, template: Option<&Template>) -> TargetView {
+    TargetView {
+        rollout_timeout_seconds: DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
+        template_slot: template
+            .and_then(|t| t.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get(RESTARTED_AT_ANNOTATION))
+            .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
+            .map(|t| t.with_timezone(&Utc)),
+        restart_applied_at: managed_at(meta, |e| e.manager.as_deref() == Some(RESTART_MANAGER)),
+        ..TargetView::default()
+    }
+}
+
+/// Whether the controller of an object of `generation` has observed it.
+fn caught_up(observed: Option<i64>, generation: Option<i64>) -> bool {
+    observed >= generation
+}
+
+/// The view of a Deployment: settled when `observedGeneration` caught up and updated, ready and
+/// available replicas equal `spec.replicas` with no old replica left; failed early on
+/// `ProgressDeadlineExceeded`; the rollout may take `progressDeadlineSeconds`.
+pub fn view_deployment(deployment: &Deployment) -> TargetView {
+    let rollout = DeploymentView::of_cached(deployment);
+    TargetView {
+        settled: rollout.settled_at(rollout.desired),
+        paused: rollout.paused,
+        deadline_exceeded: rollout.deadline_exceeded,
+        rollout_timeout_seconds: rollout.progress_deadline_seconds.into(),
+        completed_at: rollout.available_since,
+        ..marked(
+            &deployment.metadata,
+            deployment.spec.as_ref().map(|s| &s.template),
+        )
+    }
+}
+
+/// The view of a StatefulSet: settled when `observedGeneration` caught up, `updateRevision` equals
+/// `currentRevision` (when both are set), and its replicas, updated, ready and available replicas
+/// all equal `spec.replicas`. Not rollable with `updateStrategy` `OnDelete`, or a rolling-update
+/// `partition` above its first ordinal (the pods below it would keep their old template).
+pub fn view_statefulset(statefulset: &StatefulSet) -> TargetView {
+    let name = statefulset.metadata.name.as_deref().unwrap_or_default();
+    let spec = statefulset.spec.as_ref();
+    let desired = spec.and_then(|s| s.replicas).unwrap_or(1);
+    let settled = statefulset.status.as_ref().is_some_and(|s| {
+        let same_revision = match (&s.update_revision, &s.current_revision) {
+            (Some(update), Some(current)) => update == current,
+            _ => true,
+        };
+        caught_up(s.observed_generation, statefulset.metadata.generation)
+            && same_revision
+            && s.replicas == desired
+            && s.updated_replicas.unwrap_or(0) == desired
+            && s.ready_replicas.unwrap_or(0) == desired
+            && s.available_replicas.unwrap_or(0) == desired
+    });
+    let strategy = spec.and_then(|s| s.update_strategy.as_ref());
+    let partition = strategy
+        .and_then(|s| s.rolling_update.as_ref())
+        .and_then(|r| r.partition)
+        .unwrap_or(0);
+    let first_ordinal = spec
+        .and_then(|s| s.ordinals.as_ref())
+        .and_then(|o| o.start)
+        .unwrap_or(0);
+    let not_rollable = if strategy.and_then(|s| s.type_.as_deref()) == Some("OnDelete") {
+        Some(format!(
+            "StatefulSet {name} uses updateStrategy OnDelete: a pod-template change rolls no pod"
+        ))
+    } else if partition > first_ordinal {
+        Some(format!(
+            "StatefulSet {name} uses updateStrategy RollingUpdate with partition {partition}: \
+             pods below ordinal {partition} would not be restarted"
+        ))
+    } else {
+        None
+    };
+    TargetView {
+        settled,
+        not_rollable,
+        ..marked(&statefulset.metadata, spec.map(|s| &s.template))
+    }
+}
+
+/// The view of a DaemonSet: settled when `observedGeneration` caught up and updated, available and
+/// ready pods all equal `desiredNumberScheduled`, none unavailable. Not rollable with
+/// `updateStrategy` `OnDelete`.
+pub fn view_daemonset(daemonset: &DaemonSet) -> TargetView {
+    let name = daemonset.metadata.name.as_deref().unwrap_or_default();
+    let spec = daemonset.spec.as_ref();
+    let settled = daemonset.status.as_ref().is_some_and(|s| {
+        let desired = s.desired_number_scheduled;
+        caught_up(s.observed_generation, daemonset.metadata.generation)
+            && s.updated_number_scheduled.unwrap_or(0) == desired
+            && s.number_available.unwrap_or(0) == desired
+            && s.number_ready == desired
+            && s.number_unavailable.unwrap_or(0) == 0
+    });
+    let on_delete = spec
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|s| s.type_.as_deref())
+        == Some("OnDelete");
+    TargetView {
+        settled,
+        not_rollable: on_delete.then(|| {
+            format!("DaemonSet {name} uses updateStrategy OnDelete: a pod-template change rolls no pod")
+        }),
+        ..marked(&daemonset.metadata, spec.map(|s| &s.template))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,10 +303,7 @@ mod tests {
             view.available_since.is_some(),
             "the last completed rollout is kept"
         );
-        assert_eq!(
-            eru::target::view_deployment(&lean),
-            eru::target::view_deployment(&full)
-        );
+        assert_eq!(super::view_deployment(&lean), super::view_deployment(&full));
         let desired =
             |d: &lean::Deployment| serde_json::to_value(eru::auto::desired(d, "web", "0 3 * * *")).unwrap();
         assert_eq!(desired(&lean), desired(&full));
@@ -172,10 +357,7 @@ mod tests {
             .unwrap();
             let mut lean = full.clone();
             lean_statefulset(&mut lean);
-            assert_eq!(
-                eru::target::view_statefulset(&lean),
-                eru::target::view_statefulset(&full)
-            );
+            assert_eq!(super::view_statefulset(&lean), super::view_statefulset(&full));
             let desired = |s: &lean::StatefulSet| {
                 serde_json::to_value(eru::auto::desired(s, "web", "0 3 * * *")).unwrap()
             };
@@ -204,10 +386,7 @@ mod tests {
             .unwrap();
             let mut lean = full.clone();
             lean_daemonset(&mut lean);
-            assert_eq!(
-                eru::target::view_daemonset(&lean),
-                eru::target::view_daemonset(&full)
-            );
+            assert_eq!(super::view_daemonset(&lean), super::view_daemonset(&full));
             let desired = |d: &lean::DaemonSet| {
                 serde_json::to_value(eru::auto::desired(d, "web", "0 3 * * *")).unwrap()
             };
@@ -216,3 +395,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod view_tests;

@@ -25,13 +25,14 @@ use super::{
     params::{Namespace, ObjectName, TargetName, Time},
 };
 use crate::{
-    eru::{
-        Blackout,
+    eru::core::{
+        blackout::Blackout,
         hold::Held,
         ledger::EpochSpec,
         schedule::{Schedule, eru_seed},
     },
-    journal::{AuditRows, Journal, SlotRecordRow, Ts, vocab::SlotResult},
+    journal::{AuditRows, Journal, SlotRecordRow, Ts},
+    vocab::{Outcome, Reason, SlotResult},
 };
 
 /// The longest window an audit reads.
@@ -42,6 +43,12 @@ pub const DEFAULT_WINDOW_HOURS: i64 = 24;
 pub const RECORD_CAP: usize = 200_000;
 /// Slots of one Eru an audit enumerates at most (a per-second schedule over a month has 2.6 M).
 pub const SLOT_CAP: usize = 100_000;
+/// The work one audit does at most, all Erus together: slots enumerated plus records read (the
+/// per-Eru [`SLOT_CAP`] alone let a namespace of every-second Erus take seconds of CPU and
+/// hundreds of MB per request). Checked inside the loops; past it the audit stops and says so
+/// (an incomplete verdict naming the Erus not audited). A day of 1,000 hourly Erus is 48,000;
+/// 31 days of them 744,000 slots and the [`RECORD_CAP`] records.
+pub const WORK_BUDGET: usize = 1_000_000;
 /// Instants listed per finding (the counts are complete).
 const LIST_CAP: usize = 20;
 /// Windows and notes listed per reason.
@@ -136,8 +143,12 @@ pub fn audit(
     // the restart in flight of each Eru (one at most): a map, not a scan of them per Eru
     let open: HashMap<&str, Ts> = rows.open.iter().map(|r| (r.uid.as_str(), r.slot)).collect();
     let window = Span { since, until, target };
-    let mut memo = SlotMemo::default();
+    let mut work = Work {
+        memo: SlotMemo::default(),
+        budget: Budget(WORK_BUDGET),
+    };
     let mut erus = Vec::new();
+    let mut not_audited = 0;
     for ledger in &rows.ledgers {
         let deleted_at = ledger.deleted_at.map(|t| t.0);
         let eru_epochs = epochs.remove(ledger.uid.as_str()).unwrap_or_default();
@@ -145,6 +156,12 @@ pub fn audit(
         let lived_in_window = first.is_none_or(|f| f < until) && deleted_at.is_none_or(|d| d >= since);
         let eru_records = records.remove(&ledger.uid).unwrap_or_default();
         if !lived_in_window && eru_records.is_empty() {
+            continue;
+        }
+        // its records must fit what is left, with a slot to enumerate; else it is not audited
+        // (nor any after it: a page of Erus half audited would mislead more than a short one)
+        if not_audited > 0 || !work.budget.reserve(eru_records.len() + 1) {
+            not_audited += 1;
             continue;
         }
         let in_flight = open.get(ledger.uid.as_str()).copied();
@@ -164,11 +181,11 @@ pub fn audit(
             &window,
             in_flight,
             counters,
-            &mut memo,
+            &mut work,
         ));
     }
     let operator = operator_facts(&rows.runs, &rows.outages, (since, until), now, blackouts);
-    let verdict = verdict(&erus, !rows.truncated);
+    let verdict = verdict(&erus, !rows.truncated, not_audited);
     Audit {
         since: Ts(since),
         until: Ts(until),
@@ -192,11 +209,81 @@ fn audit_eru(
     window: &Span<'_>,
     in_flight: Option<Ts>,
     counters: Option<Counters>,
-    memo: &mut SlotMemo,
+    work: &mut Work,
 ) -> EruAudit {
     let seed = eru_seed(&ledger.namespace, &ledger.name);
     let mut notes = Vec::new();
-    let epochs: Vec<(i64, DateTime<Utc>, EpochSpec)> = epoch_rows
+    let epochs = read_epochs(epoch_rows, &mut notes);
+    let end = ledger.deleted_at.map_or(window.until, |d| d.0.min(window.until));
+    let (expected, complete) = expected_slots(&epochs, &seed, window, end, work);
+    // an enumeration cut short audits the slots up to its last one: records after it are not
+    // findings (their slots were not enumerated)
+    let horizon = (!complete).then(|| expected.last().copied().unwrap_or(window.since));
+    if !complete {
+        notes.push(format!(
+            "more slots in the window than the audit enumerates ({} of at most {SLOT_CAP} per Eru, \
+             {WORK_BUDGET} slots and records per audit): the slots up to {} are audited; narrow the window",
+            expected.len(),
+            Ts(horizon.unwrap_or(window.since))
+        ));
+    }
+    let Tally {
+        cover,
+        fired,
+        reasons,
+        outside,
+        invalid,
+    } = tally(&records, &expected, horizon, window);
+    let cursor = ledger.accounted_through.map(|t| t.0);
+    let (unaccounted, duplicated, pending) = coverage(&expected, &cover, in_flight, cursor);
+    if invalid.count > 0 {
+        notes.push(format!(
+            "{} records break the journal's invariant (a last slot before the first, or no slot; the \
+             first at {}): forged or corrupted rows, left out of the accounting",
+            invalid.count, invalid.slots[0]
+        ));
+    }
+    if unaccounted.count > 0 {
+        notes.push(format!(
+            "{} slots up to the cursor have no record in this journal (the first at {}): a journal \
+             that started after them (a replaced or lost one) holds none",
+            unaccounted.count, unaccounted.slots[0]
+        ));
+    }
+    let short = counters.as_ref().is_some_and(|c| !c.agree && short_counters(c));
+    let accounted =
+        unaccounted.count == 0 && duplicated.count == 0 && outside.count == 0 && invalid.count == 0 && !short;
+    EruAudit {
+        namespace: ledger.namespace.clone(),
+        name: ledger.name.clone(),
+        uid: ledger.uid.clone(),
+        accounted_through: ledger.accounted_through,
+        deleted_at: ledger.deleted_at,
+        epochs: epoch_items(&epochs, window),
+        slots: expected.len() as i64,
+        fired,
+        not_restarted: reasons.into_values().collect(),
+        pending,
+        in_flight,
+        held: None,
+        unaccounted,
+        duplicated,
+        outside_schedule: outside,
+        invalid,
+        counters,
+        accounted,
+        complete,
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+        records,
+    }
+}
+
+/// The journaled spec epochs, oldest first; an unreadable one, or none, is a note.
+fn read_epochs(
+    epoch_rows: &[&crate::journal::EpochRow],
+    notes: &mut Vec<String>,
+) -> Vec<(i64, DateTime<Utc>, EpochSpec)> {
+    let epochs: Vec<_> = epoch_rows
         .iter()
         .filter_map(
             |row| match serde_json::from_value::<EpochSpec>(row.spec.0.clone()) {
@@ -214,20 +301,63 @@ fn audit_eru(
     if epochs.is_empty() {
         notes.push("no spec epoch is journaled: the slots its spec produced are unknown".into());
     }
-    let end = ledger.deleted_at.map_or(window.until, |d| d.0.min(window.until));
-    let (expected, complete) = expected_slots(&epochs, &seed, window, end, memo);
-    if !complete {
-        notes.push(format!(
-            "more than {SLOT_CAP} slots in the window: the first {SLOT_CAP} are audited"
-        ));
-    }
-    let cursor = ledger.accounted_through.map(|t| t.0);
+    epochs
+}
+
+/// The epochs in force during the window.
+fn epoch_items(epochs: &[(i64, DateTime<Utc>, EpochSpec)], window: &Span<'_>) -> Vec<EpochItem> {
+    epochs
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| e.1 < window.until && epochs.get(i + 1).is_none_or(|n| n.1 > window.since))
+        .map(|(_, (generation, from, spec))| EpochItem {
+            generation: *generation,
+            effective_from: Ts(*from),
+            schedule: spec.schedule.clone(),
+            time_zone: spec.time_zone.clone(),
+            suspend: spec.suspend,
+            target: spec.target.clone(),
+        })
+        .collect()
+}
+
+/// What an Eru's records say of its expected slots.
+struct Tally {
+    /// How many records cover each expected slot.
+    cover: Vec<u32>,
+    fired: Fired,
+    reasons: BTreeMap<(SlotResult, Option<Reason>), NotRestarted>,
+    /// Records of slots the schedule did not produce.
+    outside: Finding,
+    /// Records that break the journal's invariant.
+    invalid: Finding,
+}
+
+/// Counts the records against the expected slots (up to `horizon`, when the enumeration was cut
+/// short): restarts by outcome, the rest by result and reason, with their windows and notes.
+fn tally(
+    records: &[SlotRecordRow],
+    expected: &[DateTime<Utc>],
+    horizon: Option<DateTime<Utc>>,
+    window: &Span<'_>,
+) -> Tally {
     let mut cover = vec![0u32; expected.len()];
     let mut fired = Fired::default();
-    let mut reasons: BTreeMap<(String, String), NotRestarted> = BTreeMap::new();
+    let mut reasons: BTreeMap<(SlotResult, Option<Reason>), NotRestarted> = BTreeMap::new();
     let mut outside = Finding::default();
-    for r in &records {
+    let mut invalid = Finding::default();
+    for r in records {
         let s = &r.record;
+        // a row that breaks the journal's invariant (a constraint refuses it since migration
+        // 0008; an older journal, or one written by hand, may hold one): a finding, never a
+        // slice out of order
+        if s.last_slot.0 < s.slot.0 || s.slot_count < 1 {
+            add(&mut invalid, s.slot);
+            continue;
+        }
+        if horizon.is_some_and(|h| s.slot.0 > h) {
+            continue;
+        }
         let lo = expected.partition_point(|t| *t < s.slot.0);
         let hi = expected.partition_point(|t| *t <= s.last_slot.0);
         let in_window = (hi - lo) as i64;
@@ -236,25 +366,23 @@ fn audit_eru(
             add(&mut outside, s.slot);
         }
         cover[lo..hi].iter_mut().for_each(|c| *c += 1);
-        if s.result == SlotResult::Fired.as_str() {
+        if s.result == SlotResult::Fired {
             fired.total += in_window;
-            match r.restart_outcome.as_deref() {
-                Some("succeeded") => fired.succeeded += in_window,
-                Some("failed") => fired.failed += in_window,
-                Some("abandoned") => fired.abandoned += in_window,
+            match r.restart_outcome {
+                Some(Outcome::Succeeded) => fired.succeeded += in_window,
+                Some(Outcome::Failed) => fired.failed += in_window,
+                Some(Outcome::Abandoned) => fired.abandoned += in_window,
                 _ => fired.in_progress += in_window,
             }
         } else {
-            let reason = s.reason.clone().unwrap_or_default();
-            let entry = reasons
-                .entry((s.result.clone(), reason.clone()))
-                .or_insert_with(|| NotRestarted {
-                    result: s.result.clone(),
-                    reason,
-                    slots: 0,
-                    windows: Vec::new(),
-                    notes: Vec::new(),
-                });
+            let reason = s.reason;
+            let entry = reasons.entry((s.result, reason)).or_insert_with(|| NotRestarted {
+                result: s.result,
+                reason,
+                slots: 0,
+                windows: Vec::new(),
+                notes: Vec::new(),
+            });
             entry.slots += in_window;
             if let (Some(start), Some(end)) = (s.window_start, s.window_end) {
                 let w = Window { start, end };
@@ -270,8 +398,25 @@ fn audit_eru(
             }
         }
     }
+    Tally {
+        cover,
+        fired,
+        reasons,
+        outside,
+        invalid,
+    }
+}
+
+/// The expected slots no record covers (unaccounted up to the `cursor`, else pending; the one in
+/// flight is pending), and those covered twice.
+fn coverage(
+    expected: &[DateTime<Utc>],
+    cover: &[u32],
+    in_flight: Option<Ts>,
+    cursor: Option<DateTime<Utc>>,
+) -> (Finding, Finding, i64) {
     let (mut unaccounted, mut duplicated, mut pending) = (Finding::default(), Finding::default(), 0);
-    for (slot, n) in expected.iter().zip(&cover) {
+    for (slot, n) in expected.iter().zip(cover) {
         match n {
             // the restart in flight: its record comes when its patch lands or it is given up
             0 if in_flight.is_some_and(|f| f.0 == *slot) => pending += 1,
@@ -281,60 +426,18 @@ fn audit_eru(
             _ => add(&mut duplicated, Ts(*slot)),
         }
     }
-    if unaccounted.count > 0 {
-        notes.push(format!(
-            "{} slots up to the cursor have no record in this journal (the first at {}): a journal \
-             that started after them (a replaced or lost one) holds none",
-            unaccounted.count, unaccounted.slots[0]
-        ));
-    }
-    let short = counters.as_ref().is_some_and(|c| !c.agree && short_counters(c));
-    let accounted = unaccounted.count == 0 && duplicated.count == 0 && outside.count == 0 && !short;
-    EruAudit {
-        namespace: ledger.namespace.clone(),
-        name: ledger.name.clone(),
-        uid: ledger.uid.clone(),
-        accounted_through: ledger.accounted_through,
-        deleted_at: ledger.deleted_at,
-        epochs: epochs
-            .iter()
-            .enumerate()
-            .filter(|(i, e)| e.1 < window.until && epochs.get(i + 1).is_none_or(|n| n.1 > window.since))
-            .map(|(_, (generation, from, spec))| EpochItem {
-                generation: *generation,
-                effective_from: Ts(*from),
-                schedule: spec.schedule.clone(),
-                time_zone: spec.time_zone.clone(),
-                suspend: spec.suspend,
-                target: spec.target.clone(),
-            })
-            .collect(),
-        slots: expected.len() as i64,
-        fired,
-        not_restarted: reasons.into_values().collect(),
-        pending,
-        in_flight,
-        held: None,
-        unaccounted,
-        duplicated,
-        outside_schedule: outside,
-        counters,
-        accounted,
-        complete,
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
-        records,
-    }
+    (unaccounted, duplicated, pending)
 }
 
 /// Every slot the epochs produced in the window, up to `end` (the Eru's deletion), oldest first;
-/// `false` if the enumeration stopped at [`SLOT_CAP`]. An epoch covers `(from, next epoch's
-/// from]`, as the ledger accounts it.
+/// `false` if the enumeration stopped at [`SLOT_CAP`] or the audit's `budget` ran out. An epoch
+/// covers `(from, next epoch's from]`, as the ledger accounts it.
 fn expected_slots(
     epochs: &[(i64, DateTime<Utc>, EpochSpec)],
     seed: &str,
     window: &Span<'_>,
     end: DateTime<Utc>,
-    memo: &mut SlotMemo,
+    Work { memo, budget }: &mut Work,
 ) -> (Vec<DateTime<Utc>>, bool) {
     let tick = Duration::milliseconds(1);
     let mut slots = Vec::new();
@@ -349,8 +452,9 @@ fn expected_slots(
             continue;
         }
         // an invalid spec produces no slot (each is skipped/spec_invalid if seen)
-        for &slot in memo.slots(spec, seed, lo, hi) {
-            if slots.len() == SLOT_CAP {
+        let limit = (SLOT_CAP - slots.len()).min(budget.0);
+        for &slot in memo.slots(spec, seed, lo, hi, limit) {
+            if slots.len() == SLOT_CAP || !budget.take() {
                 return (slots, false);
             }
             slots.push(slot);
@@ -359,23 +463,53 @@ fn expected_slots(
     (slots, true)
 }
 
+/// An audit's shared work: the slots enumerated so far and what is left of its budget.
+struct Work {
+    memo: SlotMemo,
+    budget: Budget,
+}
+
+/// What is left of an audit's [`WORK_BUDGET`].
+struct Budget(usize);
+
+impl Budget {
+    /// One unit of work, if any is left.
+    fn take(&mut self) -> bool {
+        let left = self.0 > 0;
+        self.0 = self.0.saturating_sub(1);
+        left
+    }
+
+    /// `units` of work at once, if that many are left (else none is taken).
+    fn reserve(&mut self, units: usize) -> bool {
+        let fits = units <= self.0;
+        if fits {
+            self.0 -= units;
+        }
+        fits
+    }
+}
+
 /// The slots of each distinct (schedule, time zone, `H` seed, interval) an audit enumerates,
 /// computed once: a fleet shares a handful of schedules, and most Erus' epochs span the whole
-/// window (1,000 hourly Erus: one parse and one enumeration, not 1,000 of each).
+/// window (1,000 hourly Erus: one parse and one enumeration, not 1,000 of each). Each is
+/// enumerated only as far as asked (the slots, and whether that was all of them).
 #[derive(Default)]
-struct SlotMemo(HashMap<SlotKey, Vec<DateTime<Utc>>>);
+struct SlotMemo(HashMap<SlotKey, (Vec<DateTime<Utc>>, bool)>);
 
 /// (schedule, time zone, `H` seed, after, until)
 type SlotKey = (String, Option<String>, String, DateTime<Utc>, DateTime<Utc>);
 
 impl SlotMemo {
-    /// The slots of `spec` in `(lo, hi]`, at most [`SLOT_CAP`] + 1; none if the spec is invalid.
+    /// The slots of `spec` in `(lo, hi]`, at least the first `limit` + 1 of them (or all); none
+    /// if the spec is invalid.
     fn slots(
         &mut self,
         spec: &EpochSpec,
         seed: &str,
         lo: DateTime<Utc>,
         hi: DateTime<Utc>,
+        limit: usize,
     ) -> &[DateTime<Utc>] {
         // the seed only places `H` fields
         let seed = if spec.schedule.contains('H') { seed } else { "" };
@@ -386,11 +520,20 @@ impl SlotMemo {
             lo,
             hi,
         );
-        self.0.entry(key).or_insert_with(|| {
-            Schedule::parse_for(&spec.schedule, spec.time_zone.as_deref(), seed)
-                .map(|s| s.slots_between(lo, hi).take(SLOT_CAP + 1).collect())
-                .unwrap_or_default()
-        })
+        let enumerate = || {
+            let slots: Vec<DateTime<Utc>> =
+                Schedule::parse_for(&spec.schedule, spec.time_zone.as_deref(), seed)
+                    .map(|s| s.slots_between(lo, hi).take(limit + 1).collect())
+                    .unwrap_or_default();
+            let all = slots.len() <= limit;
+            (slots, all)
+        };
+        let entry = self.0.entry(key).or_insert_with(enumerate);
+        // enumerated for a smaller limit before: again, further
+        if !entry.1 && entry.0.len() <= limit {
+            *entry = enumerate();
+        }
+        &entry.0
     }
 }
 
@@ -428,7 +571,7 @@ fn counters(fired_slots: i64, missed_slots: i64, rows_fired: i64, rows_not_fired
     c
 }
 
-fn verdict(erus: &[EruAudit], rows_complete: bool) -> Verdict {
+fn verdict(erus: &[EruAudit], rows_complete: bool, not_audited: usize) -> Verdict {
     let sum = |f: &dyn Fn(&EruAudit) -> i64| erus.iter().map(f).sum::<i64>();
     let slots = sum(&|e| e.slots);
     let fired = sum(&|e| e.fired.total);
@@ -437,11 +580,12 @@ fn verdict(erus: &[EruAudit], rows_complete: bool) -> Verdict {
     let unaccounted = sum(&|e| e.unaccounted.count);
     let duplicated = sum(&|e| e.duplicated.count);
     let outside_schedule = sum(&|e| e.outside_schedule.count);
+    let invalid = sum(&|e| e.invalid.count);
     let counter_mismatches = erus
         .iter()
         .filter(|e| e.counters.as_ref().is_some_and(|c| !c.agree))
         .count();
-    let complete = rows_complete && erus.iter().all(|e| e.complete);
+    let complete = rows_complete && not_audited == 0 && erus.iter().all(|e| e.complete);
     let accounted = erus.iter().all(|e| e.accounted);
     let summary = if accounted {
         format!(
@@ -451,13 +595,22 @@ fn verdict(erus: &[EruAudit], rows_complete: bool) -> Verdict {
         )
     } else {
         let failing = erus.iter().filter(|e| !e.accounted).count();
+        let invalid = if invalid > 0 {
+            format!(", {invalid} records breaking the journal's invariant")
+        } else {
+            String::new()
+        };
         format!(
             "Not every slot is accounted exactly once: {unaccounted} without a record, {duplicated} with two, \
-             {outside_schedule} records outside the schedule, in {failing} of {} Erus",
+             {outside_schedule} records outside the schedule{invalid}, in {failing} of {} Erus",
             erus.len()
         )
     };
     let summary = match (complete, counter_mismatches) {
+        (false, _) if not_audited > 0 => format!(
+            "{summary} (incomplete: the audit's work budget of {WORK_BUDGET} slots and records ran out; \
+             {not_audited} more Erus are not audited: narrow the window, or name a namespace or an Eru)"
+        ),
         (false, _) => {
             format!("{summary} (incomplete: the window holds more than the audit reads; narrow it)")
         }
@@ -476,7 +629,9 @@ fn verdict(erus: &[EruAudit], rows_complete: bool) -> Verdict {
         unaccounted,
         duplicated,
         outside_schedule,
+        invalid,
         counter_mismatches,
+        not_audited,
         complete,
     }
 }
@@ -493,7 +648,7 @@ pub fn with_holds(mut audit: Audit, holds: &HashMap<String, Held>) -> Audit {
                 since: Ts(h.since),
                 checked_at: Ts(h.checked_at),
                 deadline: Ts(h.deadline),
-                reason: h.reason.as_str().to_string(),
+                reason: h.reason,
                 note: h.note.clone(),
             });
     }

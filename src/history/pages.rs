@@ -2,21 +2,21 @@
 //! always present; `nullable` ones may be `null`; times are RFC 3339 in UTC), and as the CLI's
 //! text tables.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::params::{Kind, Outcome, Reason, SlotOutcome, SlotResult};
+use super::params::{Kind, Outcome, Reason, SlotResult};
 use crate::journal::{RestartRow, SlotRecordRow, SlotRow, TransitionRow, Ts};
 
 /// An error answer (every 4xx and 5xx of this API).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// What is wrong, naming the parameter where one is at fault.
     pub error: String,
 }
 
 /// One restart.
-#[derive(Debug, Serialize, ToSchema, PartialEq)]
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
 pub struct RestartItem {
     pub namespace: String,
     /// The Eru.
@@ -42,8 +42,7 @@ pub struct RestartItem {
     /// From the patch landing to the rollout's end; null while in progress or if it never landed.
     #[schema(required = true)]
     pub duration_seconds: Option<f64>,
-    #[schema(value_type = Outcome)]
-    pub outcome: String,
+    pub outcome: Outcome,
     /// Why it failed or was abandoned, in words; null otherwise.
     #[schema(required = true)]
     pub reason: Option<String>,
@@ -72,7 +71,7 @@ impl From<RestartRow> for RestartItem {
 }
 
 /// A page of restarts, newest first.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct HistoryPage {
     pub items: Vec<RestartItem>,
     /// Pass as `cursor` for the next page; null on the last page.
@@ -81,7 +80,7 @@ pub struct HistoryPage {
 }
 
 /// One state-machine transition.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TransitionItem {
     #[schema(value_type = Kind)]
     pub kind: String,
@@ -114,7 +113,7 @@ impl From<TransitionRow> for TransitionItem {
 }
 
 /// A page of transitions, newest first.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TransitionPage {
     pub items: Vec<TransitionItem>,
     /// Pass as `cursor` for the next page; null on the last page.
@@ -124,7 +123,7 @@ pub struct TransitionPage {
 
 /// The stretch of time that explains a slot; what it is depends on the reason (see
 /// `MissedItem.window`).
-#[derive(Debug, Serialize, ToSchema, PartialEq)]
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
 pub struct Window {
     /// Where it starts (e.g. the last heartbeat before a downtime, the last journal write that
     /// worked before a journal outage).
@@ -137,7 +136,7 @@ pub struct Window {
 }
 
 /// A slot that was not restarted, or a summarized run of them (`slot_count` > 1).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct MissedItem {
     pub namespace: String,
     pub name: String,
@@ -151,10 +150,10 @@ pub struct MissedItem {
     /// How many slots this record stands for.
     #[schema(minimum = 1)]
     pub slot_count: i64,
-    #[schema(value_type = SlotOutcome)]
-    pub result: String,
-    #[schema(value_type = Option<Reason>, required = true)]
-    pub reason: Option<String>,
+    /// `missed` or `skipped`.
+    pub result: SlotResult,
+    #[schema(required = true)]
+    pub reason: Option<Reason>,
     /// For `operator_down`: when no operator ran (the last heartbeat before, the next start).
     /// For `journal_lost`: what no readable journal covers (the last slot the cluster remembers,
     /// this journal's first run).
@@ -196,7 +195,7 @@ impl From<SlotRow> for MissedItem {
 }
 
 /// A page of missed and skipped slots, newest first.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct MissedPage {
     pub items: Vec<MissedItem>,
     /// Pass as `cursor` for the next page; null on the last page.
@@ -206,7 +205,7 @@ pub struct MissedPage {
 
 /// The restart attempt of a slot: the one that fired it, or one decided and given up
 /// (`abandoned`) or journaled only (`dry_run`).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SlotRestart {
     /// When it was decided (journaled before its patch was sent).
     #[schema(value_type = String, format = DateTime)]
@@ -217,8 +216,7 @@ pub struct SlotRestart {
     /// When its rollout ended or it was given up; null while in progress.
     #[schema(value_type = Option<String>, format = DateTime, required = true)]
     pub finished_at: Option<Ts>,
-    #[schema(value_type = Outcome)]
-    pub outcome: String,
+    pub outcome: Outcome,
     /// Why it failed or was abandoned, in words; null otherwise.
     #[schema(required = true)]
     pub reason: Option<String>,
@@ -229,7 +227,7 @@ pub struct SlotRestart {
 
 /// A slot's one ledger record: restarted (`fired`), or not (`missed`, `skipped`, with the reason),
 /// or a summarized run of slots not restarted for one reason (`slot_count` > 1).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SlotItem {
     pub namespace: String,
     pub name: String,
@@ -245,11 +243,10 @@ pub struct SlotItem {
     /// How many slots this record stands for.
     #[schema(minimum = 1)]
     pub slot_count: i64,
-    #[schema(value_type = SlotResult)]
-    pub result: String,
+    pub result: SlotResult,
     /// Why the slot was not restarted; null for a fired slot.
-    #[schema(value_type = Option<Reason>, required = true)]
-    pub reason: Option<String>,
+    #[schema(required = true)]
+    pub reason: Option<Reason>,
     /// The stretch of time the reason names (see `MissedItem.window`); null otherwise.
     #[schema(required = true)]
     pub window: Option<Window>,
@@ -271,7 +268,7 @@ impl From<SlotRecordRow> for SlotItem {
             decided_at,
             patched_at: row.restart_patched_at,
             finished_at: row.restart_finished_at,
-            outcome: row.restart_outcome.unwrap_or_default(),
+            outcome: row.restart_outcome.unwrap_or(Outcome::InProgress),
             reason: row.restart_reason,
             failed_patches: row.restart_attempts.unwrap_or_default(),
         });
@@ -284,7 +281,7 @@ impl From<SlotRecordRow> for SlotItem {
             last_slot: s.last_slot,
             slot_count: s.slot_count,
             // the journal says `scheduled` for a fired slot: not a reason a slot was not restarted
-            reason: s.reason.filter(|_| s.result != SlotResult::Fired.as_str()),
+            reason: s.reason.filter(|_| s.result != SlotResult::Fired),
             result: s.result,
             window: s
                 .window_start
@@ -298,7 +295,7 @@ impl From<SlotRecordRow> for SlotItem {
 }
 
 /// A page of slot records, newest first.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SlotPage {
     pub items: Vec<SlotItem>,
     /// Pass as `cursor` for the next page; null on the last page.
@@ -317,9 +314,9 @@ impl SlotPage {
                     s.slot.to_string(),
                     s.slot_count.to_string(),
                     format!("{}/{}", s.namespace, s.name),
-                    s.result.clone(),
+                    s.result.to_string(),
                     or_dash(s.reason.as_ref()),
-                    or_dash(s.restart.as_ref().map(|r| r.outcome.clone())),
+                    or_dash(s.restart.as_ref().map(|r| r.outcome)),
                     or_dash(s.note.as_ref()),
                 ]
             })
@@ -367,7 +364,7 @@ impl HistoryPage {
                     r.slot.to_string(),
                     format!("{}/{}", r.namespace, r.name),
                     r.target.clone(),
-                    r.outcome.clone(),
+                    r.outcome.to_string(),
                     or_dash(r.duration_seconds.map(|d| format!("{d:.1}s"))),
                     or_dash(r.reason.as_ref()),
                 ]
@@ -409,7 +406,7 @@ impl MissedPage {
                     m.slot.to_string(),
                     m.slot_count.to_string(),
                     format!("{}/{}", m.namespace, m.name),
-                    m.result.clone(),
+                    m.result.to_string(),
                     or_dash(m.reason.as_ref()),
                     or_dash(m.window.as_ref().map(|w| format!("{} .. {}", w.start, w.end))),
                     or_dash(m.note.as_ref()),

@@ -27,7 +27,7 @@ use utoipa::{
 };
 
 use super::QueryError;
-pub use crate::journal::vocab::{Outcome, Reason, SlotOutcome, SlotResult};
+pub use crate::vocab::{Outcome, Reason, SlotResult};
 
 /// Default page size.
 pub const DEFAULT_LIMIT: u32 = 100;

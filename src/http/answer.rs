@@ -1,6 +1,7 @@
 //! What every answer shares: the JSON error body with its status (and `WWW-Authenticate`,
-//! `Retry-After` where they apply), `Cache-Control: no-store`, and query parameters refused with
-//! a 400 naming the parameter.
+//! `Retry-After` where they apply), `Cache-Control: no-store`, `X-Content-Type-Options: nosniff`,
+//! on pages a Content-Security-Policy that allows no script, no external asset and no framing,
+//! and query parameters refused with a 400 naming the parameter.
 
 use axum::{
     Json,
@@ -13,8 +14,13 @@ use serde::de::DeserializeOwned;
 use super::limits;
 use crate::history::{self, ErrorBody, QueryError};
 
-/// What every answer carries: `Cache-Control: no-store`, and for a 405 (axum's, which sets `Allow`)
-/// the same JSON body as every other error.
+/// The pages' policy: nothing but their own inline style and SVG (no script, no request to
+/// anywhere but the filter form's own `/ui`), and no page may frame them (clickjacking).
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// What every answer carries: `Cache-Control: no-store`, `X-Content-Type-Options: nosniff`, on
+/// HTML the pages' security headers, and for a 405 (axum's, which sets `Allow`) the same JSON
+/// body as every other error.
 pub(super) async fn contract_headers(response: Response) -> Response {
     let mut response = if response.status() == StatusCode::METHOD_NOT_ALLOWED {
         let allow = response.headers().get(header::ALLOW).cloned();
@@ -36,9 +42,24 @@ pub(super) async fn contract_headers(response: Response) -> Response {
     } else {
         response
     };
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    let html = (headers.get(header::CONTENT_TYPE))
+        .and_then(|t| t.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/html"));
+    if html {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        );
+        // for browsers without CSP's frame-ancestors
+        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    }
     response
 }
 
@@ -62,12 +83,14 @@ impl ApiError {
 
     /// Over the cap on journal queries: a 503 with `Retry-After`.
     pub(super) fn busy() -> Self {
+        Self::retry_later("too many journal queries at once; retry after the Retry-After seconds")
+    }
+
+    /// A 503 with `Retry-After` and `message`.
+    pub(super) fn retry_later(message: &str) -> Self {
         Self {
             retry_after: Some(limits::RETRY_AFTER_SECONDS),
-            ..Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many journal queries at once; retry after the Retry-After seconds",
-            )
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
         }
     }
 }
@@ -107,8 +130,8 @@ namespace named, or (an audit without namespace) cluster-wide";
 /// A 414's description (a query string can be long enough).
 pub(super) const TOO_LONG: &str = "The request target (path and query) is over 8 KiB";
 /// A journal endpoint's 503.
-pub(super) const UNAVAILABLE: &str = "The journal is unavailable; too many journal queries at once (with \
-Retry-After); no answer in time; or access could not be checked with the API server";
+pub(super) const UNAVAILABLE: &str = "The journal is unavailable; too many journal queries or access reviews \
+at once (with Retry-After); no answer in time; or access could not be checked with the API server";
 
 /// Query parameters, refused with a JSON 400 naming the parameter when outside their schema.
 pub struct Params<T>(pub T);

@@ -1,5 +1,6 @@
-//! What bounds a request before and while it runs: the URL's and the headers' size, the caller's
-//! access (with `--http-auth kubernetes`, [`super::auth`]), a deadline on the whole answer, and a
+//! What bounds a request before and while it runs: the URL's and the headers' size, its path's
+//! parameters (checked before any access review), the caller's access (with `--http-auth
+//! kubernetes`, [`super::auth`]), a deadline on the whole answer, and a
 //! cap on journal queries running at once, so a burst of heavy reads queues briefly and then gets a
 //! 503 with `Retry-After` instead of taking the journal's connections from the reconciles and the
 //! journal writer.
@@ -134,6 +135,9 @@ impl From<Refusal> for ApiError {
             Refusal::Unauthenticated(why) => ApiError::new(StatusCode::UNAUTHORIZED, why),
             Refusal::Forbidden(why) => ApiError::new(StatusCode::FORBIDDEN, why),
             Refusal::Unavailable(why) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why),
+            Refusal::Busy => {
+                ApiError::retry_later("too many access reviews at once; retry after the Retry-After seconds")
+            }
         }
     }
 }
@@ -157,6 +161,10 @@ pub async fn guard(State(guard): State<Arc<Guard>>, mut request: Request, next: 
             format!("the request headers are {headers} bytes; at most {MAX_HEADERS} are read"),
         )
         .into_response();
+    }
+    // a path's parameters before anything is asked of the API server on its behalf
+    if let Some(refused) = super::refused_path(request.uri().path()) {
+        return refused;
     }
     let answer = async {
         if let Some(auth) = &guard.auth

@@ -17,7 +17,8 @@ use crate::{
         audit::{Audit, AuditParams, EruAudit},
         params::{Namespace, ObjectName, TargetName, Time},
     },
-    journal::{SlotRecordRow, Ts, vocab::Reason},
+    journal::{SlotRecordRow, Ts},
+    vocab::{Outcome, Reason, SlotResult},
 };
 
 /// Erus one page draws at most; the table still lists the numbers of all of them.
@@ -96,11 +97,10 @@ impl PageParams {
 
 /// The page of every Eru in the window; `fleet` is (waiting, in flight) now.
 pub fn fleet_page(audit: &Audit, params: &PageParams, fleet: (i64, i64)) -> Markup {
-    let reason = params.reason.map(|r| r.as_str());
     let erus: Vec<&EruAudit> = audit
         .erus
         .iter()
-        .filter(|e| reason.is_none_or(|r| e.not_restarted.iter().any(|n| n.reason == r)))
+        .filter(|e| (params.reason).is_none_or(|r| e.not_restarted.iter().any(|n| n.reason == Some(r))))
         .collect();
     let title = "ERU audit";
     page(
@@ -117,7 +117,7 @@ pub fn fleet_page(audit: &Audit, params: &PageParams, fleet: (i64, i64)) -> Mark
             section aria-label="timeline" {
                 h2 { "Timeline" }
                 (legend())
-                (timeline(audit, &erus, reason, true))
+                (timeline(audit, &erus, params.reason, true))
             }
             section aria-label="numbers" {
                 h2 { "Every Eru" }
@@ -158,7 +158,7 @@ pub fn eru_page(audit: &Audit, eru: &EruAudit) -> Markup {
             section aria-label="epochs" {
                 h2 { "Spec epochs in force" }
                 table.epochs {
-                    thead { tr { th { "generation" } th { "effective from" } th { "schedule" } th { "time zone" } th { "suspended" } th { "target" } } }
+                    thead { tr { th { "generation" } th { "effective from" } th { "schedule" } th { "time zone" } th { "suspend" } th { "target" } } }
                     tbody {
                         @for e in &eru.epochs {
                             tr { td { (e.generation) } td { (e.effective_from) } td { code { (e.schedule) } }
@@ -250,7 +250,7 @@ fn filters(params: &PageParams) -> Markup {
             label { "Reason "
                 select name="reason" {
                     option value="" { "any" }
-                    @for r in Reason::ALL {
+                    @for r in Reason::not_restarted() {
                         option value=(r.as_str()) selected[params.reason == Some(r)] { (r.as_str()) }
                     }
                 }
@@ -273,12 +273,18 @@ fn verdict(audit: &Audit) -> Markup {
             dl.counts {
                 dt { "Erus" } dd data-count="erus" { (v.erus) }
                 dt { "Slots" } dd data-count="slots" { (v.slots) }
-                dt { "Restarted" } dd data-count="fired" { (v.fired) }
+                dt { "Restarted" } dd data-count=(SlotResult::Fired) { (v.fired) }
                 dt { "Missed or skipped" } dd data-count="not_restarted" { (v.not_restarted) }
                 dt { "Not yet accounted" } dd data-count="pending" { (v.pending) }
                 dt { "Without a record" } dd data-count="unaccounted" { (v.unaccounted) }
                 dt { "Recorded twice" } dd data-count="duplicated" { (v.duplicated) }
                 dt { "Outside the schedule" } dd data-count="outside_schedule" { (v.outside_schedule) }
+                @if v.invalid > 0 {
+                    dt { "Records breaking the journal's invariant" } dd data-count="invalid" { (v.invalid) }
+                }
+                @if v.not_audited > 0 {
+                    dt { "Erus not audited (work budget spent)" } dd data-count="not_audited" { (v.not_audited) }
+                }
             }
             p.small { "Running counters are cross-checked against the rows on each Eru's page and in /audit." }
         }
@@ -294,6 +300,11 @@ fn operator(audit: &Audit, (waiting, in_flight): (i64, i64)) -> Markup {
         section.operator aria-label="operator" {
             h2 { "The operator" }
             ul {
+                @if let Some(w) = &op.no_journal {
+                    li data-fact="no_journal" { b { "No journal before " (w.end) ": " }
+                        "this journal holds nothing of " span.window { (w.start) " – " (w.end) }
+                        " (its first run started after it, or none yet): not downtime, unknown to it" }
+                }
                 li data-fact="downtime" { b { "Down: " } (windows(&op.downtime)) }
                 li data-fact="journal_outages" { b { "Journal took no writes: " } (windows(&op.journal_outages)) }
                 li data-fact="handovers" { b { "Leader handovers: " }
@@ -322,7 +333,7 @@ fn numbers(erus: &[&EruAudit]) -> Markup {
                     tr data-eru=(format!("{}/{}", e.namespace, e.name)) {
                         td { (e.namespace) "/" (e.name) }
                         td data-count="slots" { (e.slots) }
-                        td data-count="fired" { (e.fired.total)
+                        td data-count=(SlotResult::Fired) { (e.fired.total)
                             @if e.fired.total > 0 {
                                 " (" (e.fired.succeeded) " succeeded"
                                 @if e.fired.failed > 0 { ", " (e.fired.failed) " failed" }
@@ -333,7 +344,10 @@ fn numbers(erus: &[&EruAudit]) -> Markup {
                         }
                         td data-count="not_restarted" {
                             @if e.not_restarted.is_empty() { "0" }
-                            @for n in &e.not_restarted { span data-reason=(n.reason) { (n.slots) " " (n.reason) } " " }
+                            @for n in &e.not_restarted {
+                                @let reason = n.reason.map_or("(no reason)", Reason::as_str);
+                                span data-reason=(reason) { (n.slots) " " (reason) } " "
+                            }
                         }
                         td data-count="pending" { (e.pending) }
                         td data-count="unaccounted" { (e.unaccounted.count) }
@@ -352,11 +366,11 @@ fn slot_row(r: &SlotRecordRow) -> Markup {
     let time = |t: Option<Ts>| t.map_or("–".to_string(), |t| t.to_string());
     html! {
         tr data-kind=(s.result) {
-            td { (s.slot) } td { (s.slot_count) } td { (s.result) } td { (s.reason.as_deref().filter(|_| s.result != "fired").unwrap_or("–")) }
+            td { (s.slot) } td { (s.slot_count) } td { (s.result) } td { (s.reason.filter(|_| s.result != SlotResult::Fired).map_or("–", Reason::as_str)) }
             td { @if let (Some(a), Some(b)) = (s.window_start, s.window_end) { (a) " – " (b) } @else { "–" } }
             td { (s.note.as_deref().unwrap_or("–")) }
             td { (time(r.restart_decided_at)) } td { (time(r.restart_patched_at)) } td { (time(r.restart_finished_at)) }
-            td { (r.restart_outcome.as_deref().unwrap_or("–")) }
+            td { (r.restart_outcome.map_or("–", Outcome::as_str)) }
         }
     }
 }

@@ -72,8 +72,9 @@ impl Journal {
     /// Opens the journal `target` names: a `postgres://` or `postgresql://` URL is a PostgreSQL
     /// database (migrated on open, safely also when several processes start at once), anything
     /// else the path of a SQLite file (as [`Journal::open`]). Errors are one line and never show
-    /// the URL's password. (One writer per journal is [`WriterLock`]'s job, for a file; a
-    /// PostgreSQL journal has no such guard yet.)
+    /// the URL's password. A journal migrated by a newer release is refused, naming both schema
+    /// versions. (One writer per journal: [`WriterLock`] for a file, a session advisory lock on
+    /// PostgreSQL, both taken by the run after this; see `app::term`.)
     ///
     /// [`WriterLock`]: super::WriterLock
     pub async fn connect(target: &str) -> Result<Self> {
@@ -82,6 +83,120 @@ impl Journal {
         } else {
             Self::open(Path::new(target)).await
         }
+    }
+
+    /// Opens the journal `target` names for reading only, as the offline commands (`history`,
+    /// `audit`) do: nothing is migrated or written, and no file is created.
+    ///
+    /// - A SQLite file must exist. Without a `-wal` file beside it (a copy, or a journal whose
+    ///   operator stopped cleanly) it is opened `immutable`: SQLite reads the file and nothing
+    ///   else, takes no lock and creates no `-wal` or `-shm`. With a `-wal` (a running operator's
+    ///   journal, or a copy taken with its `-wal`) it is opened `mode=ro`, which reads the
+    ///   committed pages of the `-wal` too; SQLite then needs the `-shm` index beside it and
+    ///   creates it if the copy lacks one.
+    /// - A PostgreSQL database is read in read-only transactions
+    ///   (`default_transaction_read_only`): no DDL, no write.
+    ///
+    /// A journal whose schema is not exactly this binary's (migrated by a newer release, or not
+    /// yet by this one) is refused with both versions named.
+    pub async fn connect_read_only(target: &str) -> Result<Self> {
+        let journal = if is_postgres_url(target) {
+            Self::open_postgres_read_only(target).await?
+        } else {
+            Self::open_read_only(Path::new(target)).await?
+        };
+        let migrator = match journal.backend {
+            Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
+            Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
+        };
+        let applied = applied_versions(&journal.pool)
+            .await
+            .map_err(|e| match journal.backend {
+                Backend::Sqlite => Error::JournalFile {
+                    path: target.to_string(),
+                    reason: describe_sqlite(&e),
+                },
+                Backend::Postgres => Error::JournalDatabase {
+                    target: redact(target),
+                    reason: redact_in(&one_line(&describe_postgres(&e)), target),
+                },
+            })?;
+        if let Err(reason) = schema_matches(applied.as_deref(), &migrator, true) {
+            return Err(match journal.backend {
+                Backend::Sqlite => Error::JournalFile {
+                    path: target.to_string(),
+                    reason,
+                },
+                Backend::Postgres => Error::JournalDatabase {
+                    target: redact(target),
+                    reason,
+                },
+            });
+        }
+        Ok(journal)
+    }
+
+    /// The SQLite file at `path`, read-only ([`Journal::connect_read_only`]).
+    async fn open_read_only(path: &Path) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let shown = path.display().to_string();
+        let file_error = |reason: String| Error::JournalFile {
+            path: shown.clone(),
+            reason,
+        };
+        if !path.is_file() {
+            return Err(file_error("the file does not exist".into()));
+        }
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let mode = if Path::new(&wal).exists() {
+            "mode=ro"
+        } else {
+            "mode=ro&immutable=true"
+        };
+        let url = sqlite_url(path).replace("mode=rwc", mode);
+        let options = AnyConnectOptions::from_str(&url).map_err(|e| file_error(describe_sqlite(&e)))?;
+        let pragmas = "PRAGMA busy_timeout = 5000; PRAGMA query_only = ON; PRAGMA temp_store = MEMORY;";
+        let mut first = AnyConnection::connect_with(&options)
+            .await
+            .map_err(|e| file_error(describe_sqlite(&e)))?;
+        let opened = first.execute(pragmas).await;
+        let _ = first.close().await;
+        opened.map_err(|e| file_error(describe_sqlite(&e)))?;
+        let pool = AnyPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .after_connect(move |conn, _| Box::pin(async move { conn.execute(pragmas).await.map(|_| ()) }))
+            .connect_with(options)
+            .await
+            .map_err(|e| file_error(describe_sqlite(&e)))?;
+        Ok(Self::on(pool, Backend::Sqlite))
+    }
+
+    /// The PostgreSQL database at `url`, read-only ([`Journal::connect_read_only`]).
+    async fn open_postgres_read_only(url: &str) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let db_error = |e: &dyn std::fmt::Display| Error::JournalDatabase {
+            target: redact(url),
+            reason: redact_in(&one_line(e), url),
+        };
+        let options = AnyConnectOptions::from_str(&with_application_name(url))
+            .map_err(|e| db_error(&describe_postgres(&e)))?;
+        let read_only = "SET default_transaction_read_only = on";
+        let mut first = AnyConnection::connect_with(&options)
+            .await
+            .map_err(|e| db_error(&describe_postgres(&e)))?;
+        let set = first.execute(read_only).await;
+        let _ = first.close().await;
+        set.map_err(|e| db_error(&describe_postgres(&e)))?;
+        let pool = AnyPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
+            .after_connect(move |conn, _| Box::pin(async move { conn.execute(read_only).await.map(|_| ()) }))
+            .connect_with(options)
+            .await
+            .map_err(|e| db_error(&describe_postgres(&e)))?;
+        Ok(Self::on(pool, Backend::Postgres))
     }
 
     /// Opens (creating if missing) and migrates the SQLite journal at `path`. An unwritable,
@@ -122,35 +237,44 @@ impl Journal {
             .connect_with(options.clone())
             .await
             .map_err(|e| file_error(describe_sqlite(&e)))?;
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&pool)
+        let migrator = sqlx::migrate!("./migrations/sqlite");
+        let applied = applied_versions(&pool)
             .await
-            .map_err(|e| file_error(e.to_string()))?;
+            .map_err(|e| file_error(describe_sqlite(&e)))?;
+        schema_matches(applied.as_deref(), &migrator, false).map_err(file_error)?;
+        migrator.run(&pool).await.map_err(|e| file_error(e.to_string()))?;
         Ok(Self {
-            file: Some(options),
+            options: Some(options),
             ..Self::on(pool, Backend::Sqlite)
         })
     }
 
-    /// This journal with its reads on a pool of their own, `connections` at most (a SQLite file;
-    /// any other journal is returned as it is). The pool's connections are opened lazily by the
-    /// task that first needs them, on its thread: [`crate::http::queries`] opens them on its
-    /// low-priority thread, whose priority the SQLite worker threads then inherit. For reads only.
+    /// This journal with its reads on a pool of their own, `connections` at most. The pool's
+    /// connections are opened lazily by the task that first needs them, on its thread and in its
+    /// runtime: [`crate::http::queries`] opens them on its low-priority thread (a SQLite file's
+    /// worker threads then inherit its priority). Never share a pool across runtimes: a PostgreSQL
+    /// connection opened in one runtime fails in every other once its own has stopped ("A Tokio
+    /// 1.x context was found, but it is being shutdown"), and the operator's last journal write,
+    /// its run's stop, would draw one. For reads only; an in-memory journal (one connection, one
+    /// database) is returned as it is.
     pub fn with_own_readers(&self, connections: u32) -> Self {
-        let Some(options) = &self.file else {
+        let Some(options) = &self.options else {
             return self.clone();
         };
-        let pool = AnyPoolOptions::new()
-            .max_connections(connections)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .after_connect(|conn, _| {
+        let readers = AnyPoolOptions::new().max_connections(connections);
+        let readers = match self.backend {
+            Backend::Sqlite => readers.acquire_timeout(ACQUIRE_TIMEOUT).after_connect(|conn, _| {
                 Box::pin(async move {
                     conn.execute(SQLITE_PRAGMAS).await?;
                     conn.execute(READER_PRAGMAS).await.map(|_| ())
                 })
-            })
-            .connect_lazy_with(options.clone());
-        Self { pool, ..self.clone() }
+            }),
+            Backend::Postgres => readers.acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT),
+        };
+        Self {
+            pool: readers.connect_lazy_with(options.clone()),
+            ..self.clone()
+        }
     }
 
     /// An in-memory SQLite journal (one connection, so one database, kept for the pool's life),
@@ -189,16 +313,21 @@ impl Journal {
         let pool = AnyPoolOptions::new()
             .max_connections(POSTGRES_CONNECTIONS)
             .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(|e| db_error(&describe_postgres(&e)))?;
         // The migrator holds a PostgreSQL advisory lock while it runs: operators starting at once
         // migrate one after the other, and the later ones find nothing left to do.
-        sqlx::migrate!("./migrations/postgres")
-            .run(&pool)
+        let migrator = sqlx::migrate!("./migrations/postgres");
+        let applied = applied_versions(&pool)
             .await
-            .map_err(|e| db_error(&e))?;
-        Ok(Self::on(pool, Backend::Postgres))
+            .map_err(|e| db_error(&describe_postgres(&e)))?;
+        schema_matches(applied.as_deref(), &migrator, false).map_err(|reason| db_error(&reason))?;
+        migrator.run(&pool).await.map_err(|e| db_error(&e))?;
+        Ok(Self {
+            options: Some(options),
+            ..Self::on(pool, Backend::Postgres)
+        })
     }
 
     fn on(pool: AnyPool, backend: Backend) -> Self {
@@ -209,7 +338,7 @@ impl Journal {
             writer,
             outages,
             backend,
-            file: None,
+            options: None,
         }
     }
 
@@ -217,6 +346,72 @@ impl Journal {
     pub fn backend(&self) -> Backend {
         self.backend
     }
+}
+
+/// The migrations a journal has applied (successfully), in order; `None` when it has no migration
+/// history at all (a new database, or not a journal).
+async fn applied_versions(pool: &AnyPool) -> std::result::Result<Option<Vec<(i64, String)>>, sqlx::Error> {
+    let query = "SELECT version, description FROM _sqlx_migrations WHERE success ORDER BY version";
+    match sqlx::query(query).fetch_all(pool).await {
+        Ok(rows) => Ok(Some(
+            rows.iter()
+                .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<String, _>(1)?)))
+                .collect::<std::result::Result<_, sqlx::Error>>()?,
+        )),
+        // SQLite: "no such table"; PostgreSQL: undefined_table (42P01)
+        Err(sqlx::Error::Database(db))
+            if db.message().contains("no such table") || db.code().as_deref() == Some("42P01") =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a journal that applied `applied` can be used by this binary, whose migrations are
+/// `migrator`'s: never when it applied one this binary does not know (a newer release migrated it:
+/// this binary would misread its rows); when reading without migrating (`exact`), only when it
+/// applied every one (an older journal lacks tables and columns the queries name). The reason
+/// names both schema versions and what to do.
+fn schema_matches(
+    applied: Option<&[(i64, String)]>,
+    migrator: &sqlx::migrate::Migrator,
+    exact: bool,
+) -> std::result::Result<(), String> {
+    let ours = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+    let this = format!("this eru-operator {}", env!("CARGO_PKG_VERSION"));
+    let Some(applied) = applied else {
+        return if exact {
+            Err(format!(
+                "it has no schema history (no _sqlx_migrations table): not an eru-operator journal, or \
+                 one no operator has started on yet ({this} reads schema version {ours})"
+            ))
+        } else {
+            Ok(())
+        };
+    };
+    let theirs = applied.iter().map(|(v, _)| *v).max().unwrap_or(0);
+    if let Some((version, description)) = applied.iter().find(|(v, _)| !migrator.version_exists(*v)) {
+        return Err(format!(
+            "its schema is at version {theirs}, newer than {this}'s {ours} (it has migration {version} \
+             \"{description}\", which this binary does not know): a newer eru-operator migrated it: run or read \
+             it with that release or a later one, or restore the backup taken before the upgrade"
+        ));
+    }
+    if exact {
+        let missing: Vec<i64> = (migrator.iter().map(|m| m.version))
+            .filter(|v| !applied.iter().any(|(a, _)| a == v))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "its schema is at version {theirs}, older than {this}'s {ours} (migrations {missing:?} \
+                 not applied); the offline commands read a journal without migrating it: use the \
+                 eru-operator release that wrote it, or let an operator of this release migrate it \
+                 (it does at start; back the journal up first)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The `sqlite:` URL of the file at `path`. The URL parser would fold `..` segments (wrong

@@ -111,6 +111,17 @@ impl serde::Serialize for Ts {
     }
 }
 
+/// Read back from what [`Ts`] serializes (or any RFC 3339 time): the CLI reads a running
+/// operator's answers into the types the server wrote them from.
+impl<'de> serde::Deserialize<'de> for Ts {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        parse_ts(&text)
+            .map(Ts)
+            .ok_or_else(|| serde::de::Error::custom(format!("not an RFC 3339 time: {text:?}")))
+    }
+}
+
 impl std::ops::Deref for Ts {
     type Target = DateTime<Utc>;
     fn deref(&self) -> &DateTime<Utc> {
@@ -130,6 +141,7 @@ impl PartialEq<&str> for Ts {
     }
 }
 
+mod columns;
 mod connect;
 mod lock;
 mod outage;
@@ -139,13 +151,12 @@ mod rows;
 mod terms;
 #[cfg(test)]
 mod tests;
-pub mod vocab;
 mod window;
 mod write;
 mod writer;
 
 pub use connect::{Backend, is_postgres_url, redact};
-pub use lock::WriterLock;
+pub use lock::{ActorLock, WriterLock};
 pub use retention::Pruned;
 pub use rows::*;
 pub use writer::BatchObserver;
@@ -158,8 +169,8 @@ pub struct Journal {
     writer: writer::Writer,
     outages: Arc<outage::Outages>,
     backend: Backend,
-    /// A SQLite file's connection options, for [`Journal::with_own_readers`].
-    file: Option<sqlx::any::AnyConnectOptions>,
+    /// The database's connection options, for [`Journal::with_own_readers`] (none in memory).
+    options: Option<sqlx::any::AnyConnectOptions>,
 }
 
 impl Journal {
@@ -179,6 +190,12 @@ impl Journal {
             return Ok(Appended::default());
         }
         self.writer.append(entry.clone()).await
+    }
+
+    /// Asks `guard` immediately before every batch of appends and heartbeats commits; a batch it
+    /// refuses is not written, and each of its callers gets the error.
+    pub fn guard_writes(&self, guard: writer::WriteGuard) {
+        self.writer.guard(guard);
     }
 
     /// Tells `observer` the size and duration of every group commit.

@@ -66,6 +66,11 @@ impl Outages {
         }
     }
 
+    /// The run this process journaled the start of, if it has.
+    pub(super) fn run(&self) -> Option<i64> {
+        *self.run.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The outage the next transaction must record, if a write failed since the last that worked.
     pub(super) fn open(&self) -> Option<Open> {
         match *self.writes() {

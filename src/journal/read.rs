@@ -212,42 +212,10 @@ impl Journal {
         .bind(namespace)
         .fetch_all(&mut *tx)
         .await?;
-        let mut runs = sqlx::query_as::<_, Keyed<OperatorRun>>(
-            "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
-                            ORDER BY heartbeat_at DESC LIMIT 1) AS before
-             UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
-        )
-        .bind(ts(since))
-        .fetch_all(&mut *tx)
-        .await
-        .map(Keyed::all)?;
-        runs.retain(|r| *r.started_at < until);
-        runs.sort_by(|a, b| (&a.started_at, a.id).cmp(&(&b.started_at, b.id)));
-        let outages = sqlx::query_as::<_, Keyed<OutageRow>>(
-            "SELECT * FROM journal_outages WHERE ended_at > $1 AND started_at < $2 ORDER BY started_at, id",
-        )
-        .bind(ts(since))
-        .bind(ts(until))
-        .fetch_all(&mut *tx)
-        .await?;
+        let (runs, outages) = operator_rows(&mut tx, since, until).await?;
         let totals = match totals {
             false => None,
-            true => {
-                let rows = sqlx::query(
-                    "SELECT uid, CAST(SUM(CASE WHEN result = 'fired' THEN slot_count ELSE 0 END) AS BIGINT),
-                            CAST(SUM(CASE WHEN result = 'fired' THEN 0 ELSE slot_count END) AS BIGINT)
-                     FROM slots WHERE ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2) GROUP BY uid",
-                )
-                .bind(namespace)
-                .bind(name)
-                .fetch_all(&mut *tx)
-                .await?;
-                Some(
-                    rows.iter()
-                        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                        .collect::<Result<Vec<(String, i64, i64)>>>()?,
-                )
-            }
+            true => Some(counted_by_eru(&mut tx, namespace, name).await?),
         };
         tx.commit().await?;
         Ok(AuditRows {
@@ -257,7 +225,7 @@ impl Journal {
             truncated,
             open: Keyed::all(open),
             runs,
-            outages: Keyed::all(outages),
+            outages,
             totals,
         })
     }
@@ -364,4 +332,53 @@ where
 enum Bound {
     Text(String),
     Integer(i64),
+}
+
+/// The operator runs of `[since, until)` (and the last one before it) and the journal outages in
+/// it, oldest first, in the audit's transaction.
+async fn operator_rows(
+    tx: &mut sqlx::AnyConnection,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<(Vec<OperatorRun>, Vec<OutageRow>)> {
+    let mut runs = sqlx::query_as::<_, Keyed<OperatorRun>>(
+        "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
+                        ORDER BY heartbeat_at DESC LIMIT 1) AS before
+         UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
+    )
+    .bind(ts(since))
+    .fetch_all(&mut *tx)
+    .await
+    .map(Keyed::all)?;
+    runs.retain(|r| *r.started_at < until);
+    runs.sort_by(|a, b| (&a.started_at, a.id).cmp(&(&b.started_at, b.id)));
+    let outages = sqlx::query_as::<_, Keyed<OutageRow>>(
+        "SELECT * FROM journal_outages WHERE ended_at > $1 AND started_at < $2 ORDER BY started_at, id",
+    )
+    .bind(ts(since))
+    .bind(ts(until))
+    .fetch_all(&mut *tx)
+    .await?;
+    Ok((runs, Keyed::all(outages)))
+}
+
+/// Each Eru's slots in its rows over the whole journal: `(uid, fired, not fired)`, to
+/// cross-check its running counters.
+async fn counted_by_eru(
+    tx: &mut sqlx::AnyConnection,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Result<Vec<(String, i64, i64)>> {
+    let rows = sqlx::query(
+        "SELECT uid, CAST(SUM(CASE WHEN result = 'fired' THEN slot_count ELSE 0 END) AS BIGINT),
+                CAST(SUM(CASE WHEN result = 'fired' THEN 0 ELSE slot_count END) AS BIGINT)
+         FROM slots WHERE ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2) GROUP BY uid",
+    )
+    .bind(namespace)
+    .bind(name)
+    .fetch_all(&mut *tx)
+    .await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+        .collect()
 }

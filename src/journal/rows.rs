@@ -3,8 +3,9 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-pub use super::vocab::SlotResult;
-use super::{Ts, vocab::RestartOutcome};
+use super::Ts;
+pub use crate::vocab::SlotResult;
+use crate::vocab::{Outcome, Reason};
 use sqlx::FromRow;
 
 /// Which object a journal row is about.
@@ -38,7 +39,7 @@ pub struct NewSlot {
     pub last_slot: DateTime<Utc>,
     pub slot_count: i64,
     pub result: SlotResult,
-    pub reason: &'static str,
+    pub reason: Reason,
     /// The window the reason names (`operator_down`, `journal_lost`, `journal_unavailable`,
     /// `blackout`).
     pub window: Option<(DateTime<Utc>, DateTime<Utc>)>,
@@ -82,7 +83,7 @@ pub struct FinishedRestart {
     pub uid: String,
     pub slot: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
-    pub outcome: RestartOutcome,
+    pub outcome: Outcome,
     pub reason: Option<String>,
 }
 
@@ -235,7 +236,7 @@ pub struct RestartRow {
     pub last_error: Option<String>,
     pub next_attempt_at: Option<Ts>,
     pub finished_at: Option<Ts>,
-    pub outcome: String,
+    pub outcome: Outcome,
     pub reason: Option<String>,
 }
 
@@ -250,8 +251,8 @@ pub struct SlotRow {
     pub slot: Ts,
     pub last_slot: Ts,
     pub slot_count: i64,
-    pub result: String,
-    pub reason: Option<String>,
+    pub result: SlotResult,
+    pub reason: Option<Reason>,
     pub window_start: Option<Ts>,
     pub window_end: Option<Ts>,
     pub evaluated_at: Ts,
@@ -267,7 +268,7 @@ pub struct SlotRecordRow {
     pub restart_decided_at: Option<Ts>,
     pub restart_patched_at: Option<Ts>,
     pub restart_finished_at: Option<Ts>,
-    pub restart_outcome: Option<String>,
+    pub restart_outcome: Option<Outcome>,
     pub restart_reason: Option<String>,
     pub restart_attempts: Option<i64>,
 }

@@ -5,9 +5,11 @@
 
 use chrono::TimeZone;
 
-use super::{vocab::RestartOutcome, *};
+use super::*;
+use crate::vocab::{Outcome, Reason};
 
 mod pg;
+mod read_only;
 mod unreadable;
 
 /// For each test body `async fn name(journal: Journal)`: a module `name` with a test `sqlite` (on
@@ -43,6 +45,7 @@ macro_rules! on_both {
 on_both!(
     migrations_create_every_table,
     append_is_idempotent_and_the_ledger_counts_only_what_is_new,
+    a_deletion_is_kept_on_the_ledger_row_the_audit_reads,
     failed_attempts_count_once_each_and_keep_the_last_error,
     ledger_counts_summarized_slots_and_times_only_move_forward,
     a_seed_starts_an_empty_ledger_once_and_advances_move_the_cursor,
@@ -50,6 +53,7 @@ on_both!(
     runs_since_are_bounded_to_the_span_and_the_run_before_it,
     transition_detail_round_trips,
     runs_record_start_heartbeat_and_stop,
+    a_runs_last_sign_of_life_is_its_latest_heartbeat_or_commit,
     retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs,
     concurrent_appends_share_commits_and_a_bad_entry_fails_alone on file,
     open_restarts_filter_by_namespace_or_not,
@@ -57,6 +61,7 @@ on_both!(
     a_free_text_nul_is_kept_as_a_replacement_character,
     an_outage_is_journaled_by_the_first_write_that_works_again on file,
     an_audits_window_reads_the_records_the_listing_reads,
+    a_slot_record_ending_before_it_starts_is_refused,
 );
 
 fn object() -> ObjectKey {
@@ -72,7 +77,7 @@ fn at(min: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 3, min, 0).unwrap()
 }
 
-fn slot_row(slot: DateTime<Utc>, result: SlotResult, reason: &'static str) -> NewSlot {
+fn slot_row(slot: DateTime<Utc>, result: SlotResult, reason: Reason) -> NewSlot {
     NewSlot {
         object: object(),
         target: "web".into(),
@@ -98,7 +103,7 @@ fn entry() -> Entry {
             at: at(0),
             detail: serde_json::json!({"slot": ts(at(0))}),
         }],
-        slots: vec![slot_row(at(1), SlotResult::Skipped, "target_paused")],
+        slots: vec![slot_row(at(1), SlotResult::Skipped, Reason::TargetPaused)],
         restarts_decided: vec![NewRestart {
             object: object(),
             target: "web".into(),
@@ -108,6 +113,30 @@ fn entry() -> Entry {
         }],
         ..Entry::default()
     }
+}
+
+/// An Eru's deletion reaches the audit (mutation: dropping the `deleted_at` write in
+/// `write.rs`): the ledger row keeps it (a replay changes nothing), and the
+/// audit's read has it, so no slot is expected after it.
+async fn a_deletion_is_kept_on_the_ledger_row_the_audit_reads(journal: Journal) {
+    journal.append(&entry()).await.unwrap();
+    assert_eq!(journal.ledger("u1").await.unwrap().unwrap().deleted_at, None);
+    let deleted = Entry {
+        deleted: vec![("u1".into(), at(3))],
+        ..Entry::default()
+    };
+    journal.append(&deleted).await.unwrap();
+    journal.append(&deleted).await.unwrap();
+    assert_eq!(
+        journal.ledger("u1").await.unwrap().unwrap().deleted_at,
+        Some(Ts(at(3)))
+    );
+    let rows = journal
+        .audit_rows(at(0), at(10), (Some("ns"), Some("web")), None, 100, false)
+        .await
+        .unwrap();
+    assert_eq!(rows.ledgers.len(), 1);
+    assert_eq!(rows.ledgers[0].deleted_at, Some(Ts(at(3))));
 }
 
 async fn migrations_create_every_table(journal: Journal) {
@@ -158,7 +187,7 @@ async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new(journal: Jo
             slot: at(0),
             patched_at: at(0) + chrono::Duration::milliseconds(30),
         }],
-        slots: vec![slot_row(at(0), SlotResult::Fired, "scheduled")],
+        slots: vec![slot_row(at(0), SlotResult::Fired, Reason::Scheduled)],
         ..Entry::default()
     };
     assert_eq!(journal.append(&landed).await.unwrap().restarts_patched, 1);
@@ -178,7 +207,7 @@ async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new(journal: Jo
         uid: "u1".into(),
         slot: at(0),
         finished_at: at(2),
-        outcome: RestartOutcome::Succeeded,
+        outcome: Outcome::Succeeded,
         reason: None,
     };
     let done = Entry {
@@ -189,7 +218,7 @@ async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new(journal: Jo
     // a second finish (replay, or a late failure) does not overwrite the first outcome
     let late = Entry {
         restarts_finished: vec![FinishedRestart {
-            outcome: RestartOutcome::Failed,
+            outcome: Outcome::Failed,
             finished_at: at(5),
             ..finish
         }],
@@ -197,7 +226,7 @@ async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new(journal: Jo
     };
     assert_eq!(journal.append(&late).await.unwrap().restarts_finished, 0);
     let row = journal.restart("u1", at(0)).await.unwrap().unwrap();
-    assert_eq!(row.outcome, "succeeded");
+    assert_eq!(row.outcome, Outcome::Succeeded);
     assert_eq!(
         row.finished_at.map(|t| t.to_string()).as_deref(),
         Some("2026-11-22T03:02:00.000Z")
@@ -260,8 +289,8 @@ async fn ledger_counts_summarized_slots_and_times_only_move_forward(journal: Jou
         last_slot: at(20),
         slot_count: 11,
         result: SlotResult::Missed,
-        reason: "operator_down",
-        ..slot_row(at(10), SlotResult::Missed, "operator_down")
+        reason: Reason::OperatorDown,
+        ..slot_row(at(10), SlotResult::Missed, Reason::OperatorDown)
     };
     journal
         .append(&Entry {
@@ -273,7 +302,7 @@ async fn ledger_counts_summarized_slots_and_times_only_move_forward(journal: Jou
     // an older slot recorded late does not move the cursor back
     journal
         .append(&Entry {
-            slots: vec![slot_row(at(3), SlotResult::Skipped, "target_paused")],
+            slots: vec![slot_row(at(3), SlotResult::Skipped, Reason::TargetPaused)],
             ..Entry::default()
         })
         .await
@@ -303,7 +332,7 @@ async fn a_seed_starts_an_empty_ledger_once_and_advances_move_the_cursor(journal
     };
     let seeded = Entry {
         seed: Some(seed.clone()),
-        slots: vec![slot_row(at(31), SlotResult::Missed, "journal_lost")],
+        slots: vec![slot_row(at(31), SlotResult::Missed, Reason::JournalLost)],
         ..Entry::default()
     };
     journal.append(&seeded).await.unwrap();
@@ -445,6 +474,48 @@ async fn runs_record_start_heartbeat_and_stop(journal: Journal) {
     );
 }
 
+/// The window rule (docs/eru.md, "Operator downtime"): a run is alive until the latest of its
+/// heartbeats and of the commits of its records, so a crash's downtime starts after the last
+/// record it wrote, not at an older heartbeat; and a heartbeat taken before a commit that lands
+/// after it never moves the run's sign of life back.
+async fn a_runs_last_sign_of_life_is_its_latest_heartbeat_or_commit(journal: Journal) {
+    let start = Utc::now() - chrono::Duration::seconds(60);
+    let run = journal.start_run("0.1.0", "test", start).await.unwrap();
+    journal
+        .heartbeat(run, start + chrono::Duration::seconds(10))
+        .await
+        .unwrap();
+    // the journal keeps milliseconds
+    let before = Utc::now() - chrono::Duration::milliseconds(1);
+    journal.append(&entry()).await.unwrap();
+    let after = Utc::now();
+    let alive = journal.runs_since(start).await.unwrap()[0].heartbeat_at.0;
+    assert!(
+        before <= alive && alive <= after,
+        "the run's sign of life is its last commit ({before} ..= {after}), not its heartbeat: {alive}"
+    );
+    journal
+        .heartbeat(run, start + chrono::Duration::seconds(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        journal.runs_since(start).await.unwrap()[0].heartbeat_at.0,
+        alive,
+        "an older heartbeat written later leaves it"
+    );
+    // an empty entry is no record: nothing committed, nothing moves
+    journal.append(&Entry::default()).await.unwrap();
+    let later = Utc::now() + chrono::Duration::seconds(5);
+    journal.heartbeat(run, later).await.unwrap();
+    assert_eq!(
+        journal.runs_since(start).await.unwrap()[0]
+            .heartbeat_at
+            .to_string(),
+        ts(later),
+        "a newer heartbeat moves it"
+    );
+}
+
 #[tokio::test]
 async fn file_journal_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -472,7 +543,7 @@ async fn corrupt_file_is_a_clear_error() {
     let path = dir.path().join("eru.db");
     std::fs::write(&path, vec![0x42u8; 8192]).unwrap();
     let err = Journal::open(&path).await.unwrap_err();
-    assert_eq!(err.category(), "journal");
+    assert_eq!(err.category(), crate::error::Category::Journal);
     let text = err.to_string();
     assert!(
         text.contains("eru.db") && text.contains("corrupt"),
@@ -526,7 +597,7 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
         e.slots = vec![slot_row(
             day(d) + chrono::Duration::hours(1),
             SlotResult::Skipped,
-            "target_paused",
+            Reason::TargetPaused,
         )];
         e.restarts_decided[0].slot = day(d);
         e.restarts_decided[0].decided_at = day(d);
@@ -534,7 +605,7 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
             uid: "u1".into(),
             slot: day(d),
             finished_at: day(d),
-            outcome: RestartOutcome::Succeeded,
+            outcome: Outcome::Succeeded,
             reason: None,
         });
         journal.append(&e).await.unwrap();
@@ -701,7 +772,7 @@ async fn listings_filter_and_page_alike(journal: Journal) {
         e.slots[0] = slot_row(
             at(i) + chrono::Duration::seconds(30),
             SlotResult::Missed,
-            "operator_down",
+            Reason::OperatorDown,
         );
         e.restarts_decided[0].slot = at(i);
         e.restarts_decided[0].decided_at = at(i);
@@ -987,7 +1058,7 @@ fn journal_times_are_read_as_chrono_reads_them() {
 /// cap hold.
 async fn an_audits_window_reads_the_records_the_listing_reads(journal: Journal) {
     journal.append(&entry()).await.unwrap();
-    let mut windowed = slot_row(at(3), SlotResult::Missed, "operator_down");
+    let mut windowed = slot_row(at(3), SlotResult::Missed, Reason::OperatorDown);
     windowed.slot_count = 2;
     windowed.last_slot = at(4);
     windowed.window = Some((at(2), at(5)));
@@ -1002,13 +1073,13 @@ async fn an_audits_window_reads_the_records_the_listing_reads(journal: Journal) 
             uid: "u1".into(),
             slot: at(0),
             finished_at: at(2),
-            outcome: RestartOutcome::Succeeded,
+            outcome: Outcome::Succeeded,
             reason: None,
         }],
         slots: vec![
-            slot_row(at(0), SlotResult::Fired, "scheduled"),
+            slot_row(at(0), SlotResult::Fired, Reason::Scheduled),
             windowed,
-            slot_row(at(20), SlotResult::Skipped, "target_paused"),
+            slot_row(at(20), SlotResult::Skipped, Reason::TargetPaused),
         ],
         ..Entry::default()
     };
@@ -1023,7 +1094,7 @@ async fn an_audits_window_reads_the_records_the_listing_reads(journal: Journal) 
     listed.retain(|r| r.record.slot.0 < at(10));
     listed.sort_by_key(|r| (r.record.slot, r.record.id));
     assert_eq!(listed.len(), 3, "{listed:?}");
-    assert_eq!(listed[0].restart_outcome.as_deref(), Some("succeeded"));
+    assert_eq!(listed[0].restart_outcome, Some(Outcome::Succeeded));
     let read = journal
         .audit_rows(at(0), at(10), (None, None), None, 100, false)
         .await
@@ -1035,4 +1106,45 @@ async fn an_audits_window_reads_the_records_the_listing_reads(journal: Journal) 
         .await
         .unwrap();
     assert_eq!((capped.records.len(), capped.truncated), (2, true));
+}
+
+/// Migration 0008: a slot record whose last slot is before its first is refused, by the append
+/// (which fails whole) and by hand, inserted or updated; a valid one still goes in.
+async fn a_slot_record_ending_before_it_starts_is_refused(journal: Journal) {
+    let forged = Entry {
+        slots: vec![NewSlot {
+            last_slot: at(1),
+            slot_count: 2,
+            ..slot_row(at(3), SlotResult::Missed, Reason::OperatorDown)
+        }],
+        ..Entry::default()
+    };
+    let error = journal
+        .append(&forged)
+        .await
+        .expect_err("a forged record is refused");
+    assert!(error.to_string().contains("last_slot"), "{error}");
+    let by_hand = |last: &str| {
+        format!(
+            "INSERT INTO slots (uid, namespace, name, target, slot, last_slot, result, reason, evaluated_at) \
+             VALUES ('u', 'ns', 'web', 'web', '2026-11-22T03:05:00.000Z', '{last}', 'missed', 'operator_down', \
+             '2026-11-22T03:05:00.000Z')"
+        )
+    };
+    let refused = sqlx::query(sqlx::AssertSqlSafe(by_hand("2026-11-22T03:04:59.999Z")))
+        .execute(&journal.pool)
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    sqlx::query(sqlx::AssertSqlSafe(by_hand("2026-11-22T03:05:00.000Z")))
+        .execute(&journal.pool)
+        .await
+        .expect("a record of one slot");
+    let moved = sqlx::query("UPDATE slots SET last_slot = '2026-11-22T03:00:00.000Z' WHERE uid = 'u'")
+        .execute(&journal.pool)
+        .await;
+    assert!(moved.is_err(), "an update is refused too: {moved:?}");
+    assert!(
+        journal.append(&entry()).await.is_ok(),
+        "valid records still go in"
+    );
 }

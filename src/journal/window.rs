@@ -11,7 +11,10 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use super::*;
-use crate::Error;
+use crate::{
+    Error,
+    vocab::{Outcome, Reason},
+};
 
 /// The record columns, in the order of [`Record`]'s fields.
 const COLUMNS: &str = "id, uid, namespace, name, target, slot, last_slot, slot_count, result, reason, \
@@ -102,6 +105,13 @@ fn typed(r: Record<'_>) -> Result<SlotRecordRow> {
         })
     };
     let maybe = |column: &str, text: Option<Cow<'_, str>>| text.map(|t| time(column, t)).transpose();
+    // the vocabulary's columns, typed: a name outside it fails the read with the row's id
+    fn word<T>(id: i64, column: &str, text: &str, parse: fn(&str) -> Option<T>) -> Result<T> {
+        parse(text).ok_or_else(|| Error::JournalRow {
+            row: format!("slots id {id}"),
+            reason: format!("{column} {text:?} is not in the journal's vocabulary"),
+        })
+    }
     Ok(SlotRecordRow {
         record: SlotRow {
             id,
@@ -112,8 +122,10 @@ fn typed(r: Record<'_>) -> Result<SlotRecordRow> {
             slot: time("slot", r.5)?,
             last_slot: time("last_slot", r.6)?,
             slot_count: r.7,
-            result: r.8,
-            reason: r.9,
+            result: word(id, "result", &r.8, SlotResult::parse)?,
+            reason: (r.9.as_deref())
+                .map(|text| word(id, "reason", text, Reason::parse))
+                .transpose()?,
             window_start: maybe("window_start", r.10)?,
             window_end: maybe("window_end", r.11)?,
             evaluated_at: time("evaluated_at", r.12)?,
@@ -122,7 +134,9 @@ fn typed(r: Record<'_>) -> Result<SlotRecordRow> {
         restart_decided_at: maybe("restart_decided_at", r.14)?,
         restart_patched_at: maybe("restart_patched_at", r.15)?,
         restart_finished_at: maybe("restart_finished_at", r.16)?,
-        restart_outcome: r.17,
+        restart_outcome: (r.17.as_deref())
+            .map(|text| word(id, "restart outcome", text, Outcome::parse))
+            .transpose()?,
         restart_reason: r.18,
         restart_attempts: r.19,
     })

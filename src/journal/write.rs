@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::{vocab::RestartOutcome, *};
+use super::*;
+use crate::vocab::Outcome;
 
 /// How one Eru's ledger row changes with what an entry added.
 #[derive(Debug, Default)]
@@ -115,10 +116,30 @@ fn free_text(text: &str) -> String {
     text.replace('\0', "\u{FFFD}")
 }
 
-/// Writes `entry` on `conn` (inside the caller's transaction); returns what was new.
+/// Writes `entry` on `conn` (inside the caller's transaction); returns what was new. Each kind
+/// of row is keyed, so what a replay writes again is not new; each Eru's ledger row then changes
+/// by exactly what was.
 pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> Result<Appended> {
     let mut done = Appended::default();
     let mut deltas = Deltas::default();
+    seed_on(conn, entry).await?;
+    history_on(conn, entry, &mut done).await?;
+    restarts_on(conn, entry, &mut done, &mut deltas).await?;
+    finished_on(conn, entry, &mut done, &mut deltas).await?;
+    slots_on(conn, entry, &mut done, &mut deltas).await?;
+    for (object, through) in &entry.advances {
+        let delta = deltas.keyed(object);
+        delta.through = later(delta.through, *through);
+    }
+    for (uid, at) in &entry.deleted {
+        deltas.of(uid).deleted_at = Some(*at);
+    }
+    ledger_on(conn, deltas).await?;
+    Ok(done)
+}
+
+/// A lost journal's ledger row, seeded from what the cluster remembers (once).
+async fn seed_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> Result<()> {
     if let Some(seed) = &entry.seed {
         sqlx::query(
             "INSERT INTO eru_ledger (uid, namespace, name, accounted_through, missed_slots, last_missed,
@@ -136,6 +157,11 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
         .execute(&mut *conn)
         .await?;
     }
+    Ok(())
+}
+
+/// The transitions and spec epochs.
+async fn history_on(conn: &mut sqlx::AnyConnection, entry: &Entry, done: &mut Appended) -> Result<()> {
     for t in &entry.transitions {
         done.transitions += sqlx::query(
             "INSERT INTO transitions (kind, namespace, name, uid, observed, from_state, to_state, event, at, detail)
@@ -170,6 +196,16 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
         .await?
         .rows_affected();
     }
+    Ok(())
+}
+
+/// The restarts decided, patched, and their failed attempts.
+async fn restarts_on(
+    conn: &mut sqlx::AnyConnection,
+    entry: &Entry,
+    done: &mut Appended,
+    deltas: &mut Deltas,
+) -> Result<()> {
     for r in &entry.restarts_decided {
         let added = sqlx::query(
             "INSERT INTO restarts (uid, namespace, name, target, slot, decided_at, deadline_at)
@@ -220,6 +256,58 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
         .await?
         .rows_affected();
     }
+    Ok(())
+}
+
+/// The restarts' ends: how each went, counted once.
+async fn finished_on(
+    conn: &mut sqlx::AnyConnection,
+    entry: &Entry,
+    done: &mut Appended,
+    deltas: &mut Deltas,
+) -> Result<()> {
+    for f in &entry.restarts_finished {
+        let added = sqlx::query(
+            "UPDATE restarts SET finished_at = $3, outcome = $4, reason = $5
+             WHERE uid = $1 AND slot = $2 AND finished_at IS NULL",
+        )
+        .bind(&f.uid)
+        .bind(ts(f.slot))
+        .bind(ts(f.finished_at))
+        .bind(f.outcome.as_str())
+        .bind(f.reason.as_deref().map(free_text))
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+        done.restarts_finished += added;
+        if added > 0 {
+            let delta = deltas.of(&f.uid);
+            match f.outcome {
+                Outcome::Succeeded => {
+                    delta.succeeded += 1;
+                    delta.last_success = later(delta.last_success, f.finished_at);
+                }
+                Outcome::Failed => {
+                    delta.failed += 1;
+                    delta.last_failure = later(delta.last_failure, f.finished_at);
+                }
+                Outcome::Abandoned => delta.abandoned += 1,
+                // a dry run's restart: its slot is counted (skipped), nothing else; a restart
+                // is never finished in progress
+                Outcome::DryRun | Outcome::InProgress => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The slot records.
+async fn slots_on(
+    conn: &mut sqlx::AnyConnection,
+    entry: &Entry,
+    done: &mut Appended,
+    deltas: &mut Deltas,
+) -> Result<()> {
     for s in &entry.slots {
         let added = sqlx::query(
             "INSERT INTO slots (uid, namespace, name, target, slot, last_slot, slot_count, result, reason,
@@ -254,44 +342,11 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
             }
         }
     }
-    for f in &entry.restarts_finished {
-        let added = sqlx::query(
-            "UPDATE restarts SET finished_at = $3, outcome = $4, reason = $5
-             WHERE uid = $1 AND slot = $2 AND finished_at IS NULL",
-        )
-        .bind(&f.uid)
-        .bind(ts(f.slot))
-        .bind(ts(f.finished_at))
-        .bind(f.outcome.as_str())
-        .bind(f.reason.as_deref().map(free_text))
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-        done.restarts_finished += added;
-        if added > 0 {
-            let delta = deltas.of(&f.uid);
-            match f.outcome {
-                RestartOutcome::Succeeded => {
-                    delta.succeeded += 1;
-                    delta.last_success = later(delta.last_success, f.finished_at);
-                }
-                RestartOutcome::Failed => {
-                    delta.failed += 1;
-                    delta.last_failure = later(delta.last_failure, f.finished_at);
-                }
-                RestartOutcome::Abandoned => delta.abandoned += 1,
-                // a dry run's restart: its slot is counted (skipped), nothing else
-                RestartOutcome::DryRun => {}
-            }
-        }
-    }
-    for (object, through) in &entry.advances {
-        let delta = deltas.keyed(object);
-        delta.through = later(delta.through, *through);
-    }
-    for (uid, at) in &entry.deleted {
-        deltas.of(uid).deleted_at = Some(*at);
-    }
+    Ok(())
+}
+
+/// Each Eru's ledger row, changed by what the entry added (a new row needs its key).
+async fn ledger_on(conn: &mut sqlx::AnyConnection, deltas: Deltas) -> Result<()> {
     let (upsert, update) = (upsert_sql(), update_sql());
     for (uid, d) in deltas.0 {
         let t = |v: Option<DateTime<Utc>>| v.map(ts);
@@ -334,12 +389,26 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
             }
         }
     }
-    Ok(done)
+    Ok(())
 }
 
-/// Moves the heartbeat of `run` to `at` on `conn` (inside the caller's transaction).
+/// Moves the heartbeat of `run` to `at` on `conn` (inside the caller's transaction); only forward
+/// (a batch of records may have committed after this heartbeat's instant was taken).
 pub(super) async fn heartbeat_on(conn: &mut sqlx::AnyConnection, run: i64, at: DateTime<Utc>) -> Result<()> {
-    sqlx::query("UPDATE operator_runs SET heartbeat_at = $1 WHERE id = $2")
+    sqlx::query("UPDATE operator_runs SET heartbeat_at = $1 WHERE id = $2 AND heartbeat_at < $1")
+        .bind(ts(at))
+        .bind(run)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Moves the last sign of life of `run` forward to `at` on `conn`, inside the transaction of a
+/// batch of records it wrote: a run is known alive until the latest of its heartbeats and of
+/// its commits, so the downtime after a crash starts at the last thing it journaled, never
+/// before it (a heartbeat alone is up to an interval old).
+pub(super) async fn alive_on(conn: &mut sqlx::AnyConnection, run: i64, at: DateTime<Utc>) -> Result<()> {
+    sqlx::query("UPDATE operator_runs SET heartbeat_at = $1 WHERE id = $2 AND heartbeat_at < $1")
         .bind(ts(at))
         .bind(run)
         .execute(&mut *conn)

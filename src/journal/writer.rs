@@ -31,6 +31,10 @@ const MAX_BATCH: usize = 512;
 /// Called after every commit of appends with how many it held and how long it took.
 pub type BatchObserver = Box<dyn Fn(usize, Duration) + Send + Sync>;
 
+/// Asked immediately before every batch commits: `false` refuses the whole batch (this process
+/// must not write now: it does not lead).
+pub type WriteGuard = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// What a job writes.
 enum Work {
     /// One reconcile's records (boxed: a heartbeat is a few bytes).
@@ -62,6 +66,7 @@ impl Job {
 pub(super) struct Writer {
     jobs: mpsc::UnboundedSender<Job>,
     observer: Arc<OnceLock<BatchObserver>>,
+    guard: Arc<OnceLock<WriteGuard>>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -75,8 +80,18 @@ impl Writer {
     pub(super) fn spawn(pool: AnyPool, outages: Arc<Outages>) -> Self {
         let (jobs, rx) = mpsc::unbounded_channel();
         let observer = Arc::new(OnceLock::new());
-        tokio::spawn(run(pool, rx, observer.clone(), outages));
-        Self { jobs, observer }
+        let guard = Arc::new(OnceLock::new());
+        tokio::spawn(run(pool, rx, observer.clone(), guard.clone(), outages));
+        Self {
+            jobs,
+            observer,
+            guard,
+        }
+    }
+
+    /// Sets what is asked before every batch (once).
+    pub(super) fn guard(&self, guard: WriteGuard) {
+        let _ = self.guard.set(guard);
     }
 
     /// Sets what is told about each batch (once).
@@ -106,16 +121,35 @@ async fn run(
     pool: AnyPool,
     mut rx: mpsc::UnboundedReceiver<Job>,
     observer: Arc<OnceLock<BatchObserver>>,
+    guard: Arc<OnceLock<WriteGuard>>,
     outages: Arc<Outages>,
 ) {
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
+        if guard.get().is_some_and(|may_write| !may_write()) {
+            // not a journal failure: no outage; nothing of the batch is written
+            warn!(
+                jobs = jobs.len(),
+                "journal writes refused: this process does not lead"
+            );
+            for job in jobs.drain(..) {
+                let _ = job.reply.send(Err(Error::NotLeader("a journal write".into())));
+            }
+            continue;
+        }
         let started = Instant::now();
         let attempted = Utc::now();
-        let open = outages.open();
+        let close = Close {
+            open: outages.open(),
+            // a batch of records is a sign of life of the run that wrote it
+            alive: outages
+                .run()
+                .filter(|_| jobs.iter().any(|j| matches!(j.work, Work::Entry(_)))),
+        };
+        let open = close.open;
         // the outage state changes before any caller hears back: a pass that learns its batch
         // failed (or worked) then reads the state that batch left
-        let results = match commit(&pool, &jobs, open).await {
+        let results = match commit(&pool, &jobs, close).await {
             Ok((results, at)) => {
                 outages.wrote(at);
                 if let Some(open) = open {
@@ -149,16 +183,25 @@ async fn run(
 /// What a batch's jobs got, and the instant its transaction was about to commit.
 type Committed<T> = Result<(Vec<T>, DateTime<Utc>)>;
 
-/// Writes `jobs` in one transaction, with the `open` outage's window if there is one (ending now:
-/// this is the first write that works again). Most often every entry writes, and the batch goes
+/// What a batch's transaction writes besides its jobs, just before it commits.
+#[derive(Clone, Copy)]
+struct Close {
+    /// The outage this batch ends, if one is open (its window ends now: this is the first write
+    /// that works again).
+    open: Option<Open>,
+    /// The run whose last sign of life moves to this commit (a batch holding records).
+    alive: Option<i64>,
+}
+
+/// Writes `jobs` in one transaction, with what `close` adds. Most often every entry writes, and the batch goes
 /// in as it is; when one fails, the transaction is rolled back and the batch written again with
 /// each entry under a savepoint of its own, so it fails alone (three statements more per entry,
 /// paid only then).
-async fn commit(pool: &AnyPool, jobs: &[Job], open: Option<Open>) -> Committed<Result<Appended>> {
+async fn commit(pool: &AnyPool, jobs: &[Job], close: Close) -> Committed<Result<Appended>> {
     let mut conn = pool.acquire().await?;
-    let results = match commit_all(&mut conn, jobs, open).await {
+    let results = match commit_all(&mut conn, jobs, close).await {
         Ok((appended, at)) => Ok((appended.into_iter().map(Ok).collect(), at)),
-        Err(_) => commit_each(&mut conn, jobs, open).await,
+        Err(_) => commit_each(&mut conn, jobs, close).await,
     };
     if results.is_err() {
         // SQLite keeps a transaction whose COMMIT failed (disk full) open, holding the write
@@ -169,22 +212,18 @@ async fn commit(pool: &AnyPool, jobs: &[Job], open: Option<Open>) -> Committed<R
     results
 }
 
-async fn commit_all(conn: &mut AnyConnection, jobs: &[Job], open: Option<Open>) -> Committed<Appended> {
+async fn commit_all(conn: &mut AnyConnection, jobs: &[Job], close: Close) -> Committed<Appended> {
     let mut tx = conn.begin().await?;
     let mut appended = Vec::with_capacity(jobs.len());
     for job in jobs {
         appended.push(job.write_on(&mut tx).await?);
     }
-    let at = close(&mut tx, open).await?;
+    let at = finish(&mut tx, close).await?;
     tx.commit().await?;
     Ok((appended, at))
 }
 
-async fn commit_each(
-    conn: &mut AnyConnection,
-    jobs: &[Job],
-    open: Option<Open>,
-) -> Committed<Result<Appended>> {
+async fn commit_each(conn: &mut AnyConnection, jobs: &[Job], close: Close) -> Committed<Result<Appended>> {
     let mut tx = conn.begin().await?;
     let mut results = Vec::with_capacity(jobs.len());
     for job in jobs {
@@ -200,17 +239,21 @@ async fn commit_each(
             }
         }
     }
-    let at = close(&mut tx, open).await?;
+    let at = finish(&mut tx, close).await?;
     tx.commit().await?;
     Ok((results, at))
 }
 
-/// The instant the batch on `conn` is about to commit; the `open` outage's window, ending then,
-/// goes into the same transaction (the outage ends with this write, and is journaled by it).
-async fn close(conn: &mut AnyConnection, open: Option<Open>) -> Result<DateTime<Utc>> {
+/// The instant the batch on `conn` is about to commit. The open outage's window, ending then,
+/// goes into the same transaction (the outage ends with this write, and is journaled by it), and
+/// so does the writing run's sign of life.
+async fn finish(conn: &mut AnyConnection, close: Close) -> Result<DateTime<Utc>> {
     let at = Utc::now();
-    if let Some(open) = open {
+    if let Some(open) = close.open {
         write::outage_on(conn, open.run, open.since, at).await?;
+    }
+    if let Some(run) = close.alive {
+        write::alive_on(conn, run, at).await?;
     }
     Ok(at)
 }

@@ -259,7 +259,7 @@ impl Steps for MemcachedContext {
         plan.state = step(MemcachedMachine, state, &fed, &mut plan.decision);
     }
 
-    async fn settle(&self, memcached: &Arc<Memcached>, plan: MemcachedPlan) -> Result<Action> {
+    async fn finish(&self, memcached: &Arc<Memcached>, plan: MemcachedPlan) -> Result<Action> {
         if plan.observation.deleting {
             self.ctx.forget(KIND, memcached.as_ref());
             return Ok(Action::await_change());

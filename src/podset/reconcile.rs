@@ -273,7 +273,7 @@ impl Steps for PodSetContext {
         plan.state = step(PodSetMachine, state, &fed, &mut plan.decision);
     }
 
-    async fn settle(&self, podset: &Arc<PodSet>, plan: PodSetPlan) -> Result<Action> {
+    async fn finish(&self, podset: &Arc<PodSet>, plan: PodSetPlan) -> Result<Action> {
         let uid = podset.uid().unwrap_or_default();
         self.ctx.metrics.set_phase(KIND, &uid, plan.state.phase());
         // Degraded without a failure in this pass: waiting on earlier actions, the earlier failure stands

@@ -14,12 +14,17 @@ use kube::{
 use tokio::sync::mpsc;
 
 use super::{
-    Readiness, events::EventQueue, leader::Leadership, status::StatusWriter, urgent::Urgent, watch::Gone,
+    Readiness,
+    events::EventQueue,
+    leader::Leadership,
+    status::{StatusMemo, StatusWriter},
+    urgent::Urgent,
+    watch::Gone,
 };
 use crate::{
     Result,
     journal::{Appended, Entry, Journal, NewTransition, ObjectKey},
-    machine::{StatusMemo, Transition},
+    machine::Transition,
     metrics::Metrics,
 };
 

@@ -71,7 +71,7 @@ where
 /// Requeue policy after a failed reconcile: soon for conflicts, later for the rest.
 pub fn retry_after(error: &Error) -> Action {
     match error.category() {
-        "conflict" => Action::requeue(Duration::from_millis(500)),
+        crate::error::Category::Conflict => Action::requeue(Duration::from_millis(500)),
         _ => Action::requeue(Duration::from_secs(5)),
     }
 }

@@ -54,46 +54,110 @@ pub struct Term {
     pub renewed: DateTime<Utc>,
 }
 
-/// Whether this process acts. One way only: a leader that loses the Lease exits.
+/// Whether this process acts, checked where it matters: immediately before every cluster write
+/// (the controllers' client refuses writes otherwise, [`LeaderOnlyLayer`]) and every journal
+/// append, and for `eru_leader` and `/readyz`. One way only: a leader that loses the Lease exits.
+///
+/// With leader election, leading is a deadline, not a flag: this process leads while *now* (its
+/// monotonic clock) is before the renew deadline of its last successful renewal. A process frozen
+/// longer than that (SIGSTOP, a stalled VM) leads no more the instant it resumes, before its renew
+/// loop runs and exits it: a pass that was in flight when the freeze began writes nothing.
 #[derive(Clone, Debug)]
 pub struct Leadership {
-    tx: Arc<watch::Sender<bool>>,
+    /// The term is journaled and the controllers may act ([`Leadership::promote`]).
+    acting: Arc<watch::Sender<bool>>,
+    /// With leader election: how long a renewal keeps this process leading, and until when the
+    /// last one does.
+    lease: Option<Arc<LeaseClock>>,
+}
+
+#[derive(Debug)]
+struct LeaseClock {
+    renew_deadline: Duration,
+    until: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Default for Leadership {
+    /// A standby of no election: never acts (the state of a process before it is wired).
+    fn default() -> Self {
+        Self {
+            acting: Arc::new(watch::Sender::new(false)),
+            lease: None,
+        }
+    }
 }
 
 impl Leadership {
     /// A process that acts from the start (leader election off).
     pub fn leader() -> Self {
         Self {
-            tx: Arc::new(watch::Sender::new(true)),
+            acting: Arc::new(watch::Sender::new(true)),
+            lease: None,
         }
     }
 
-    /// A standby until [`Leadership::promote`].
-    pub fn standby() -> Self {
+    /// A candidate under leader election: a standby until it holds the Lease
+    /// ([`Leadership::renewed`]) and [`Leadership::promote`] lets it act; it leads while its last
+    /// renewal is younger than `renew_deadline`.
+    pub fn elected(renew_deadline: Duration) -> Self {
         Self {
-            tx: Arc::new(watch::Sender::new(false)),
+            acting: Arc::new(watch::Sender::new(false)),
+            lease: Some(Arc::new(LeaseClock {
+                renew_deadline,
+                until: std::sync::Mutex::new(None),
+            })),
         }
     }
 
-    pub fn is_leader(&self) -> bool {
-        *self.tx.borrow()
+    /// A renewal (or the acquisition) that began at `at` succeeded: leading until `at` plus the
+    /// renew deadline.
+    pub fn renewed(&self, at: Instant) {
+        if let Some(lease) = &self.lease {
+            let mut until = lease.until.lock().unwrap_or_else(|e| e.into_inner());
+            let new = at + lease.renew_deadline;
+            *until = Some(until.map_or(new, |u| u.max(new)));
+        }
     }
 
-    /// From now on this process acts.
+    /// Whether this process acts now.
+    pub fn is_leader(&self) -> bool {
+        *self.acting.borrow()
+            && self.lease.as_ref().is_none_or(|lease| {
+                let until = *lease.until.lock().unwrap_or_else(|e| e.into_inner());
+                until.is_some_and(|until| Instant::now() < until)
+            })
+    }
+
+    /// `Ok` if this process acts now, else why `what` must not be done.
+    pub fn check(&self, what: &str) -> crate::Result<()> {
+        if self.is_leader() {
+            Ok(())
+        } else {
+            Err(crate::Error::NotLeader(what.to_string()))
+        }
+    }
+
+    /// From now on this process acts (while its lease holds).
     pub fn promote(&self) {
-        self.tx.send_replace(true);
+        self.acting.send_replace(true);
+    }
+
+    /// Whether the term began: the flag [`Leadership::promote`] sets, whatever the lease's clock
+    /// says now.
+    fn promoted_flag(&self) -> bool {
+        *self.acting.borrow()
     }
 
     /// Resolves once this process acts (at once if it does).
     pub async fn acquired(&self) {
-        let _ = self.tx.subscribe().wait_for(|leader| *leader).await;
+        let _ = self.acting.subscribe().wait_for(|leader| *leader).await;
     }
 
     /// Yields once when a standby becomes the leader (never for a process that acted from the
     /// start): the controllers then reconcile every object their caches hold.
     pub fn promoted(&self) -> impl futures::Stream<Item = ()> + Send + use<> {
         let this = self.clone();
-        let was_standby = !self.is_leader();
+        let was_standby = !self.promoted_flag();
         futures::stream::once(async move {
             if was_standby {
                 this.acquired().await;
@@ -101,6 +165,57 @@ impl Leadership {
                 futures::future::pending::<()>().await;
             }
         })
+    }
+}
+
+/// A layer for the controllers' client: a request that writes (any verb but GET, HEAD and
+/// OPTIONS) is refused, before it leaves the process, unless this process leads at that instant.
+/// It sits innermost, below the retry of throttled requests: a retry is checked again. With
+/// `None` it lets everything through (a client any process may use).
+#[derive(Clone, Debug)]
+pub struct LeaderOnlyLayer(pub Option<Leadership>);
+
+impl<S> tower::Layer<S> for LeaderOnlyLayer {
+    type Service = LeaderOnly<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        LeaderOnly {
+            inner,
+            leadership: self.0.clone(),
+        }
+    }
+}
+
+/// See [`LeaderOnlyLayer`].
+#[derive(Clone, Debug)]
+pub struct LeaderOnly<S> {
+    inner: S,
+    leadership: Option<Leadership>,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for LeaderOnly<S>
+where
+    S: tower::Service<http::Request<B>, Error = tower::BoxError>,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future =
+        futures::future::Either<S::Future, std::future::Ready<Result<S::Response, tower::BoxError>>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        use http::Method;
+        let reads = matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+        if !reads
+            && let Some(leadership) = &self.leadership
+            && let Err(e) = leadership.check(&format!("{} {}", request.method(), request.uri().path()))
+        {
+            return futures::future::Either::Right(std::future::ready(Err(Box::new(e))));
+        }
+        futures::future::Either::Left(self.inner.call(request))
     }
 }
 
@@ -123,10 +238,12 @@ enum Attempt {
 }
 
 /// Takes the Lease and keeps it: sends the previous term on `acquired` once this process holds
-/// it, then renews until shutdown (releasing it) or until it is lost.
+/// it, then renews until shutdown (releasing it) or until it is lost. Every renewal extends
+/// `leadership`'s deadline.
 pub async fn campaign(
     client: Client,
     settings: LeaseSettings,
+    leadership: Leadership,
     acquired: tokio::sync::oneshot::Sender<Option<Term>>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), Lost> {
@@ -151,6 +268,7 @@ pub async fn campaign(
         let next = match attempt {
             Ok(Ok(Attempt::Held { previous })) => {
                 renewed = Some(started);
+                leadership.renewed(started);
                 if let Some(tx) = acquired.take() {
                     info!(lease = %settings.name, identity = %settings.identity, previous = ?previous.as_ref().map(|t| &t.holder), "acquired the lease");
                     let _ = tx.send(previous);
@@ -322,4 +440,90 @@ fn jittered(period: Duration) -> Duration {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     period + period.mul_f64(f64::from(nanos % 1000) / 5000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams};
+    use tower::Layer;
+
+    use super::*;
+
+    /// A client whose requests pass `layer` to an API server that answers every request with a
+    /// ConfigMap and counts what reached it.
+    fn client(layer: LeaderOnlyLayer, reached: Arc<AtomicUsize>) -> Client {
+        let service = tower::service_fn(move |_request: http::Request<kube::client::Body>| {
+            reached.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let object = serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "1"},
+                });
+                Ok::<_, tower::BoxError>(http::Response::new(kube::client::Body::from(
+                    object.to_string().into_bytes(),
+                )))
+            }
+        });
+        Client::new(layer.layer(service), "ns")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_whose_renew_deadline_passed_refuses_a_write_already_in_flight() {
+        let leadership = Leadership::elected(Duration::from_secs(10));
+        assert!(!leadership.is_leader(), "a candidate is a standby");
+        leadership.renewed(Instant::now());
+        assert!(
+            !leadership.is_leader(),
+            "holding the Lease is not enough before the term begins"
+        );
+        leadership.promote();
+        assert!(leadership.is_leader());
+
+        let reached = Arc::new(AtomicUsize::new(0));
+        let guarded = client(LeaderOnlyLayer(Some(leadership.clone())), reached.clone());
+        let api: Api<ConfigMap> = Api::namespaced(guarded, "ns");
+        let patch = serde_json::json!({"metadata": {"annotations": {"a": "b"}}});
+        let params = PatchParams::apply("test");
+        api.patch("web", &params, &Patch::Merge(&patch)).await.unwrap();
+        assert_eq!(reached.load(Ordering::SeqCst), 1, "a leader's write is sent");
+
+        // a pass decides its write while leading, then the process is frozen past the deadline
+        let merge = Patch::Merge(&patch);
+        let write = api.patch("web", &params, &merge);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let refused = write.await.expect_err("the write is refused");
+        assert_eq!(
+            crate::Error::Kube(refused).category(),
+            crate::error::Category::NotLeader
+        );
+        assert_eq!(
+            reached.load(Ordering::SeqCst),
+            1,
+            "nothing reached the API server"
+        );
+        assert!(!leadership.is_leader(), "eru_leader and /readyz read 0 at once");
+        assert!(leadership.check("a journal write").is_err());
+
+        // reads go on (a standby's caches stay warm); a renewal makes it lead again
+        api.get("web").await.unwrap();
+        assert_eq!(reached.load(Ordering::SeqCst), 2);
+        leadership.renewed(Instant::now());
+        assert!(leadership.is_leader());
+        tokio::time::advance(Duration::from_millis(9_999)).await;
+        assert!(leadership.is_leader(), "1 ms before the deadline");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(!leadership.is_leader(), "at the deadline");
+    }
+
+    #[test]
+    fn without_leader_election_a_process_leads_from_the_start_and_for_ever() {
+        let leadership = Leadership::leader();
+        assert!(leadership.is_leader());
+        leadership.renewed(Instant::now());
+        assert!(leadership.is_leader());
+        assert!(!Leadership::default().is_leader(), "unwired: a standby");
+    }
 }

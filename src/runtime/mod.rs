@@ -99,9 +99,9 @@ pub struct Readiness {
     pub journal: Arc<AtomicBool>,
     pub crds: Arc<AtomicBool>,
     pub caches: Arc<AtomicBool>,
-    /// This process holds the leader Lease (or leader election is off) and acts; a standby
-    /// serves reads and keeps its caches warm.
-    pub leader: Arc<AtomicBool>,
+    /// Whether this process acts now (holds the leader Lease, or leader election is off); a
+    /// standby serves reads and keeps its caches warm.
+    pub leader: leader::Leadership,
 }
 
 impl Readiness {

@@ -43,7 +43,7 @@ pub trait Steps: Send + Sync + 'static {
     fn after(plan: &mut Self::Plan, fed: Self::Fed);
 
     /// Writes the status the plan ends in (when it changed) and says when to come back.
-    fn settle(
+    fn finish(
         &self,
         obj: &Arc<Self::Object>,
         plan: Self::Plan,
@@ -73,5 +73,5 @@ pub async fn run<S: Steps>(obj: Arc<S::Object>, steps: Arc<S>) -> Result<Action>
         }
         actions = steps.commit(&obj, &mut plan).await?;
     }
-    steps.settle(&obj, plan).await
+    steps.finish(&obj, plan).await
 }

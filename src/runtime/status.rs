@@ -29,7 +29,11 @@ use super::{
     throttle::{self, Budget, Class},
     urgent::Urgent,
 };
-use crate::{machine::StatusMemo, memory::shrink_after_burst};
+use crate::memory::shrink_after_burst;
+
+mod memo;
+
+pub use memo::{StatusMemo, status_digest};
 
 /// Status writes in flight at once.
 const CONCURRENCY: usize = 8;
@@ -297,18 +301,14 @@ mod tests {
         assert_eq!(*server.stored.lock().unwrap(), ["Progressing", "Stable"]);
         assert_eq!(server.most_in_flight.load(Ordering::SeqCst), 1);
         // the memo waits for the cache to show the last write (version 3), not the first (2)
-        let stable = Some(crate::machine::status_digest(
-            &serde_json::json!({"phase": "Stable"}),
-        ));
-        let progressing = Some(crate::machine::status_digest(
-            &serde_json::json!({"phase": "Progressing"}),
-        ));
+        let stable = Some(status_digest(&serde_json::json!({"phase": "Stable"})));
+        let progressing = Some(status_digest(&serde_json::json!({"phase": "Progressing"})));
         assert_eq!(
             memo.written::<serde_json::Value>("u", "2", progressing),
             Some(serde_json::json!({"phase": "Stable"}))
         );
         for _ in 0..200 {
-            memo.settle("u", "3", stable);
+            memo.cache_shows("u", "3", stable);
             if memo.pending() == 0 {
                 break;
             }

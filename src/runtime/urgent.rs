@@ -73,21 +73,21 @@ impl Urgent {
         let _ = tokio::time::timeout(MAX_HOLD, self.idle()).await;
     }
 
-    /// Waits until no urgent write is in flight and none began for `settle`: the end of a burst,
+    /// Waits until no urgent write is in flight and none began for `quiet_for`: the end of a burst,
     /// not a gap between two of its patches. Without a bound: the caller has its own.
-    pub async fn quiet(&self, settle: Duration) {
-        let settle_ms = settle.as_millis() as u64;
+    pub async fn quiet(&self, quiet_for: Duration) {
+        let quiet_ms = quiet_for.as_millis() as u64;
         loop {
             self.idle().await;
             let last = self.0.last_begun.load(Ordering::Acquire);
             let since = self.0.now().saturating_sub(last);
-            if last == 0 || since >= settle_ms {
+            if last == 0 || since >= quiet_ms {
                 if self.0.in_flight.load(Ordering::Acquire) == 0 {
                     return;
                 }
                 continue;
             }
-            tokio::time::sleep(Duration::from_millis(settle_ms - since)).await;
+            tokio::time::sleep(Duration::from_millis(quiet_ms - since)).await;
         }
     }
 
@@ -135,13 +135,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn queries_wait_for_the_end_of_a_burst_not_a_gap_in_it() {
-        let settle = Duration::from_millis(250);
+        let quiet_for = Duration::from_millis(250);
         let urgent = Urgent::default();
         // nothing urgent, ever: no wait
         let start = tokio::time::Instant::now();
-        urgent.quiet(settle).await;
+        urgent.quiet(quiet_for).await;
         assert_eq!(start.elapsed(), Duration::ZERO);
-        // a burst: patches one after the other with gaps shorter than `settle`
+        // a burst: patches one after the other with gaps shorter than `quiet_for`
         let burst = tokio::spawn({
             let urgent = urgent.clone();
             async move {
@@ -155,14 +155,14 @@ mod tests {
         });
         tokio::task::yield_now().await;
         let start = tokio::time::Instant::now();
-        urgent.quiet(settle).await;
+        urgent.quiet(quiet_for).await;
         // the last patch began at 600 ms: quiet 250 ms after it, not in the first 50 ms gap
         assert_eq!(start.elapsed(), Duration::from_millis(850));
         burst.await.unwrap();
         // long after: at once again
         tokio::time::sleep(Duration::from_secs(1)).await;
         let start = tokio::time::Instant::now();
-        urgent.quiet(settle).await;
+        urgent.quiet(quiet_for).await;
         assert_eq!(start.elapsed(), Duration::ZERO);
     }
 }

@@ -13,7 +13,7 @@ use kube::{
 use serde_json::{Value, json};
 
 use super::{
-    Operator, get_json, kubectl,
+    Operator, kubectl,
     ledger::{SlotRecord, every, slot_records},
     wait_for,
 };
@@ -148,9 +148,9 @@ pub fn template_slot(deployment: &Deployment) -> Option<DateTime<Utc>> {
     )
 }
 
-/// The `items` of a listing of the operator's HTTP API.
+/// The `items` of a listing of the operator's HTTP API (with the operator's token, if it has one).
 pub fn items(operator: &Operator, path: &str) -> Vec<Value> {
-    get_json(&operator.url(path))["items"]
+    operator.get_json(path)["items"]
         .as_array()
         .cloned()
         .unwrap_or_default()

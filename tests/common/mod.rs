@@ -38,6 +38,56 @@ pub async fn client() -> Client {
     Client::try_default().await.expect("a client for $KUBECONFIG")
 }
 
+/// One request the API server's audit log recorded.
+#[derive(Clone, Debug)]
+pub struct Audited {
+    pub received: chrono::DateTime<chrono::Utc>,
+    pub user: String,
+    /// The request's `fieldManager`, if it named one (the restart patch's is `eru-operator-restart`).
+    pub field_manager: Option<String>,
+    pub code: u16,
+}
+
+/// The PATCH requests of the workload `kind`/`name` in `ns` (`deployments`, `statefulsets`,
+/// `daemonsets`) the API server received, whether or not they changed it (a restart patch that
+/// sets the slot the template already carries changes nothing but is still a patch), from the
+/// audit log `hack/cluster.sh` keeps beside the kubeconfig (`logs/audit.log`). `None` when the
+/// cluster keeps no such log (an existing cluster).
+pub fn workload_patches(kind: &str, ns: &str, name: &str) -> Option<Vec<Audited>> {
+    let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG")?);
+    let text = std::fs::read_to_string(kubeconfig.parent()?.join("logs/audit.log")).ok()?;
+    let mut patches = Vec::new();
+    for line in text.lines() {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let object = &event["objectRef"];
+        if event["verb"] != "patch"
+            || event["stage"] != "ResponseComplete"
+            || object["resource"] != kind
+            || object["namespace"] != ns
+            || object["name"] != name
+            || !object["subresource"].is_null()
+        {
+            continue;
+        }
+        let uri = event["requestURI"].as_str().unwrap_or_default();
+        patches.push(Audited {
+            received: event["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .expect("an audit event's requestReceivedTimestamp"),
+            user: event["user"]["username"].as_str().unwrap_or_default().to_string(),
+            field_manager: uri
+                .split(['?', '&'])
+                .find_map(|p| p.strip_prefix("fieldManager="))
+                .map(str::to_string),
+            code: event["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+        });
+    }
+    Some(patches)
+}
+
 /// Runs kubectl against `KUBECONFIG`; panics with its stderr if it fails.
 pub fn kubectl(args: &[&str]) -> String {
     let output = Command::new("kubectl")
@@ -62,14 +112,48 @@ pub fn install() {
     INSTALLED.get_or_init(|| {
         // exactly the README's install command (client-side apply, as most users run it)
         kubectl(&["apply", "-f", "crds/", "-f", "deploy/"]);
-        kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "-f",
-            "crds/",
-        ]);
+        // (`kubectl wait -f` reads folders recursively, `apply -f` does not: the Eru's CRD alone)
+        wait_established("crds/eru.yaml");
     });
+}
+
+/// Applies an optional controller's CRD and RBAC (`crds/NAME/`, `deploy/NAME/`: `podset`,
+/// `memcached`), once per test binary and controller; its operator runs with `--controllers`
+/// naming it.
+pub fn install_controller(name: &str) {
+    static INSTALLED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    install();
+    let mut installed = INSTALLED.lock().unwrap();
+    if installed.iter().any(|n| n == name) {
+        return;
+    }
+    let (crd, rbac) = (format!("crds/{name}/"), format!("deploy/{name}/"));
+    kubectl(&["apply", "-f", &crd, "-f", &rbac]);
+    wait_established(&crd);
+    installed.push(name.to_string());
+}
+
+/// Waits until the CRDs of `path` are Established. `kubectl wait` fails at once, rather than
+/// waiting, on a CRD the API server has not given its first conditions yet ("status.conditions
+/// accessor error: <nil>"), as happens right after its create: that one answer is asked again.
+fn wait_established(path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let output = Command::new("kubectl")
+            .args(["wait", "--for=condition=Established", "--timeout=60s", "-f", path])
+            .current_dir(repo())
+            .output()
+            .expect("kubectl on PATH");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if output.status.success() {
+            return;
+        }
+        assert!(
+            stderr.contains("accessor error") && Instant::now() < deadline,
+            "kubectl wait for the CRDs of {path} failed: {stderr}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Polls `check` every 200 ms until it returns `Some`, or panics after `timeout` naming `what`.
@@ -134,6 +218,22 @@ impl Drop for TestNamespace {
     }
 }
 
+/// This machine's address on its default route (not loopback): where a process of the tests
+/// listens for the cluster (an Endpoints object pointing at it). No packet is sent: connecting a
+/// UDP socket only picks the source address. `ERU_TEST_HOST_IP` overrides it.
+pub fn host_ip() -> String {
+    if let Ok(ip) = std::env::var("ERU_TEST_HOST_IP") {
+        return ip;
+    }
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    socket
+        .connect("203.0.113.1:9")
+        .expect("a default route (or set ERU_TEST_HOST_IP to a non-loopback address of this machine)");
+    let ip = socket.local_addr().unwrap().ip();
+    assert!(!ip.is_loopback(), "{ip}: set ERU_TEST_HOST_IP");
+    ip.to_string()
+}
+
 /// A free loopback port.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -175,10 +275,14 @@ pub fn get_json(url: &str) -> serde_json::Value {
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {url}: not JSON ({e}): {body}"))
 }
 
-/// A kubeconfig that authenticates as `eru-system/eru-operator` with a fresh token, so the
-/// operator runs with exactly the RBAC of `deploy/rbac.yaml`.
-async fn service_account_kubeconfig(client: &Client, path: &Path) {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "eru-system");
+/// The ServiceAccount the e2e operators run as unless a test picks one: deploy/'s.
+pub const OPERATOR_ACCOUNT: (&str, &str) = ("eru-system", "eru-operator");
+
+/// A kubeconfig that authenticates as the ServiceAccount `(namespace, name)` with a fresh token,
+/// so the operator runs with exactly its RBAC (`eru-system/eru-operator`: `deploy/rbac.yaml`'s,
+/// and the optional controllers' a test installed).
+async fn service_account_kubeconfig(client: &Client, path: &Path, (namespace, name): (&str, &str)) {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             expiration_seconds: Some(3600 * 2),
@@ -187,9 +291,9 @@ async fn service_account_kubeconfig(client: &Client, path: &Path) {
         ..TokenRequest::default()
     };
     let token = accounts
-        .create_token_request("eru-operator", &PostParams::default(), &request)
+        .create_token_request(name, &PostParams::default(), &request)
         .await
-        .expect("a token for eru-system/eru-operator")
+        .expect("a token for the operator's ServiceAccount")
         .status
         .expect("token status")
         .token
@@ -257,6 +361,9 @@ pub struct Operator {
     pub env: Vec<(String, String)>,
     /// The bearer token [`Operator::get`] sends (under `--http-auth kubernetes`).
     pub token: Option<String>,
+    /// The address it listens on: loopback, unless a test needs the cluster to reach it (an
+    /// Endpoints object may not point at loopback).
+    pub host: String,
     _dir: std::sync::Arc<tempfile::TempDir>,
 }
 
@@ -297,10 +404,22 @@ impl Operator {
         env: &[(&str, &str)],
         database_url: Option<&str>,
     ) -> Self {
+        Self::prepare_as(client, namespace, extra, env, database_url, OPERATOR_ACCOUNT).await
+    }
+
+    /// [`Operator::prepare`] authenticated as the ServiceAccount `account` (namespace, name).
+    pub async fn prepare_as(
+        client: &Client,
+        namespace: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        database_url: Option<&str>,
+        account: (&str, &str),
+    ) -> Self {
         install();
         let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
         let kubeconfig = dir.path().join("kubeconfig");
-        service_account_kubeconfig(client, &kubeconfig).await;
+        service_account_kubeconfig(client, &kubeconfig, account).await;
         Self {
             child: None,
             port: free_port(),
@@ -312,6 +431,28 @@ impl Operator {
             extra: extra.iter().map(|s| s.to_string()).collect(),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             token: None,
+            host: "127.0.0.1".to_string(),
+            _dir: dir,
+        }
+    }
+
+    /// An operator this test did not start: a Pod (tests/real_node.rs) reached through a
+    /// port-forward on 127.0.0.1:`port`, serving HTTPS under `--http-auth kubernetes`, read with
+    /// `token`. Its journal is the Pod's: only the HTTP API reads it.
+    pub fn remote(port: u16, token: &str) -> Self {
+        let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        Self {
+            child: None,
+            port,
+            database: dir.path().join("in-the-pod"),
+            database_url: None,
+            log: dir.path().join("operator.log"),
+            kubeconfig: dir.path().join("kubeconfig"),
+            namespace: String::new(),
+            extra: vec!["--http-auth".into(), "kubernetes".into()],
+            env: Vec::new(),
+            token: Some(token.to_string()),
+            host: "127.0.0.1".to_string(),
             _dir: dir,
         }
     }
@@ -371,7 +512,7 @@ impl Operator {
                     .clone()
                     .unwrap_or_else(|| self.database.display().to_string()),
             )
-            .args(["--http-address", &format!("127.0.0.1:{}", self.port)])
+            .args(["--http-address", &format!("{}:{}", self.host, self.port)])
             .args([
                 "--heartbeat-seconds",
                 "1",
@@ -440,13 +581,13 @@ impl Operator {
         body["role"].as_str().map(str::to_string)
     }
 
-    /// `http://127.0.0.1:<port><path>`, or `https://` when the operator serves HTTPS
-    /// (`--http-auth kubernetes`, `--tls-cert-file`).
+    /// `http://<host>:<port><path>` (host 127.0.0.1 unless set), or `https://` when the operator
+    /// serves HTTPS (`--http-auth kubernetes`, `--tls-cert-file`).
     pub fn url(&self, path: &str) -> String {
         let tls = self.extra.iter().any(|a| a == "--tls-cert-file")
             || (self.extra.windows(2)).any(|w| w[0] == "--http-auth" && w[1] == "kubernetes");
         let scheme = if tls { "https" } else { "http" };
-        format!("{scheme}://127.0.0.1:{}{path}", self.port)
+        format!("{scheme}://{}:{}{path}", self.host, self.port)
     }
 
     /// GET `path`, with [`Operator::token`] as a bearer token if set: the status and body (any
@@ -557,6 +698,19 @@ impl Drop for ClusterBindings {
         for name in &self.0 {
             let _ = Command::new("kubectl")
                 .args(["delete", "clusterrolebinding", name, "--ignore-not-found"])
+                .output();
+        }
+    }
+}
+
+/// ClusterRoles a test made, deleted on drop whatever its outcome.
+pub struct ClusterRoles(pub Vec<String>);
+
+impl Drop for ClusterRoles {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = Command::new("kubectl")
+                .args(["delete", "clusterrole", name, "--ignore-not-found"])
                 .output();
         }
     }

@@ -22,7 +22,7 @@ from eru_client.models import (  # noqa: E402
     MissedPage,
     Outcome,
     Reason,
-    SlotOutcome,
+    SlotResult,
     TransitionPage,
 )
 
@@ -57,7 +57,7 @@ missed = list_missed.sync(
 )
 assert isinstance(missed, MissedPage) and missed.items, missed
 down = missed.items[0]
-assert down.reason == Reason.OPERATOR_DOWN and down.result == SlotOutcome.MISSED, down
+assert down.reason == Reason.OPERATOR_DOWN and down.result == SlotResult.MISSED, down
 assert down.window is not None and down.window.start < down.slot <= down.last_slot < down.window.end, down
 
 transitions = list_transitions.sync(

@@ -197,7 +197,10 @@ fn default_schedule_and_updates() {
     let eru = desired(&d, "web", DEFAULT_SCHEDULE);
     // the Eru keeps the H: the controller resolves it from the Eru's namespace/name
     assert_eq!(eru.spec.schedule, "H 3 * * *");
-    assert_eq!(crate::eru::schedule::validate(DEFAULT_SCHEDULE, None), Ok(()));
+    assert_eq!(
+        crate::eru::core::schedule::validate(DEFAULT_SCHEDULE, None),
+        Ok(())
+    );
     assert_eq!(decide_one(&d, Some(&eru)), AutoAction::Nothing);
     let edited = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SCHEDULE_ANNOTATION: "*/5 * * * *"}));
     assert!(

@@ -5,12 +5,15 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::{BlackoutItem, Handover, OperatorFacts, RunItem};
 use crate::{
-    eru::{Blackout, ledger, schedule::Schedule},
+    eru::core::{blackout::Blackout, ledger, schedule::Schedule},
     history::Window,
     journal::{OperatorRun, OutageRow, Ts},
 };
 
-/// What the operator did in `[since, until)`.
+/// What the operator did in `[since, until)`. `runs` are those alive in it and the last one
+/// before it, as the journal holds them: a first run that started after `since` is the
+/// journal's first (else the one before it would be there), and the stretch before it is what
+/// the journal does not know, not downtime.
 pub(super) fn operator_facts(
     runs: &[OperatorRun],
     outages: &[OutageRow],
@@ -27,11 +30,15 @@ pub(super) fn operator_facts(
     };
     let spans: Vec<(DateTime<Utc>, DateTime<Utc>)> =
         runs.iter().map(|r| (r.started_at.0, r.heartbeat_at.0)).collect();
+    // before the journal's first run there is no operator to speak of: not downtime, "no journal"
     let (gaps, before_first) = ledger::downtime(&spans, since);
-    let mut downtime: Vec<Window> = before_first.into_iter().chain(gaps).filter_map(clip).collect();
-    if runs.is_empty() {
-        downtime.extend(clip((since, until.min(now))));
-    } else if let Some(last) = runs.iter().max_by_key(|r| r.heartbeat_at)
+    let mut downtime: Vec<Window> = gaps.into_iter().filter_map(clip).collect();
+    let no_journal = if runs.is_empty() {
+        clip((since, until.min(now)))
+    } else {
+        before_first.and_then(clip)
+    };
+    if let Some(last) = runs.iter().max_by_key(|r| r.heartbeat_at)
         && let Some(stopped) = last.stopped_at
     {
         // stopped and not started again: down since
@@ -59,6 +66,7 @@ pub(super) fn operator_facts(
             })
             .collect(),
         downtime,
+        no_journal,
         handovers,
         journal_outages: outages
             .iter()

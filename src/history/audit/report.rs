@@ -1,16 +1,17 @@
 //! What an audit reports: the verdict, each Eru's accounting of its slots, the operator's facts.
 //! Serialized as `GET /audit` answers (and documented in its OpenAPI schema).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::{
     history::Window,
-    journal::{SlotRecordRow, Ts, vocab::SlotResult},
+    journal::{SlotRecordRow, Ts},
+    vocab::{Reason, SlotResult},
 };
 
 /// The audit of a window.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Audit {
     /// Start of the window (inclusive).
     #[schema(value_type = String, format = DateTime)]
@@ -25,7 +26,7 @@ pub struct Audit {
 }
 
 /// Whether every slot of the window is accounted exactly once.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Verdict {
     /// No slot up to its Eru's cursor lacks a record or has two, no record stands for a slot its
     /// schedule did not produce, and no counter falls short of the rows.
@@ -47,14 +48,20 @@ pub struct Verdict {
     pub unaccounted: i64,
     pub duplicated: i64,
     pub outside_schedule: i64,
+    /// Records that break the journal's invariant (a last slot before the first): forged or
+    /// corrupted rows, left out of the accounting (see each Eru's `invalid`).
+    pub invalid: i64,
     /// Erus whose running counters disagree with their rows (see `EruAudit.counters`).
     pub counter_mismatches: usize,
-    /// The audit read everything in the window (no cap was reached).
+    /// Erus of the window left out because the audit's work budget (1,000,000 slots enumerated
+    /// and records read) ran out: narrow the window, or name a namespace or an Eru.
+    pub not_audited: usize,
+    /// The audit read everything in the window (no cap was reached, no Eru left out).
     pub complete: bool,
 }
 
 /// One Eru's slots in the window.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct EruAudit {
     pub namespace: String,
     pub name: String,
@@ -89,11 +96,14 @@ pub struct EruAudit {
     pub duplicated: Finding,
     /// Records of slots its schedule did not produce.
     pub outside_schedule: Finding,
+    /// Records that break the journal's invariant (a last slot before the first slot): forged or
+    /// corrupted rows, left out of the accounting.
+    pub invalid: Finding,
     /// The ledger's running counters against its rows (whole journal; `GET /audit` and the CLI).
     #[schema(required = true)]
     pub counters: Option<Counters>,
     pub accounted: bool,
-    /// Every slot of the window was enumerated (fewer than 100,000).
+    /// Every slot of the window was enumerated (fewer than 100,000, within the audit's budget).
     pub complete: bool,
     /// What the numbers alone do not say (an unreadable epoch, a capped enumeration).
     #[schema(required = true)]
@@ -105,7 +115,7 @@ pub struct EruAudit {
 
 /// A due slot a health gate holds: it runs when the gates open, if before `deadline`; else it is
 /// recorded skipped with `reason`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct HeldNow {
     #[schema(value_type = String, format = DateTime)]
     pub slot: Ts,
@@ -119,13 +129,13 @@ pub struct HeldNow {
     #[schema(value_type = String, format = DateTime)]
     pub deadline: Ts,
     /// `blocking_pods`, `alert_firing` or `gate_unknown`.
-    pub reason: String,
+    pub reason: Reason,
     /// What holds it: the pods, the alerts, or the error asking Prometheus.
     pub note: String,
 }
 
 /// A spec epoch: one generation's slot-deciding spec and when it took effect.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct EpochItem {
     pub generation: i64,
     #[schema(value_type = String, format = DateTime)]
@@ -138,7 +148,7 @@ pub struct EpochItem {
 }
 
 /// Restarted slots by restart outcome.
-#[derive(Debug, Default, Serialize, ToSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 pub struct Fired {
     pub total: i64,
     pub succeeded: i64,
@@ -149,12 +159,12 @@ pub struct Fired {
 }
 
 /// Slots not restarted for one reason.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct NotRestarted {
-    #[schema(value_type = SlotResult)]
-    pub result: String,
-    #[schema(value_type = crate::journal::vocab::Reason)]
-    pub reason: String,
+    pub result: SlotResult,
+    /// Null only for a record written without one (no operator writes such a record).
+    #[schema(required = true)]
+    pub reason: Option<Reason>,
     pub slots: i64,
     /// The distinct windows the reason names (first ten).
     pub windows: Vec<Window>,
@@ -163,7 +173,7 @@ pub struct NotRestarted {
 }
 
 /// Slots of one finding: how many, and the first twenty.
-#[derive(Debug, Default, Serialize, ToSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 pub struct Finding {
     pub count: i64,
     #[schema(value_type = Vec<String>)]
@@ -171,7 +181,7 @@ pub struct Finding {
 }
 
 /// An Eru's running counters against its journal rows.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Counters {
     pub fired_slots: i64,
     pub missed_slots: i64,
@@ -183,12 +193,17 @@ pub struct Counters {
 }
 
 /// What the operator itself did in the window.
-#[derive(Debug, Default, Serialize, ToSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 pub struct OperatorFacts {
     /// Operator runs (leader terms) overlapping the window, oldest first.
     pub runs: Vec<RunItem>,
-    /// When no operator ran, within the window.
+    /// When no operator ran, within the window (from a run's last sign of life, the latest of its
+    /// heartbeats and journal writes, to the next run's start).
     pub downtime: Vec<Window>,
+    /// The part of the window before this journal's first run: the journal knows nothing of it
+    /// (not downtime: no operator had written to this journal yet, or its rows are gone).
+    #[schema(required = true)]
+    pub no_journal: Option<Window>,
     /// When another instance took over from the previous one.
     pub handovers: Vec<Handover>,
     /// When the operator ran but its journal took no writes.
@@ -198,7 +213,7 @@ pub struct OperatorFacts {
 }
 
 /// One operator run.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RunItem {
     pub instance: String,
     pub version: String,
@@ -211,7 +226,7 @@ pub struct RunItem {
 }
 
 /// A leader handover.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Handover {
     #[schema(value_type = String, format = DateTime)]
     pub at: Ts,
@@ -220,7 +235,7 @@ pub struct Handover {
 }
 
 /// A cluster-wide blackout and its windows in the audited window.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct BlackoutItem {
     #[schema(required = true)]
     pub name: Option<String>,

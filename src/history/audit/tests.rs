@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::journal::{EpochRow, JsonText, LedgerRow, OperatorRun, SlotRow};
+use crate::vocab::{Outcome, Reason, SlotResult};
 
 fn t(m: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 3, m, s).unwrap()
@@ -54,8 +55,8 @@ fn record(
             slot: Ts(first),
             last_slot: Ts(last),
             slot_count: count,
-            result: result.into(),
-            reason: Some(reason.into()),
+            result: SlotResult::parse(result).expect("a slot result"),
+            reason: Some(Reason::parse(reason).expect("a reason")),
             window_start: None,
             window_end: None,
             evaluated_at: Ts(first),
@@ -64,7 +65,7 @@ fn record(
         restart_decided_at: fired.then_some(Ts(first)),
         restart_patched_at: fired.then_some(Ts(first)),
         restart_finished_at: None,
-        restart_outcome: fired.then(|| "succeeded".into()),
+        restart_outcome: fired.then_some(Outcome::Succeeded),
         restart_reason: None,
         restart_attempts: fired.then_some(0),
     }
@@ -102,8 +103,8 @@ fn every_slot_once_is_accounted_and_counted_by_outcome_and_reason() {
     assert_eq!((e.fired.total, e.fired.succeeded), (5, 5));
     assert_eq!(e.not_restarted.len(), 1);
     assert_eq!(
-        (e.not_restarted[0].reason.as_str(), e.not_restarted[0].slots),
-        ("suspended", 3)
+        (e.not_restarted[0].reason, e.not_restarted[0].slots),
+        (Some(Reason::Suspended), 3)
     );
     assert_eq!(e.pending, 1, "03:09 is after the cursor");
     assert!(e.accounted && a.verdict.accounted, "{}", a.verdict.summary);
@@ -137,7 +138,7 @@ fn the_restart_in_flight_is_pending_not_unaccounted() {
         last_error: None,
         next_attempt_at: None,
         finished_at: None,
-        outcome: "in_progress".into(),
+        outcome: Outcome::InProgress,
         reason: None,
     }];
     let a = run(r, None);
@@ -170,6 +171,32 @@ fn a_missing_a_doubled_and_an_unscheduled_record_fail_the_verdict() {
     let a = run(rows(outside), None);
     assert_eq!(a.erus[0].outside_schedule.slots, [Ts(t(4, 30))]);
     assert!(!a.verdict.accounted);
+}
+
+#[test]
+fn the_table_and_markdown_name_the_slots_a_failing_verdict_refers_to() {
+    let mut records = accounted_rows();
+    records.remove(2); // 03:03: no record
+    records.push(record(99, t(4, 0), t(4, 0), 1, "skipped", "target_paused")); // 03:04 twice
+    records.push(record(98, t(4, 30), t(4, 30), 1, "fired", "scheduled")); // off the schedule
+    let a = run(rows(records), None);
+    assert!(!a.verdict.accounted);
+    for (format, text) in [("table", a.table()), ("markdown", a.markdown())] {
+        for line in [
+            "ns/web: 1 without a record: 2026-11-22T03:03:00.000Z",
+            "ns/web: 1 recorded twice: 2026-11-22T03:04:00.000Z",
+            "ns/web: 1 records outside the schedule: 2026-11-22T03:04:30.000Z",
+        ] {
+            assert!(text.contains(line), "the {format} names it ({line}):\n{text}");
+        }
+    }
+    let fine = run(rows(accounted_rows()), None);
+    assert!(
+        !fine.table().contains("not accounted exactly once"),
+        "{}",
+        fine.table()
+    );
+    assert!(!fine.markdown().contains("Not accounted exactly once"));
 }
 
 #[test]
@@ -258,6 +285,67 @@ fn the_operator_facts_show_downtime_handovers_and_outages() {
 }
 
 #[test]
+fn the_window_before_the_journals_first_run_is_not_downtime() {
+    let run_row = |id: i64, from: DateTime<Utc>, to: DateTime<Utc>, stopped: bool| OperatorRun {
+        id,
+        started_at: Ts(from),
+        heartbeat_at: Ts(to),
+        stopped_at: stopped.then_some(Ts(to)),
+        version: "test".into(),
+        instance: "a".into(),
+    };
+    // a fresh install: the journal's first run started at 03:04:30, inside the window
+    let mut r = rows(accounted_rows());
+    r.runs = vec![run_row(1, t(4, 30), t(9, 50), false)];
+    let a = run(r, None);
+    assert_eq!(a.operator.downtime, [], "a brand-new install was not down");
+    assert_eq!(
+        a.operator.no_journal,
+        Some(Window {
+            start: Ts(t(0, 0)),
+            end: Ts(t(4, 30))
+        })
+    );
+    assert!(
+        a.table().contains("no journal: before 2026-11-22T03:04:30.000Z"),
+        "{}",
+        a.table()
+    );
+    // a run before the window: the journal covers all of it; the gap after it is downtime
+    let mut r = rows(accounted_rows());
+    r.runs = vec![
+        run_row(1, t(0, 0) - Duration::hours(1), t(2, 0), false),
+        run_row(2, t(4, 30), t(9, 50), false),
+    ];
+    let a = run(r, None);
+    assert_eq!(a.operator.no_journal, None);
+    assert_eq!(
+        a.operator.downtime,
+        [Window {
+            start: Ts(t(2, 0)),
+            end: Ts(t(4, 30))
+        }]
+    );
+    // no run at all: the journal knows nothing of the window, and says so
+    let a = run(rows(accounted_rows()), None);
+    assert_eq!(
+        (a.operator.downtime.len(), a.operator.no_journal.is_some()),
+        (0, true)
+    );
+    // stopped and not started again: down from its stop
+    let mut r = rows(accounted_rows());
+    r.runs = vec![run_row(1, t(1, 0), t(5, 0), true)];
+    let a = run(r, None);
+    assert_eq!(
+        a.operator.downtime,
+        [Window {
+            start: Ts(t(5, 0)),
+            end: Ts(t(10, 0))
+        }]
+    );
+}
+
+#[test]
 fn a_window_must_be_ordered_and_at_most_a_month() {
     let p = |since: DateTime<Utc>, until: DateTime<Utc>| AuditParams {
         since: Some(Time(since)),
@@ -270,4 +358,114 @@ fn a_window_must_be_ordered_and_at_most_a_month() {
     assert_eq!(p(t(1, 0), t(2, 0)).window(t(9, 0)).unwrap(), (t(1, 0), t(2, 0)));
     let default = AuditParams::default().window(t(9, 0)).unwrap();
     assert_eq!(default, (t(9, 0) - Duration::hours(24), t(9, 0)));
+}
+
+#[test]
+fn a_forged_record_ending_before_it_starts_is_a_finding_not_a_panic() {
+    // 03:05 .. 03:03: a last slot before the first (the journal's triggers refuse it since
+    // migration 0008; an older or hand-edited journal may hold one)
+    let mut forged = accounted_rows();
+    forged.push(record(97, t(5, 0), t(3, 0), 1, "missed", "operator_down"));
+    let a = run(rows(forged), Some(vec![("u1".into(), 5, 3)]));
+    let e = &a.erus[0];
+    assert_eq!(e.invalid.count, 1);
+    assert_eq!(e.invalid.slots, [Ts(t(5, 0))]);
+    assert_eq!(
+        (e.unaccounted.count, e.duplicated.count, e.outside_schedule.count),
+        (0, 0, 0),
+        "the other rows still account every slot once"
+    );
+    assert!(!e.accounted && !a.verdict.accounted);
+    assert_eq!(a.verdict.invalid, 1);
+    assert!(
+        a.verdict
+            .summary
+            .contains("1 records breaking the journal's invariant"),
+        "{}",
+        a.verdict.summary
+    );
+    assert!(
+        e.note.as_deref().unwrap().contains("forged or corrupted"),
+        "{:?}",
+        e.note
+    );
+    assert!(a.table().contains("records breaking the journal's invariant"));
+}
+
+/// `n` Erus of `schedule`, each with an epoch from before the window and no record.
+fn fleet(n: usize, schedule: &str) -> AuditRows {
+    let mut rows = AuditRows::default();
+    for i in 0..n {
+        let uid = format!("u{i}");
+        rows.ledgers.push(LedgerRow {
+            uid: uid.clone(),
+            name: format!("web-{i:03}"),
+            ..ledger(t(0, 0), 0, 0)
+        });
+        rows.epochs.push(EpochRow {
+            uid,
+            ..epoch(1, t(0, 0) - Duration::days(1), schedule, true)
+        });
+    }
+    rows
+}
+
+#[test]
+fn an_audit_stops_at_its_work_budget_and_says_which_erus_it_left_out() {
+    // every second for 12 hours: 43,200 slots an Eru; the budget holds 23 of them
+    let (since, until) = (t(0, 0), t(0, 0) + Duration::hours(12));
+    let a = audit(fleet(40, "* * * * * *"), None, (since, until), until, &[], None);
+    let per_eru = 43_200;
+    let whole = WORK_BUDGET / (per_eru + 1);
+    let audited = a.erus.len();
+    // the whole ones, then one the budget ran out in (enumerated as far as it went, and so labelled)
+    assert_eq!(audited, whole + 1, "{}", a.verdict.summary);
+    assert_eq!(a.verdict.not_audited, 40 - audited);
+    assert!(
+        a.erus[..whole]
+            .iter()
+            .all(|e| e.slots == per_eru as i64 && e.complete)
+    );
+    let last = &a.erus[whole];
+    assert!(!last.complete && last.slots < per_eru as i64);
+    assert!(
+        last.note.as_deref().unwrap().contains("narrow the window"),
+        "{:?}",
+        last.note
+    );
+    assert!(!a.verdict.complete);
+    assert!(
+        a.verdict.summary.contains("work budget")
+            && a.verdict.summary.contains(&format!("{} more Erus", 40 - audited)),
+        "{}",
+        a.verdict.summary
+    );
+    // a fleet within the budget: whole
+    let a = audit(fleet(10, "* * * * * *"), None, (since, until), until, &[], None);
+    assert_eq!(
+        (a.erus.len(), a.verdict.not_audited, a.verdict.complete),
+        (10, 0, true)
+    );
+}
+
+#[test]
+fn an_enumeration_cut_short_audits_up_to_its_last_slot_and_finds_nothing_after_it() {
+    // a month of every second is 2.6 M slots: one Eru's enumeration stops at SLOT_CAP, and its
+    // records after the last enumerated slot are not findings
+    let (since, until) = (t(0, 0), t(0, 0) + Duration::days(30));
+    let mut rows = fleet(1, "* * * * * *");
+    let late = until - Duration::hours(1);
+    let mut r = record(1, late, late, 1, "skipped", "suspended");
+    r.record.uid = "u0".into();
+    rows.records.push(r);
+    let a = audit(rows, None, (since, until), until, &[], None);
+    let e = &a.erus[0];
+    assert_eq!(e.slots, SLOT_CAP as i64);
+    assert!(!e.complete && !a.verdict.complete);
+    assert_eq!(e.outside_schedule.count, 0, "{:?}", e.note);
+    assert!(
+        e.note.as_deref().unwrap().contains("narrow the window"),
+        "{:?}",
+        e.note
+    );
 }

@@ -1,6 +1,7 @@
-//! The timeline of the audit pages: one SVG, a row per Eru, restart marks shaped by outcome,
-//! spans patterned by reason, bands across every row for when no operator ran, when the journal
-//! took no writes and the cluster-wide blackouts.
+//! The timeline of the audit pages: one SVG, a row per Eru drawn over its life, restart marks
+//! shaped by outcome, spans patterned by reason, the operator's downtime within each row's life,
+//! and bands across every row for what precedes the journal, when the journal took no writes and
+//! the cluster-wide blackouts.
 
 use chrono::{DateTime, Duration, Utc};
 use maud::{Markup, html};
@@ -9,33 +10,36 @@ use super::{AXIS, LABEL, MARK_CAP, ROW, ROW_CAP, WIDTH, shorten};
 use crate::{
     history::audit::{Audit, EruAudit},
     journal::SlotRecordRow,
+    vocab::{Outcome, Reason, SlotResult},
 };
 
 pub(super) fn legend() -> Markup {
     html! {
         figure.legend aria-label="legend" {
-            svg width="970" height="24" role="img" aria-label="legend" {
+            svg width="1080" height="24" role="img" aria-label="legend" {
                 (defs())
-                g transform="translate(8,12)" { (outcome_mark("succeeded", 0.0, 0.0, None)) }
-                text x="20" y="16" { "succeeded" }
-                g transform="translate(100,12)" { (outcome_mark("failed", 0.0, 0.0, None)) }
-                text x="112" y="16" { "failed" }
-                g transform="translate(170,12)" { (outcome_mark("abandoned", 0.0, 0.0, None)) }
-                text x="182" y="16" { "abandoned" }
-                g transform="translate(262,12)" { (outcome_mark("in_progress", 0.0, 0.0, None)) }
+                g transform="translate(8,12)" { (outcome_mark(Outcome::Succeeded, 0.0, 0.0, None)) }
+                text x="20" y="16" { (Outcome::Succeeded) }
+                g transform="translate(100,12)" { (outcome_mark(Outcome::Failed, 0.0, 0.0, None)) }
+                text x="112" y="16" { (Outcome::Failed) }
+                g transform="translate(170,12)" { (outcome_mark(Outcome::Abandoned, 0.0, 0.0, None)) }
+                text x="182" y="16" { (Outcome::Abandoned) }
+                g transform="translate(262,12)" { (outcome_mark(Outcome::InProgress, 0.0, 0.0, None)) }
                 text x="274" y="16" { "in progress" }
-                rect x="360" y="6" width="14" height="12" class="missed" {}
-                text x="380" y="16" { "missed" }
-                rect x="440" y="6" width="14" height="12" class="skipped" {}
-                text x="460" y="16" { "skipped" }
+                rect x="360" y="6" width="14" height="12" class=(SlotResult::Missed) {}
+                text x="380" y="16" { (SlotResult::Missed) }
+                rect x="440" y="6" width="14" height="12" class=(SlotResult::Skipped) {}
+                text x="460" y="16" { (SlotResult::Skipped) }
                 rect x="525" y="4" width="14" height="16" class="band down" {}
                 text x="545" y="16" { "operator down" }
                 rect x="640" y="4" width="14" height="16" class="band outage" {}
                 text x="660" y="16" { "journal outage" }
                 rect x="760" y="4" width="14" height="16" class="band blackout" {}
-                text x="780" y="16" { "blackout" }
+                text x="780" y="16" { (Reason::Blackout) }
                 rect x="850" y="7" width="10" height="10" class="mark held" {}
                 text x="866" y="16" { "held by a gate" }
+                rect x="980" y="4" width="14" height="16" class="band nojournal" {}
+                text x="1000" y="16" { "no journal" }
             }
         }
     }
@@ -98,28 +102,29 @@ fn offset(seconds: i64) -> String {
 
 /// A restart's mark: its outcome's shape (and colour, its class), centred on `(x, y)`, with its
 /// hover text when it stands for a record (whose slot the text names).
-fn outcome_mark(outcome: &str, x: f64, y: f64, title: Option<&str>) -> Markup {
+fn outcome_mark(outcome: Outcome, x: f64, y: f64, title: Option<&str>) -> Markup {
     let t = html! { @if let Some(title) = title { title { (title) } } };
+    let fired = SlotResult::Fired;
     match outcome {
-        "succeeded" => {
-            html! { circle.mark.succeeded cx=(Px(x)) cy=(Px(y)) r="5" data-kind="fired" data-count="1" { (t) } }
+        Outcome::Succeeded => {
+            html! { circle.mark.succeeded cx=(Px(x)) cy=(Px(y)) r="5" data-kind=(fired) data-count="1" { (t) } }
         }
-        "failed" => html! {
-            path.mark.failed d=(format!("M{:.1} {:.1}l10 10m0 -10l-10 10", x - 5.0, y - 5.0)) data-kind="fired" data-count="1" { (t) }
+        Outcome::Failed => html! {
+            path.mark.failed d=(format!("M{:.1} {:.1}l10 10m0 -10l-10 10", x - 5.0, y - 5.0)) data-kind=(fired) data-count="1" { (t) }
         },
-        "abandoned" => html! {
+        Outcome::Abandoned => html! {
             polygon.mark.abandoned points=(format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", x, y - 6.0, x + 6.0, y + 5.0, x - 6.0, y + 5.0))
-                data-kind="fired" data-count="1" { (t) }
+                data-kind=(fired) data-count="1" { (t) }
         },
-        _ => html! {
+        Outcome::InProgress | Outcome::DryRun => html! {
             polygon.mark.in_progress points=(format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", x, y - 6.0, x + 6.0, y, x, y + 6.0, x - 6.0, y))
-                data-kind="fired" data-count="1" { (t) }
+                data-kind=(fired) data-count="1" { (t) }
         },
     }
 }
 
 /// The timeline: bands across every row, one row per Eru with its marks.
-pub(super) fn timeline(audit: &Audit, erus: &[&EruAudit], reason: Option<&str>, links: bool) -> Markup {
+pub(super) fn timeline(audit: &Audit, erus: &[&EruAudit], reason: Option<Reason>, links: bool) -> Markup {
     let (since, until) = (audit.since.0, audit.until.0);
     let span = (until - since).num_milliseconds().max(1) as f64;
     let x =
@@ -132,7 +137,7 @@ pub(super) fn timeline(audit: &Audit, erus: &[&EruAudit], reason: Option<&str>, 
         .iter()
         .map(|eru| {
             let shown: Vec<&SlotRecordRow> = (eru.records.iter())
-                .filter(|r| reason.is_none_or(|want| r.record.reason.as_deref() == Some(want)))
+                .filter(|r| reason.is_none_or(|want| r.record.reason == Some(want)))
                 .take(budget)
                 .collect();
             budget -= shown.len();
@@ -154,48 +159,20 @@ pub(super) fn timeline(audit: &Audit, erus: &[&EruAudit], reason: Option<&str>, 
             aria-label=(format!("timeline of {} Erus", drawn.len())) {
             (defs())
             (axis(since, until, &x, height))
-            @for w in &op.downtime {
-                (band("down", "operator_down", w.start.0, w.end.0, format!("operator down {} – {}", w.start, w.end)))
+            @if let Some(w) = &op.no_journal {
+                (band("nojournal", "no_journal", w.start.0, w.end.0, format!("no journal before {}: it holds nothing of this stretch (not downtime)", w.end)))
             }
             @for w in &op.journal_outages {
                 (band("outage", "journal_outage", w.start.0, w.end.0, format!("the journal took no writes {} – {}", w.start, w.end)))
             }
             @for b in &op.cluster_blackouts {
                 @for w in &b.windows {
-                    (band("blackout", "cluster_blackout", w.start.0, w.end.0,
+                    (band(Reason::Blackout.as_str(), "cluster_blackout", w.start.0, w.end.0,
                         format!("cluster-wide blackout {} {} – {}", b.name.as_deref().unwrap_or(""), w.start, w.end)))
                 }
             }
             @for (i, eru) in drawn.iter().enumerate() {
-                @let y = AXIS + ROW * i as f64 + ROW / 2.0;
-                g.row data-eru=(format!("{}/{}", eru.namespace, eru.name)) data-accounted=(eru.accounted) {
-                    @if i % 2 == 1 { rect.stripe x="0" y=(y - ROW / 2.0) width=(LABEL + WIDTH) height=(ROW) {} }
-                    @let label = format!("{}/{}", eru.namespace, eru.name);
-                    @if links {
-                        a href=(format!("/ui/eru/{}/{}?since={}&until={}", eru.namespace, eru.name, audit.since, audit.until)) {
-                            text.label x="6" y=(y + 4.0) { (shorten(&label)) title { (label) } }
-                        }
-                    } @else {
-                        text.label x="6" y=(y + 4.0) { (shorten(&label)) }
-                    }
-                    @if !eru.accounted { text.flag x=(LABEL - 14.0) y=(y + 4.0) { "✘" title { "not every slot accounted once" } } }
-                    // the Eru's own blackout windows, shaded in its row
-                    @for (start, end, what) in blackouts_of(&rows[i]) {
-                        rect class="band blackout" x=(x(start)) y=(y - ROW / 2.0) width=((x(end) - x(start)).max(2.0))
-                            height=(ROW) data-band="blackout" { title { (what) } }
-                    }
-                    (record_marks(&rows[i], y, &x))
-                    @if let Some(h) = &eru.held {
-                        rect.mark.held x=(Px(x(h.slot.0) - 5.0)) y=(Px(y - 5.0)) width="10" height="10" data-kind="held" data-reason=(h.reason) {
-                            title { "slot " (h.slot) " held since " (h.since) " (" (h.reason) "): " (h.note) "; deadline " (h.deadline) }
-                        }
-                    }
-                    @if let Some(slot) = eru.in_flight {
-                        circle.mark.pending cx=(x(slot.0)) cy=(y) r="5" data-kind="in_flight" {
-                            title { "restart of " (slot) " in flight" }
-                        }
-                    }
-                }
+                (eru_row(Row { eru, i, records: &rows[i] }, audit, links, &x))
             }
         }
         @if erus.len() > drawn.len() || budget == 0 {
@@ -207,18 +184,87 @@ pub(super) fn timeline(audit: &Audit, erus: &[&EruAudit], reason: Option<&str>, 
     }
 }
 
+/// One Eru's row of the timeline: which it is and the records it draws.
+struct Row<'a> {
+    eru: &'a EruAudit,
+    i: usize,
+    records: &'a [&'a SlotRecordRow],
+}
+
+/// An Eru's row: its label (a link to its page), its life line, the operator's downtime over it,
+/// its blackouts, its records' marks, the slot held and the restart in flight.
+fn eru_row(row: Row<'_>, audit: &Audit, links: bool, x: &dyn Fn(DateTime<Utc>) -> f64) -> Markup {
+    let Row { eru, .. } = row;
+    let (since, until) = (audit.since.0, audit.until.0);
+    let op = &audit.operator;
+    html! {
+        @let y = AXIS + ROW * row.i as f64 + ROW / 2.0;
+        g.row data-eru=(format!("{}/{}", eru.namespace, eru.name)) data-accounted=(eru.accounted) {
+            @if row.i % 2 == 1 { rect.stripe x="0" y=(y - ROW / 2.0) width=(LABEL + WIDTH) height=(ROW) {} }
+            @let label = format!("{}/{}", eru.namespace, eru.name);
+            @if links {
+                a href=(format!("/ui/eru/{}/{}?since={}&until={}", eru.namespace, eru.name, audit.since, audit.until)) {
+                    text.label x="6" y=(y + 4.0) { (shorten(&label)) title { (label) } }
+                }
+            } @else {
+                text.label x="6" y=(y + 4.0) { (shorten(&label)) }
+            }
+            @if !eru.accounted { text.flag x=(LABEL - 14.0) y=(y + 4.0) { "✘" title { "not every slot accounted once" } } }
+            // the row is drawn over the Eru's life in the window only: operator downtime
+            // before its creation or after its deletion is none of its business
+            @let (born, gone) = life(eru, since, until);
+            line.life x1=(x(born)) y1=(y) x2=(x(gone)) y2=(y) {}
+            @for w in &op.downtime {
+                @if w.start.0 < gone && born < w.end.0 {
+                    @let (x0, x1) = (x(w.start.0.max(born)), x(w.end.0.min(gone)));
+                    rect class="band down" x=(x0) y=(y - ROW / 2.0) width=((x1 - x0).max(2.0)) height=(ROW) data-band=(Reason::OperatorDown) {
+                        title { "operator down " (w.start) " – " (w.end) }
+                    }
+                }
+            }
+            // the Eru's own blackout windows, shaded in its row
+            @for (start, end, what) in blackouts_of(row.records) {
+                rect class="band blackout" x=(x(start)) y=(y - ROW / 2.0) width=((x(end) - x(start)).max(2.0))
+                    height=(ROW) data-band=(Reason::Blackout) { title { (what) } }
+            }
+            (record_marks(row.records, y, x))
+            @if let Some(h) = &eru.held {
+                rect.mark.held x=(Px(x(h.slot.0) - 5.0)) y=(Px(y - 5.0)) width="10" height="10" data-kind="held" data-reason=(h.reason) {
+                    title { "slot " (h.slot) " held since " (h.since) " (" (h.reason) "): " (h.note) "; deadline " (h.deadline) }
+                }
+            }
+            @if let Some(slot) = eru.in_flight {
+                circle.mark.pending cx=(x(slot.0)) cy=(y) r="5" data-kind="in_flight" {
+                    title { "restart of " (slot) " in flight" }
+                }
+            }
+        }
+    }
+}
+
+/// The stretch of `[since, until)` an Eru lived in, as its journal knows it: from its first spec
+/// epoch (its creation, or when this journal first saw it) to its deletion.
+fn life(eru: &EruAudit, since: DateTime<Utc>, until: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let born = eru
+        .epochs
+        .first()
+        .map_or(since, |e| e.effective_from.0.max(since));
+    let gone = eru.deleted_at.map_or(until, |d| d.0.min(until));
+    (born.min(gone), gone)
+}
+
 /// The distinct blackout windows of an Eru's `blackout` records, with their hover text.
 fn blackouts_of(records: &[&SlotRecordRow]) -> Vec<(DateTime<Utc>, DateTime<Utc>, String)> {
     let mut windows: Vec<(DateTime<Utc>, DateTime<Utc>, String)> = Vec::new();
     for r in records
         .iter()
         .map(|r| &r.record)
-        .filter(|s| s.reason.as_deref() == Some("blackout"))
+        .filter(|s| s.reason == Some(Reason::Blackout))
     {
         if let (Some(start), Some(end)) = (r.window_start, r.window_end)
             && !windows.iter().any(|w| w.0 == start.0 && w.1 == end.0)
         {
-            let name = r.note.as_deref().unwrap_or("blackout");
+            let name = r.note.as_deref().unwrap_or(Reason::Blackout.as_str());
             windows.push((start.0, end.0, format!("{name}: {start} – {end}")));
         }
     }
@@ -230,8 +276,9 @@ fn blackouts_of(records: &[&SlotRecordRow]) -> Vec<(DateTime<Utc>, DateTime<Utc>
 /// text (a day of 1,000 hourly Erus: a few thousand marks instead of 24,000, a page a third as
 /// large); every other record is a mark of its own.
 fn record_marks(records: &[&SlotRecordRow], y: f64, x: &dyn Fn(DateTime<Utc>) -> f64) -> Markup {
-    let succeeded =
-        |r: &&SlotRecordRow| r.record.result == "fired" && r.restart_outcome.as_deref() == Some("succeeded");
+    let succeeded = |r: &&SlotRecordRow| {
+        r.record.result == SlotResult::Fired && r.restart_outcome == Some(Outcome::Succeeded)
+    };
     let mut marks = Vec::new();
     let mut rest = records;
     while let Some(first) = rest.first() {
@@ -287,15 +334,15 @@ fn success_run(run: &[&SlotRecordRow], y: f64, x: &dyn Fn(DateTime<Utc>) -> f64)
         title.push_str(&format!("; finished {f}"));
     }
     html! {
-        path.mark.succeeded.run d=(d) data-kind="fired" data-count=(run.len()) { title { (title) } }
+        path.mark.succeeded.run d=(d) data-kind=(SlotResult::Fired) data-count=(run.len()) { title { (title) } }
     }
 }
 
 /// One record's mark: a restart's outcome shape, or the span of slots not restarted.
 fn record_mark(r: &SlotRecordRow, y: f64, x: &dyn Fn(DateTime<Utc>) -> f64) -> Markup {
     let s = &r.record;
-    if s.result == "fired" {
-        let outcome = r.restart_outcome.as_deref().unwrap_or("in_progress");
+    if s.result == SlotResult::Fired {
+        let outcome = r.restart_outcome.unwrap_or(Outcome::InProgress);
         // the times after the slot as offsets: shorter to read, and a page draws thousands
         let mut title = format!("slot {}: restarted, {outcome}", s.slot);
         if let Some(at) = r.restart_patched_at {
@@ -306,7 +353,7 @@ fn record_mark(r: &SlotRecordRow, y: f64, x: &dyn Fn(DateTime<Utc>) -> f64) -> M
         }
         return outcome_mark(outcome, x(s.slot.0), y, Some(&title));
     }
-    let reason = s.reason.as_deref().unwrap_or("");
+    let reason = s.reason.map_or("", Reason::as_str);
     let mut title = format!("slot {}", s.slot);
     if s.slot_count > 1 {
         title.push_str(&format!(" – {} ({} slots)", s.last_slot, s.slot_count));
@@ -380,7 +427,7 @@ mod tests {
     use super::*;
     use crate::journal::{SlotRow, Ts};
 
-    fn record(hour: u32, result: &str, outcome: Option<&str>) -> SlotRecordRow {
+    fn record(hour: u32, result: SlotResult, outcome: Option<Outcome>) -> SlotRecordRow {
         let slot = Utc.with_ymd_and_hms(2026, 11, 24, hour, 0, 0).unwrap();
         SlotRecordRow {
             record: SlotRow {
@@ -392,8 +439,8 @@ mod tests {
                 slot: Ts(slot),
                 last_slot: Ts(slot),
                 slot_count: 1,
-                result: result.into(),
-                reason: (result != "fired").then(|| "target_paused".into()),
+                result,
+                reason: (result != SlotResult::Fired).then_some(Reason::TargetPaused),
                 window_start: None,
                 window_end: None,
                 evaluated_at: Ts(slot),
@@ -402,7 +449,7 @@ mod tests {
             restart_decided_at: outcome.map(|_| Ts(slot)),
             restart_patched_at: outcome.map(|_| Ts(slot + Duration::seconds(1))),
             restart_finished_at: outcome.map(|_| Ts(slot + Duration::seconds(if hour == 2 { 9 } else { 4 }))),
-            restart_outcome: outcome.map(str::to_string),
+            restart_outcome: outcome,
             restart_reason: None,
             restart_attempts: outcome.map(|_| 1),
         }
@@ -410,16 +457,16 @@ mod tests {
 
     #[test]
     fn a_run_of_successes_is_one_mark_counting_its_slots_and_every_other_record_its_own() {
-        let ok = Some("succeeded");
+        let (fired, ok) = (SlotResult::Fired, Some(Outcome::Succeeded));
         let records = [
-            record(1, "fired", ok),
-            record(2, "fired", ok),
-            record(3, "fired", ok),
-            record(4, "skipped", None),
-            record(5, "fired", ok),
-            record(6, "fired", Some("failed")),
-            record(7, "fired", ok),
-            record(8, "fired", ok),
+            record(1, fired, ok),
+            record(2, fired, ok),
+            record(3, fired, ok),
+            record(4, SlotResult::Skipped, None),
+            record(5, fired, ok),
+            record(6, fired, Some(Outcome::Failed)),
+            record(7, fired, ok),
+            record(8, fired, ok),
         ];
         let rows: Vec<&SlotRecordRow> = records.iter().collect();
         let since = Utc.with_ymd_and_hms(2026, 11, 24, 0, 0, 0).unwrap();

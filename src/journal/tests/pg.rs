@@ -186,7 +186,7 @@ async fn operators_starting_at_once_migrate_once() {
         .fetch_one(&journals[0].pool)
         .await
         .unwrap();
-    assert_eq!(applied, 4, "0001, 0005, 0006 and 0007");
+    assert_eq!(applied, 5, "0001, 0005, 0006, 0007 and 0008");
     for j in &journals {
         j.close().await;
     }
@@ -209,7 +209,7 @@ async fn errors_are_one_line_and_never_show_the_password() {
     ];
     for url in cases {
         let err = Journal::connect(&url).await.unwrap_err();
-        assert_eq!(err.category(), "journal");
+        assert_eq!(err.category(), crate::error::Category::Journal);
         let text = err.to_string();
         assert!(!text.contains("hunter") && !text.contains('\n'), "{url}: {text}");
         assert!(
@@ -353,5 +353,49 @@ async fn a_database_gone_away_is_an_outage_journaled_once_it_is_back() {
     );
     assert!(*outages[0].ended_at >= back);
     journal.close().await;
+    db.close().await;
+}
+
+/// The HTTP API reads on a runtime of its own, which stops while the operator makes its last
+/// write (its run's stop). Readers sharing the operator's pool left connections of that runtime
+/// in it, and the stop drew one as the runtime shut down: "A Tokio 1.x context was found, but it
+/// is being shutdown" (CI, the lost-journal e2e, once). Own readers keep each runtime's
+/// connections out of the other's pool.
+#[tokio::test]
+async fn the_readers_connections_never_enter_the_operators_pool() {
+    let db = Database::fresh().await;
+    let run = db.journal.start_run("test", "reader", Utc::now()).await.unwrap();
+    let before = db.journal.pool.size();
+    let readers = db.journal.with_own_readers(2);
+    // a thread and runtime of their own, while this runtime goes on serving its connections
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let all = Filter {
+                limit: 5,
+                ..Filter::default()
+            };
+            // two at once: a shared pool would open a connection in this runtime for one
+            let (a, b) = tokio::join!(readers.restarts(&all), readers.restarts(&all));
+            a.unwrap();
+            b.unwrap();
+            assert_eq!(
+                readers.pool.size(),
+                2,
+                "the readers' two connections, in their own pool"
+            );
+        });
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        db.journal.pool.size(),
+        before,
+        "no connection of the readers' runtime"
+    );
+    db.journal.stop_run(run, Utc::now()).await.unwrap();
     db.close().await;
 }

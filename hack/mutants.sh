@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# A mutation score, measured (not a CI step): cargo-mutants changes one operator or expression of
+# the listed files at a time (`<=` → `<`, a call removed, a value replaced), rebuilds, and runs
+# the unit tests of the library (no cluster); a mutant the tests still pass is "missed". Prints
+# caught, missed, unviable and timeouts per file, and the missed mutants. cargo-mutants is
+# installed once from crates.io into the cache (like the other tools; no GitHub download).
+#
+#   hack/mutants.sh [FILE ...] [-- CARGO-MUTANTS ARGS]
+#     FILE defaults to the Eru core's ledger and plan (src/eru/core/ledger.rs, src/eru/core/plan.rs,
+#     src/eru/core/plan/start.rs); e.g. `hack/mutants.sh src/journal/write.rs -- --shard 0/4`.
+#
+# On 2 cores a mutant costs an incremental rebuild of the library's tests (~20-40 s): about a
+# hundred mutants an hour. Shard long runs (`-- --shard k/n`). Results: mutants.out/ under the
+# target directory; docs/development.md keeps the figures and the equivalent mutants.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+version=27.1.0
+cache_root=${ERU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eru}
+root="$cache_root/cargo-mutants-$version"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$cache_root/target}
+files=()
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --) shift; extra=("$@"); break ;;
+    *) files+=("$1"); shift ;;
+  esac
+done
+[ ${#files[@]} -gt 0 ] || files=(src/eru/core/ledger.rs src/eru/core/plan.rs src/eru/core/plan/start.rs)
+if [ ! -x "$root/bin/cargo-mutants" ]; then
+  start=$SECONDS
+  echo "[mutants] installing cargo-mutants $version into $root (once)" >&2
+  cargo install --locked --quiet --root "$root" "cargo-mutants@$version"
+  echo "[mutants] installed in $((SECONDS - start)) s" >&2
+fi
+out="$CARGO_TARGET_DIR/mutants"
+mkdir -p "$out"
+args=()
+for f in "${files[@]}"; do
+  [ -f "$f" ] || { echo "no such file: $f" >&2; exit 2; }
+  args+=(--file "$f")
+done
+start=$SECONDS
+# the library's unit tests only (the cluster-free tests of these files live there); one job: two
+# cores, one rebuild at a time; a mutant that hangs a test is a timeout after 60 s
+"$root/bin/cargo-mutants" mutants --jobs 1 --timeout 60 --output "$out" \
+  "${args[@]}" "${extra[@]}" -- --lib || true
+echo "== mutation score ($((SECONDS - start)) s; $out/mutants.out)"
+python3 - "$out/mutants.out" <<'EOF'
+import collections
+import pathlib
+import re
+import sys
+
+out = pathlib.Path(sys.argv[1])
+per = collections.defaultdict(collections.Counter)
+missed = []
+for kind in ("caught", "missed", "timeout", "unviable"):
+    path = out / f"{kind}.txt"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        m = re.match(r"([^:]+):\d+", line)
+        if m:
+            per[m.group(1)][kind] += 1
+            if kind == "missed":
+                missed.append(line)
+print(f'{"file":36} {"caught":>7} {"missed":>7} {"timeout":>8} {"unviable":>9} {"caught of viable":>17}')
+for file, c in sorted(per.items()):
+    viable = c["caught"] + c["missed"] + c["timeout"]
+    score = f'{100 * (c["caught"] + c["timeout"]) / viable:.0f} %' if viable else "-"
+    print(f'{file:36} {c["caught"]:7} {c["missed"]:7} {c["timeout"]:8} {c["unviable"]:9} {score:>17}')
+for line in missed:
+    print("missed: " + line)
+EOF

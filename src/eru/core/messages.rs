@@ -1,0 +1,321 @@
+//! The Eru machine's vocabulary: the events a pass derives from what it observed, the records
+//! the machine hands the journal and the actions it hands the reconciler. Pure data.
+
+use chrono::{DateTime, Utc};
+
+use super::{
+    hold::{Answer, Held},
+    ledger::{Due, Epoch, Reason, SlotRecord, Window},
+};
+use crate::machine::{Decision, EventName};
+use crate::vocab::Outcome;
+
+/// Whether the target may be restarted now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    Open,
+    Paused,
+    Unhealthy,
+    Missing,
+    /// A pod-template change would not roll every pod (an `OnDelete` strategy, a partition); why
+    /// travels beside the gate as a note.
+    NotRollable,
+}
+
+impl Gate {
+    /// Why a closed gate holds a restart back.
+    pub fn reason(self) -> Option<Reason> {
+        match self {
+            Gate::Open => None,
+            Gate::Paused => Some(Reason::TargetPaused),
+            Gate::Unhealthy => Some(Reason::TargetUnhealthy),
+            Gate::Missing => Some(Reason::TargetMissing),
+            Gate::NotRollable => Some(Reason::TargetNotRollable),
+        }
+    }
+}
+
+/// The slot a target's pod template carries, and when that patch landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Template {
+    pub slot: DateTime<Utc>,
+    pub landed_at: DateTime<Utc>,
+}
+
+/// Slots that came due since the cursor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotsDue {
+    /// Missed or skipped slots (accounted, not restartable).
+    pub records: Vec<SlotRecord>,
+    /// The slot to restart now, if any.
+    pub due: Option<Due>,
+    /// The gate of the due slot's target.
+    pub gate: Gate,
+    /// What a closed gate's reason alone does not say (why the target is not rollable): the
+    /// skipped slot's note.
+    pub gate_note: Option<String>,
+    /// What the due slot's target template carries (a restart that landed earlier).
+    pub template: Option<Template>,
+    /// When the journal took no writes although the operator ran (since the cursor): a restart
+    /// in flight that a journal outage kept from landing is not `superseded` by the due slot.
+    pub journal_outages: Vec<Window>,
+    /// What the health gates answered (asked only when a slot may be due).
+    pub health: Answer,
+    /// The hold of an earlier pass, if a gate held a slot (its start is kept for the same slot).
+    pub earlier_hold: Option<Held>,
+    /// When this pass observed.
+    pub now: DateTime<Utc>,
+}
+
+/// The fleet's answer for a due slot (see [`crate::eru::fleet`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    Granted,
+    /// It waits; `ahead` slots wait before it, `in_flight` restarts hold the places.
+    Queued {
+        ahead: usize,
+        in_flight: usize,
+    },
+}
+
+/// A decided restart whose patch has not landed yet, as the journal holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restart {
+    pub slot: DateTime<Utc>,
+    pub target: String,
+    /// Never patched after this instant.
+    pub deadline: DateTime<Utc>,
+    /// Failed patches so far, and the API's message of the last one.
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// When the next patch is due after a failed one.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+}
+
+impl Restart {
+    pub(super) fn decided(due: &Due) -> Self {
+        Self {
+            slot: due.slot,
+            target: due.target.clone(),
+            deadline: due.deadline,
+            attempts: 0,
+            last_error: None,
+            next_attempt_at: None,
+        }
+    }
+
+    /// When the restart needs its next look: its next try after a backoff, or its deadline (to
+    /// give it up), whichever comes first.
+    pub fn wake(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        let deadline = self.deadline;
+        self.next_attempt_at
+            .filter(|at| *at > now)
+            .map_or(deadline, |at| at.min(deadline))
+            + chrono::Duration::milliseconds(1)
+    }
+
+    /// The restart's reason when given up for `reason`: the reason's name, what happened, and the
+    /// last API message if patches failed.
+    pub(super) fn give_up_text(&self, reason: Reason, what: &str) -> String {
+        let mut text = format!("{}: {what}", reason.as_str());
+        if let Some(error) = &self.last_error {
+            let n = self.attempts;
+            text.push_str(&format!(
+                "; last error ({n} failed patch{}): {error}",
+                if n == 1 { "" } else { "es" }
+            ));
+        }
+        text
+    }
+}
+
+/// A restart whose patch landed: the target rolls it out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rollout {
+    pub slot: DateTime<Utc>,
+    /// The journal key of the workload rolling it out.
+    pub target: String,
+    pub patched_at: DateTime<Utc>,
+}
+
+/// What a restart that has not landed must do now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub now: DateTime<Utc>,
+    /// Why it may not go on (the Eru suspended or invalid, the target paused, unhealthy, not
+    /// rollable or gone).
+    pub blocked: Option<Reason>,
+    /// What that reason alone does not say (why the target is not rollable).
+    pub note: Option<String>,
+    /// The backoff since the last failed patch is over (or there was none).
+    pub retry_due: bool,
+    /// An operator downtime since the restart was decided, if any.
+    pub downtime: Option<Window>,
+    /// A journal outage between the restart's slot and its deadline, if any: the operator ran
+    /// but could journal nothing (not even a failed patch), so it could not go on with it.
+    pub journal_outage: Option<Window>,
+}
+
+/// Events of an Eru, derived by the reconciler from what it observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EruEvent {
+    /// The schedule or time zone does not parse.
+    SpecInvalid {
+        reason: String,
+    },
+    /// The spec's target does not exist.
+    TargetMissing,
+    /// The spec is valid and the target exists.
+    SpecReady {
+        suspend: bool,
+    },
+    SlotsDue(SlotsDue),
+    /// The rest of a due slot whose gate is open: whether the fleet gave it a place
+    /// (`--max-concurrent-restarts`). Without one the slot waits, unaccounted, until a place
+    /// frees up or its deadline passes.
+    Place {
+        granted: bool,
+    },
+    /// A decided restart has not landed: patch it, wait for the backoff, or give it up.
+    RestartPending(Pending),
+    /// The target's template carries the slot being restarted.
+    RestartPatched {
+        at: DateTime<Utc>,
+    },
+    /// The restart patch failed; the next try is due at `retry_at`.
+    PatchFailed {
+        message: String,
+        at: DateTime<Utc>,
+        retry_at: DateTime<Utc>,
+    },
+    RolloutProgressed,
+    RolloutDone {
+        finished_at: DateTime<Utc>,
+    },
+    RolloutFailed {
+        finished_at: DateTime<Utc>,
+        reason: String,
+    },
+    /// The target being rolled out disappeared.
+    TargetGone,
+    /// A restart the status shows rolling out and the target carries, whose journal is gone: the
+    /// pass takes it over (decided and patched, as the cluster shows), so its end is recorded.
+    Adopt {
+        rollout: Rollout,
+        deadline: DateTime<Utc>,
+    },
+}
+
+impl EventName for EruEvent {
+    fn name(&self) -> &'static str {
+        match self {
+            EruEvent::SpecInvalid { .. } => "SpecInvalid",
+            EruEvent::TargetMissing => "TargetMissing",
+            EruEvent::SpecReady { .. } => "SpecReady",
+            // the second half of one decision: the transition it causes is the slot's
+            EruEvent::SlotsDue(_) | EruEvent::Place { .. } => "SlotDue",
+            EruEvent::RestartPending(_) => "RestartPending",
+            EruEvent::RestartPatched { .. } => "RestartPatched",
+            EruEvent::PatchFailed { .. } => "PatchFailed",
+            EruEvent::RolloutProgressed => "RolloutProgressed",
+            EruEvent::RolloutDone { .. } => "RolloutDone",
+            EruEvent::RolloutFailed { .. } => "RolloutFailed",
+            EruEvent::TargetGone => "TargetGone",
+            EruEvent::Adopt { .. } => "Adopt",
+        }
+    }
+}
+
+/// What the cluster remembers of an Eru's ledger (its status) when the journal has none of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Remembered {
+    pub accounted_through: Option<DateTime<Utc>>,
+    pub missed_slots: i64,
+    pub last_missed: Option<DateTime<Utc>>,
+    pub last_success: Option<DateTime<Utc>>,
+    pub last_failure: Option<DateTime<Utc>>,
+}
+
+/// What the journal gets from a pass, before anything is acted on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EruRecord {
+    /// The journal starts this Eru's ledger from what its status remembers.
+    Seed(Remembered),
+    /// A generation's spec took effect.
+    Epoch(Epoch),
+    /// The cursor moves here: slots up to it are accounted elsewhere (status, the target's
+    /// template) or cannot be (their spec is unknown).
+    Advance(DateTime<Utc>),
+    /// Missed or skipped slots.
+    Slots(Vec<SlotRecord>),
+    /// A restart of a slot was decided (before its patch is sent).
+    Decided {
+        slot: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+        target: String,
+    },
+    /// The restart's patch landed: the slot fired.
+    Patched {
+        slot: DateTime<Utc>,
+        at: DateTime<Utc>,
+        target: String,
+    },
+    /// A restart patch failed.
+    Attempt {
+        slot: DateTime<Utc>,
+        at: DateTime<Utc>,
+        error: String,
+        retry_at: DateTime<Utc>,
+    },
+    /// A restart whose patch landed ended.
+    Finished {
+        slot: DateTime<Utc>,
+        /// When its patch landed (the restart's duration runs from here).
+        patched_at: DateTime<Utc>,
+        outcome: Outcome,
+        /// When it ended, if the machine knows (else: when it was journaled).
+        finished_at: Option<DateTime<Utc>>,
+        reason: Option<String>,
+    },
+    /// A dry run's slot: the restart journaled as decided and ended `dry_run` (what would have
+    /// been patched in `patch`), its slot recorded `skipped/dry_run`.
+    DryRun {
+        slot: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+        target: String,
+        patch: String,
+    },
+    /// A restart whose patch never landed was given up: abandoned, its slot recorded.
+    GaveUp {
+        slot: DateTime<Utc>,
+        reason: String,
+        record: SlotRecord,
+    },
+}
+
+/// What the reconciler does in the cluster once the pass is journaled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EruAction {
+    /// Set the slot on the target's pod template (idempotent: keyed by the slot).
+    PatchRestart { slot: DateTime<Utc>, target: String },
+    /// Tell the user the spec is invalid (an Event).
+    ReportInvalid { reason: String },
+    /// Tell the user the target does not exist (an Event).
+    ReportTargetMissing,
+    /// Tell the user that the slots of this window cannot be accounted (an Event): the journal
+    /// holds no record of the Eru before its end and the spec changed since the last slot the
+    /// cluster remembers.
+    ReportGap { from: DateTime<Utc>, to: DateTime<Utc> },
+    /// A health gate holds the due slot: it waits, unaccounted (no record, no fleet place), and
+    /// the user is told (an Event) on the first pass that holds it.
+    Hold(Held),
+    /// Ask the fleet for a place for the due slot (`--max-concurrent-restarts`); the answer is fed
+    /// back ([`EruEvent::Place`]).
+    AskPlace {
+        slot: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+    },
+}
+
+/// What one Eru pass decided.
+pub type EruDecision = Decision<EruAction, EruRecord>;

@@ -1,0 +1,148 @@
+//! What one Eru pass decides from, as plain data in three parts (cluster, journal, operator):
+//! the plan's only input. [`crate::eru::pass::observe`] fills it.
+
+use std::{collections::HashMap, sync::Arc};
+
+use chrono::{DateTime, Utc};
+
+use super::{
+    blackout::Blackout,
+    hold::{Answer, Held},
+    ledger::{Epoch, EpochSpec, Window},
+    messages::{Remembered, Restart},
+    schedule::Schedule,
+    target::TargetView,
+};
+
+/// A restart the journal holds in progress.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenRestart {
+    pub restart: Restart,
+    pub decided_at: DateTime<Utc>,
+    /// When its patch landed, if it did.
+    pub patched_at: Option<DateTime<Utc>>,
+}
+
+/// Everything one pass decides from, in three parts by where it comes from.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    pub now: DateTime<Utc>,
+    pub cluster: Cluster,
+    pub journal: Journaled,
+    pub operator: Operator,
+}
+
+/// What the cluster says: the Eru (from the watch cache, or the status this operator wrote last)
+/// and the workloads it targets.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    /// The Eru's uid (its jitter).
+    pub uid: String,
+    /// `namespace/name`: what `H` in its schedules hashes.
+    pub h_key: String,
+    pub generation: i64,
+    pub created: DateTime<Utc>,
+    /// When the API server recorded the last write of the spec (managedFields).
+    pub spec_written_at: Option<DateTime<Utc>>,
+    /// The current generation as an epoch (its `from` not yet decided: see the plan).
+    pub spec: EpochSpec,
+    /// `spec.rolloutTimeoutSeconds`, if set.
+    pub rollout_timeout_seconds: Option<i64>,
+    /// The current spec's schedule, or why the spec (its schedule, time zone or blackouts)
+    /// cannot be used.
+    pub schedule: Result<Schedule, String>,
+    /// What the freshest status this operator knows shows (its own last write, if the cache
+    /// lags).
+    pub shown: Option<Shown>,
+    /// The targets the pass may need (the spec's, the restart's, the epochs'), as cached, by
+    /// their journal key ([`crate::eru::Target::key`]); absent ones do not exist.
+    pub targets: HashMap<String, TargetView>,
+}
+
+/// What an Eru's status shows, as the plan reads it: the phase its machine is restored from, the
+/// ledger a lost journal's is seeded from, and the latest restart.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Shown {
+    /// The machine's state when the status was written.
+    pub phase: Option<String>,
+    /// The ledger's cursor and totals as the status keeps them.
+    pub ledger: Remembered,
+    pub last_restart: Option<ShownRestart>,
+}
+
+/// The latest restart as a status shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShownRestart {
+    pub slot: DateTime<Utc>,
+    pub patched_at: Option<DateTime<Utc>>,
+    /// Its outcome was `in_progress`.
+    pub in_progress: bool,
+}
+
+impl Shown {
+    /// The latest instant it says is accounted: its cursor, else (a status written before the
+    /// cursor was kept) its latest restart or missed slot.
+    pub fn cursor(&self) -> Option<DateTime<Utc>> {
+        [
+            self.ledger.accounted_through,
+            self.last_restart.map(|r| r.slot),
+            self.ledger.last_missed,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+    }
+}
+
+/// The journal's ledger of an Eru, as a plan reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ledger {
+    /// Every slot at or before this instant is restarted or recorded.
+    pub accounted_through: Option<DateTime<Utc>>,
+}
+
+/// What the journal holds of the Eru, from its cursor on.
+#[derive(Clone, Debug, Default)]
+pub struct Journaled {
+    /// The Eru's ledger; `None` if the journal has never accounted it.
+    pub ledger: Option<Ledger>,
+    /// Epochs from the one in force at the cursor on, oldest first.
+    pub epochs: Vec<Epoch>,
+    /// The restart held in progress, if any.
+    pub open_restart: Option<OpenRestart>,
+    /// Operator runs `(started, last heartbeat)` since the cursor (and the one before), oldest
+    /// first.
+    pub runs: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// When the journal took no writes although the operator ran, ending after the cursor, oldest
+    /// first: the journaled outages and the one still open.
+    pub outages: Vec<Window>,
+}
+
+/// What the operator itself brings: its cluster-wide blackouts, its dry run, its fleet queue.
+#[derive(Clone, Debug, Default)]
+pub struct Operator {
+    pub cluster_blackouts: Arc<Vec<Blackout>>,
+    /// `--dry-run`.
+    pub dry_run_all: bool,
+    /// The slot this Eru waits with for a place in the fleet, if it waits.
+    pub queued: Option<DateTime<Utc>>,
+    /// What the health gates answered (asked only when a slot may be due).
+    pub gate: Answer,
+    /// The slot a gate held in an earlier pass, if one did (this process's memory, else the
+    /// status's).
+    pub held: Option<Held>,
+    /// How soon a held slot's gates are asked again (zero: the default).
+    pub gate_poll: chrono::Duration,
+}
+
+impl Observed {
+    /// The spec's target, if it exists.
+    pub fn target(&self) -> Option<&TargetView> {
+        self.cluster.targets.get(&self.cluster.spec.target)
+    }
+
+    /// The journal's cursor, if it accounted the Eru.
+    pub fn journal_cursor(&self) -> Option<DateTime<Utc>> {
+        self.journal.ledger.as_ref().and_then(|l| l.accounted_through)
+    }
+}

@@ -1,0 +1,409 @@
+//! Step 2 of the Eru pass, pure: the plan. What was observed becomes events, fed through the
+//! machine restored from the journal (a restart in flight) and the status (the idle phase); the
+//! [`Plan`] holds the new state and what it decided — transitions, records for the journal,
+//! actions for the cluster — plus the one instant the Eru needs its next pass. What acting brings
+//! back (the fleet's answer, the restart patch's result) is fed in with [`Plan::after`], in the
+//! same pass.
+//!
+//! The order of one plan: the spec's epoch and the ledger cursor; the restart in flight (landed?
+//! rolled out?); the spec's state; the slots since the cursor; then, once the fleet answered for
+//! a due slot, the restart that has not landed (patch, wait, or give up) and the spec's state
+//! again (a restart that ended frees the Eru).
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::{
+    hold::{self, Held},
+    ledger::{self, Epoch, Span, Window},
+    machine::{EruMachine, InFlight, State, restore, retry_delay},
+    messages::{EruAction, EruDecision, EruEvent, Gate, Grant, Pending, Rollout, SlotsDue, Template},
+    observed::Observed,
+    target::{DEFAULT_ROLLOUT_TIMEOUT_SECONDS, Verdict},
+};
+use crate::machine::step;
+use start::ledger_start;
+
+/// A due slot waiting for a place in the fleet (`--max-concurrent-restarts`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Queued {
+    pub slot: DateTime<Utc>,
+    /// It is recorded `skipped/fleet_capacity` if it has not started by then.
+    pub deadline: DateTime<Utc>,
+    /// Slots waiting before it.
+    pub ahead: usize,
+    /// Restarts holding the places.
+    pub in_flight: usize,
+}
+
+/// What acting on a plan brought back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fed {
+    /// The fleet's answer for the slot the plan asked a place for ([`EruAction::AskPlace`]).
+    Place(Grant),
+    /// The restart patch landed.
+    Patched { at: DateTime<Utc> },
+    /// The restart patch failed with the API's message.
+    PatchFailed { message: String, at: DateTime<Utc> },
+}
+
+/// One pass's plan for an Eru.
+#[derive(Debug)]
+pub struct Plan {
+    observed: Observed,
+    pub state: State,
+    /// What was decided and not yet taken for the journal ([`Plan::take`]).
+    decision: EruDecision,
+    /// More slots are due than one pass accounts for: come back at once.
+    pub backlog: bool,
+    /// When the next restart is due (the next slot plus its jitter, or a passed slot whose
+    /// jittered instant is still ahead).
+    pub next_fire: Option<DateTime<Utc>>,
+    /// The due slot the fleet has no place for yet.
+    pub queued: Option<Queued>,
+    /// The due slot a health gate holds.
+    pub held: Option<Held>,
+    /// The API's message if the restart patch failed in this pass.
+    pub patch_error: Option<String>,
+    /// The instant of what the plan last heard: the observation, then a patch's result.
+    at: DateTime<Utc>,
+    /// How long the rollout being tracked may take.
+    rollout_timeout: Duration,
+    /// The spec's state, fed before the slots and again once a restart may have ended.
+    spec_event: EruEvent,
+    /// When no operator ran, since the cursor.
+    downtime: Vec<Window>,
+}
+
+/// Plans one pass from what was observed.
+pub fn plan(observed: Observed) -> Plan {
+    let mut decision = EruDecision::default();
+    let (cursor, downtime, unrecorded, epochs) = ledger_start(&observed, &mut decision);
+    let mut state = restore(
+        observed.cluster.shown.as_ref().and_then(|s| s.phase.as_deref()),
+        in_flight(&observed),
+    );
+    if let Some(rollout) = rolling_out_unjournaled(&observed) {
+        // a lost journal's restart: taken over, so its end is recorded
+        let deadline = rollout.slot + Duration::seconds(observed.cluster.spec.starting_deadline_seconds);
+        feed(&mut state, &mut decision, &EruEvent::Adopt { rollout, deadline });
+    }
+    let mut plan = Plan {
+        rollout_timeout: rollout_timeout(&observed, &state),
+        spec_event: spec_event(&observed),
+        at: observed.now,
+        observed,
+        state,
+        decision,
+        backlog: false,
+        next_fire: None,
+        queued: None,
+        held: None,
+        patch_error: None,
+        downtime,
+    };
+    plan.track_in_flight();
+    feed(&mut plan.state, &mut plan.decision, &plan.spec_event);
+    plan.account(cursor, unrecorded, &epochs);
+    // a due slot asking the fleet for a place (EruAction::AskPlace) concludes with the answer
+    if plan.state.asks_place().is_none() {
+        plan.conclude();
+    }
+    plan
+}
+
+impl Plan {
+    /// Feeds back what acting brought, deciding what follows in this same pass.
+    pub fn after(&mut self, fed: Fed) {
+        match fed {
+            Fed::Place(grant) => {
+                let Some((slot, deadline)) = self.state.asks_place() else {
+                    return;
+                };
+                if let Grant::Queued { ahead, in_flight } = grant {
+                    self.queued = Some(Queued {
+                        slot,
+                        deadline,
+                        ahead,
+                        in_flight,
+                    });
+                }
+                self.feed(&EruEvent::Place {
+                    granted: grant == Grant::Granted,
+                });
+                self.conclude();
+            }
+            Fed::Patched { at } => {
+                self.at = at;
+                self.feed(&EruEvent::RestartPatched { at });
+            }
+            Fed::PatchFailed { message, at } => {
+                self.at = at;
+                let failures = match &self.state {
+                    State::Restarting { restart } => restart.attempts + 1,
+                    _ => 1,
+                };
+                self.patch_error = Some(message.clone());
+                let retry_at = at + retry_delay(failures);
+                self.feed(&EruEvent::PatchFailed {
+                    message,
+                    at,
+                    retry_at,
+                });
+            }
+        }
+    }
+
+    /// What was decided since the last take: to journal (transitions and records) and then to
+    /// act on (actions).
+    pub fn take(&mut self) -> EruDecision {
+        std::mem::take(&mut self.decision)
+    }
+
+    /// When the Eru needs its next pass: at once with a backlog (`None` then means "now");
+    /// else the next restart or what the restart in flight waits for, whichever comes first.
+    pub fn wake(&self) -> Option<DateTime<Utc>> {
+        let in_flight = self.state.wake(self.observed.now, self.rollout_timeout);
+        // waiting for a place: woken when one frees up, else at the deadline to record it
+        let queued = self
+            .queued
+            .as_ref()
+            .map(|q| q.deadline + Duration::milliseconds(1));
+        // held: the gates are asked again at the poll interval, and the slot recorded at its
+        // deadline (never a hot loop: the answers are cached, the poll is at least a second)
+        let held = self
+            .held
+            .as_ref()
+            .map(|h| h.wake(self.observed.now, self.gate_poll()));
+        [self.next_fire, in_flight, queued, held]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The next restart the status shows: none while suspended (its slots are still woken for,
+    /// so they are journaled skipped as they pass).
+    pub fn next_restart(&self) -> Option<DateTime<Utc>> {
+        self.next_fire.filter(|_| !self.observed.cluster.spec.suspend)
+    }
+
+    /// When what was decided since the last take was decided: the records' instant.
+    pub fn at(&self) -> DateTime<Utc> {
+        self.at
+    }
+
+    pub fn observed(&self) -> &Observed {
+        &self.observed
+    }
+
+    /// How soon a held slot's gates are asked again: at least a second.
+    fn gate_poll(&self) -> Duration {
+        let poll = self.observed.operator.gate_poll;
+        if poll <= Duration::zero() {
+            Duration::seconds(hold::DEFAULT_POLL_SECONDS)
+        } else {
+            poll.max(Duration::seconds(1))
+        }
+    }
+
+    fn feed(&mut self, event: &EruEvent) {
+        feed(&mut self.state, &mut self.decision, event);
+    }
+
+    /// The restart in flight: did its patch land, and how does its rollout go? (A landing seen
+    /// now may be rolled out now too.)
+    fn track_in_flight(&mut self) {
+        let (o, state, decision) = (&self.observed, &mut self.state, &mut self.decision);
+        let view_of = |target: &str| o.cluster.targets.get(target);
+        if let State::Restarting { restart } = &*state
+            && let Some(at) = view_of(&restart.target).and_then(|v| v.landed_at(restart.slot, o.now))
+        {
+            feed(state, decision, &EruEvent::RestartPatched { at });
+        }
+        if let State::RollingOut { rollout } = &*state {
+            let event = match view_of(&rollout.target) {
+                None => EruEvent::TargetGone,
+                Some(v) => match v.verdict(rollout.slot, rollout.patched_at, o.now, self.rollout_timeout) {
+                    Verdict::Done => EruEvent::RolloutDone {
+                        finished_at: v.finished_at(rollout.patched_at, o.now),
+                    },
+                    Verdict::Failed(reason) => EruEvent::RolloutFailed {
+                        finished_at: o.now,
+                        reason,
+                    },
+                    Verdict::Progressing => EruEvent::RolloutProgressed,
+                },
+            };
+            feed(state, decision, &event);
+        }
+    }
+
+    /// The slots since the cursor: recorded, or due.
+    fn account(&mut self, cursor: DateTime<Utc>, unrecorded: Option<Window>, epochs: &[Epoch]) {
+        let o = &self.observed;
+        let now = o.now;
+        let span = Span {
+            after: cursor,
+            now,
+            downtime: &self.downtime,
+            unrecorded,
+            journal_outages: &o.journal.outages,
+            uid: &o.cluster.uid,
+            seed: &o.cluster.h_key,
+            cluster_blackouts: &o.operator.cluster_blackouts,
+            queued: o.operator.queued,
+            held: o.operator.held.as_ref(),
+        };
+        let mut accounting = ledger::account(epochs, &span);
+        if let Some(due) = accounting.due.as_mut() {
+            due.dry_run |= o.operator.dry_run_all;
+        }
+        self.backlog = accounting.more;
+        self.next_fire = accounting.held_until.or_else(|| {
+            let slot = o.cluster.schedule.as_ref().ok()?.next_after(now)?;
+            Some(o.cluster.spec.fire_at(&o.cluster.uid, slot))
+        });
+        if accounting.records.is_empty() && accounting.due.is_none() {
+            return;
+        }
+        let target = accounting
+            .due
+            .as_ref()
+            .and_then(|d| o.cluster.targets.get(&d.target));
+        let template = accounting.due.as_ref().and_then(|d| {
+            let landed_at = target?.landed_at(d.slot, now)?;
+            Some(Template {
+                slot: d.slot,
+                landed_at,
+            })
+        });
+        let slots = EruEvent::SlotsDue(SlotsDue {
+            gate: target.map_or(Gate::Missing, |t| t.gate()),
+            gate_note: target.and_then(|t| t.gate_note()),
+            template,
+            records: accounting.records,
+            due: accounting.due,
+            journal_outages: o.journal.outages.clone(),
+            health: o.operator.gate.clone(),
+            earlier_hold: o.operator.held.clone(),
+            now,
+        });
+        feed(&mut self.state, &mut self.decision, &slots);
+        // a slot the machine held waits, unaccounted: no record, no fleet place, the cursor
+        // stays before it
+        self.held = self.decision.actions.iter().find_map(|a| match a {
+            EruAction::Hold(held) => Some(held.clone()),
+            _ => None,
+        });
+    }
+
+    /// A restart that has not landed: patch it (after its backoff), or give it up; then the
+    /// spec's state again (a restart that ended in this pass frees the Eru for it).
+    fn conclude(&mut self) {
+        let o = &self.observed;
+        if let State::Restarting { restart } = &self.state {
+            let view = o.cluster.targets.get(&restart.target);
+            let (blocked, note) = if o.cluster.spec.suspend {
+                (Some(ledger::Reason::Suspended), None)
+            } else if o.cluster.schedule.is_err() {
+                (Some(ledger::Reason::SpecInvalid), None)
+            } else {
+                (
+                    view.map_or(Gate::Missing, |v| v.gate()).reason(),
+                    view.and_then(|v| v.gate_note()),
+                )
+            };
+            let decided_at = o
+                .journal
+                .open_restart
+                .as_ref()
+                .filter(|open| open.restart.slot == restart.slot)
+                .map_or(o.now, |open| open.decided_at);
+            let pending = Pending {
+                now: o.now,
+                blocked,
+                note,
+                retry_due: restart.next_attempt_at.is_none_or(|at| at <= o.now),
+                // no operator ran between the decision and the deadline at some instant: the
+                // patch could not be sent then
+                downtime: ledger::overlapping(&self.downtime, decided_at, restart.deadline),
+                journal_outage: ledger::overlapping(&o.journal.outages, restart.slot, restart.deadline),
+            };
+            feed(
+                &mut self.state,
+                &mut self.decision,
+                &EruEvent::RestartPending(pending),
+            );
+        }
+        feed(&mut self.state, &mut self.decision, &self.spec_event);
+    }
+}
+
+/// Feeds `event` to the machine in `state`, adding to `decision`.
+fn feed(state: &mut State, decision: &mut EruDecision, event: &EruEvent) {
+    let from = std::mem::replace(state, State::Waiting {});
+    *state = step(EruMachine, from, event, decision);
+}
+
+/// The spec's state as an event.
+fn spec_event(observed: &Observed) -> EruEvent {
+    match (&observed.cluster.schedule, observed.target()) {
+        (Err(e), _) => EruEvent::SpecInvalid { reason: e.clone() },
+        (Ok(_), None) => EruEvent::TargetMissing,
+        (Ok(_), Some(_)) => EruEvent::SpecReady {
+            suspend: observed.cluster.spec.suspend,
+        },
+    }
+}
+
+/// The restart in flight, as the journal holds it.
+fn in_flight(observed: &Observed) -> Option<InFlight> {
+    let open = observed.journal.open_restart.as_ref()?;
+    Some(match open.patched_at {
+        Some(patched_at) => InFlight::Landed(Rollout {
+            slot: open.restart.slot,
+            target: open.restart.target.clone(),
+            patched_at,
+        }),
+        None => InFlight::Pending(open.restart.clone()),
+    })
+}
+
+/// A restart the status shows rolling out whose journal is gone (the journal has no ledger for
+/// this Eru) and whose slot the target's template carries: the pass takes it over.
+fn rolling_out_unjournaled(observed: &Observed) -> Option<Rollout> {
+    if observed.journal.ledger.is_some() || observed.journal.open_restart.is_some() {
+        return None;
+    }
+    let last = observed
+        .cluster
+        .shown
+        .as_ref()?
+        .last_restart
+        .filter(|r| r.in_progress)?;
+    let landed = observed.target()?.landed_at(last.slot, observed.now)?;
+    Some(Rollout {
+        slot: last.slot,
+        target: observed.cluster.spec.target.clone(),
+        patched_at: last.patched_at.unwrap_or(landed),
+    })
+}
+
+/// How long a rollout may take: the spec's, else the tracked target's (a Deployment's progress
+/// deadline; 600 s for the other kinds).
+fn rollout_timeout(observed: &Observed, state: &State) -> Duration {
+    let tracked = match state {
+        State::Restarting { restart } => Some(&restart.target),
+        State::RollingOut { rollout } => Some(&rollout.target),
+        _ => None,
+    };
+    Duration::seconds(observed.cluster.rollout_timeout_seconds.unwrap_or_else(|| {
+        tracked
+            .and_then(|t| observed.cluster.targets.get(t))
+            .or(observed.target())
+            .map_or(DEFAULT_ROLLOUT_TIMEOUT_SECONDS, |t| t.rollout_timeout_seconds)
+    }))
+}
+
+mod start;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,574 @@
+//! Unit tests of one pass's plan: epochs, the cursor from journal, status and template, a lost
+//! journal's seed and window, the restart in flight.
+
+use std::collections::HashMap;
+
+use chrono::TimeZone;
+use serde_json::json;
+
+use super::*;
+use crate::eru::{
+    CachedEru,
+    EruStatus,
+    LastRestart,
+    core::{
+        ledger::Reason,
+        messages::{EruAction, EruRecord, Restart},
+        observed::{Cluster, Journaled, Ledger, OpenRestart, Operator},
+        schedule::Schedule,
+        target::TargetView,
+    },
+    // fixtures from real objects, as the pass converts them
+    pass::observe::{epoch_spec, shown},
+    workloads::view_deployment,
+};
+use crate::vocab::Outcome;
+
+fn t(m: u32, s: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, 3, m, s).unwrap()
+}
+
+fn eru(schedule: &str, generation: i64) -> CachedEru {
+    serde_json::from_value(json!({
+        "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru",
+        "metadata": {"name": "web", "namespace": "ns", "uid": "u1", "generation": generation,
+                     "creationTimestamp": "2026-11-22T03:00:00Z"},
+        "spec": {"schedule": schedule, "target": {"kind": "Deployment", "name": "web"}}
+    }))
+    .unwrap()
+}
+
+fn target(template_slot: Option<DateTime<Utc>>) -> TargetView {
+    let annotations = template_slot
+        .map(|s| json!({"mtsre.meitu.com/restartedAt": crate::eru::core::schedule::slot_text(s)}));
+    view_deployment(
+        &serde_json::from_value(json!({
+            "metadata": {"name": "web", "generation": 2},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"annotations": annotations}, "spec": {"containers": []}}},
+            "status": {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1,
+                       "readyReplicas": 1, "availableReplicas": 1}
+        }))
+        .unwrap(),
+    )
+}
+
+/// An operator that has run since 02:00 and a journal that accounted the Eru up to `cursor`.
+fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) -> Observed {
+    let spec = epoch_spec(&eru.spec);
+    Observed {
+        now,
+        cluster: Cluster {
+            uid: "u1".into(),
+            h_key: "ns/nightly".into(),
+            generation: eru.metadata.generation.unwrap(),
+            created: t(0, 0),
+            spec_written_at: None,
+            spec: spec.clone(),
+            rollout_timeout_seconds: eru.spec.rollout_timeout_seconds,
+            schedule: Schedule::parse(&eru.spec.schedule, None).map_err(|e| e.to_string()),
+            shown: None,
+            targets: HashMap::from([("web".to_string(), target(None))]),
+        },
+        journal: Journaled {
+            ledger: cursor.map(|c| Ledger {
+                accounted_through: Some(c),
+            }),
+            epochs: vec![Epoch {
+                generation: 1,
+                from: t(0, 0),
+                spec,
+            }],
+            open_restart: None,
+            runs: vec![(t(0, 0) - Duration::hours(1), now)],
+            outages: Vec::new(),
+        },
+        operator: Operator::default(),
+    }
+}
+
+/// What one pass decided, the fleet giving the place a due slot asks for.
+struct Pass {
+    state: State,
+    decision: crate::eru::core::messages::EruDecision,
+    rollout_timeout: Duration,
+    wake: Option<DateTime<Utc>>,
+}
+
+fn decide(_eru: &CachedEru, observed: &Observed) -> Pass {
+    let mut plan = plan(observed.clone());
+    if plan.state.asks_place().is_some() {
+        plan.after(Fed::Place(Grant::Granted));
+    }
+    Pass {
+        wake: plan.state.wake(observed.now, plan.rollout_timeout),
+        state: plan.state.clone(),
+        rollout_timeout: plan.rollout_timeout,
+        decision: plan.take(),
+    }
+}
+
+fn records(pass: &Pass) -> Vec<(DateTime<Utc>, Reason)> {
+    pass.decision
+        .records
+        .iter()
+        .flat_map(|r| match r {
+            EruRecord::Slots(slots) => slots.iter().map(|s| (s.first, s.reason)).collect(),
+            EruRecord::GaveUp { record, .. } => vec![(record.first, record.reason)],
+            _ => vec![],
+        })
+        .collect()
+}
+
+#[test]
+fn a_due_slot_is_decided_and_patched_in_the_same_pass() {
+    let eru = eru("* * * * *", 1);
+    let pass = decide(
+        &eru,
+        &observed(&eru, t(5, 0) + Duration::milliseconds(3), Some(t(4, 0))),
+    );
+    assert!(matches!(pass.state, State::Restarting { .. }));
+    assert!(matches!(pass.decision.records[0], EruRecord::Decided { slot, .. } if slot == t(5, 0)));
+    assert!(
+        matches!(
+            pass.decision.actions.as_slice(),
+            [EruAction::AskPlace { .. }, EruAction::PatchRestart { .. }]
+        ),
+        "a place, then the patch: {:?}",
+        pass.decision.actions
+    );
+    assert!(pass.wake.is_some(), "woken for the deadline");
+}
+
+#[test]
+fn a_new_generation_is_an_epoch_from_its_api_write() {
+    let mut eru = eru("*/5 * * * * *", 2);
+    eru.spec.schedule = "*/5 * * * * *".into();
+    let mut o = observed(&eru, t(1, 0) + Duration::milliseconds(300), Some(t(0, 0)));
+    o.journal.epochs[0].spec.schedule = "0 0 1 1 *".into();
+    o.cluster.spec_written_at = Some(t(0, 58));
+    let pass = decide(&eru, &o);
+    let epoch = pass.decision.records.iter().find_map(|r| match r {
+        EruRecord::Epoch(e) => Some(e.clone()),
+        _ => None,
+    });
+    assert_eq!(epoch.map(|e| (e.generation, e.from)), Some((2, t(0, 58))));
+    assert!(
+        records(&pass).is_empty(),
+        "no slot of the new schedule before 00:58"
+    );
+    assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot == t(1, 0)));
+}
+
+#[test]
+fn a_lost_journal_is_seeded_from_the_status_and_its_stretch_is_journal_lost() {
+    let eru = eru("* * * * *", 1);
+    let now = t(10, 0) + Duration::milliseconds(5);
+    let mut o = observed(&eru, now, None);
+    o.journal.runs = vec![(t(8, 30), now)]; // this journal's first run
+    o.journal.epochs.clear();
+    o.cluster.shown = Some(shown(&EruStatus {
+        accounted_through: Some(t(4, 0)),
+        missed_slots: 7,
+        last_restart: Some(LastRestart {
+            slot: t(3, 0),
+            started_at: t(3, 0),
+            decided_at: Some(t(3, 0)),
+            patched_at: Some(t(3, 0)),
+            finished_at: Some(t(3, 1)),
+            outcome: "succeeded".into(),
+            reason: None,
+            duration_seconds: Some(1.0),
+        }),
+        ..EruStatus::default()
+    }));
+    // the lost journal restarted 05:00 (the template says so): not again, not recorded again
+    o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
+    let pass = decide(&eru, &o);
+    let seed = pass.decision.records.iter().find_map(|r| match r {
+        EruRecord::Seed(s) => Some(s.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        seed.map(|s| (s.missed_slots, s.accounted_through)),
+        Some((7, Some(t(4, 0))))
+    );
+    let got = records(&pass);
+    assert_eq!(got.first(), Some(&(t(6, 0), Reason::JournalLost)), "{got:?}");
+    assert!(got.iter().all(|(slot, _)| *slot > t(5, 0)));
+    let lost: Vec<_> = got.iter().filter(|(_, r)| *r == Reason::JournalLost).collect();
+    assert_eq!(
+        lost.len(),
+        3,
+        "06:00, 07:00, 08:00 before the first run at 08:30: {got:?}"
+    );
+    assert!(!got.iter().any(|(_, r)| *r == Reason::OperatorDown));
+}
+
+#[test]
+fn a_spec_changed_after_a_lost_journals_cursor_leaves_a_reported_gap() {
+    let eru = eru("* * * * *", 3);
+    let now = t(10, 0) + Duration::milliseconds(5);
+    let mut o = observed(&eru, now, None);
+    o.journal.epochs.clear();
+    o.cluster.spec_written_at = Some(t(7, 30));
+    o.cluster.shown = Some(shown(&EruStatus {
+        accounted_through: Some(t(4, 0)),
+        ..EruStatus::default()
+    }));
+    let pass = decide(&eru, &o);
+    assert_eq!(
+        pass.decision.actions.first(),
+        Some(&EruAction::ReportGap {
+            from: t(4, 0),
+            to: t(7, 30)
+        })
+    );
+    assert!(records(&pass).iter().all(|(slot, _)| *slot > t(7, 30)));
+    assert!(pass.decision.records.contains(&EruRecord::Advance(t(7, 30))));
+}
+
+#[test]
+fn a_restart_in_flight_comes_from_the_journal_and_lands() {
+    let eru = eru("0 0 1 1 *", 1);
+    let mut o = observed(&eru, t(5, 2), Some(t(5, 0)));
+    o.cluster.shown = Some(shown(&EruStatus {
+        phase: Some("Waiting".into()),
+        ..EruStatus::default()
+    }));
+    o.journal.open_restart = Some(OpenRestart {
+        restart: Restart {
+            slot: t(5, 0),
+            target: "web".into(),
+            deadline: t(10, 0),
+            attempts: 0,
+            last_error: None,
+            next_attempt_at: None,
+        },
+        decided_at: t(5, 0),
+        patched_at: None,
+    });
+    o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
+    let pass = decide(&eru, &o);
+    // landed (the template carries it) and, the target being settled, rolled out
+    assert_eq!(pass.state, State::Waiting {});
+    assert!(matches!(pass.decision.records[0], EruRecord::Patched { slot, .. } if slot == t(5, 0)));
+    assert!(matches!(
+        pass.decision.records[1],
+        EruRecord::Finished {
+            outcome: Outcome::Succeeded,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_rollout_a_lost_journal_left_in_progress_is_taken_over() {
+    let eru = eru("0 0 1 1 *", 1);
+    let mut o = observed(&eru, t(5, 2), None);
+    o.cluster.shown = Some(shown(&EruStatus {
+        phase: Some("RollingOut".into()),
+        accounted_through: Some(t(5, 0)),
+        last_restart: Some(LastRestart {
+            slot: t(5, 0),
+            started_at: t(5, 0),
+            decided_at: Some(t(5, 0)),
+            patched_at: Some(t(5, 0)),
+            finished_at: None,
+            outcome: "in_progress".into(),
+            reason: None,
+            duration_seconds: None,
+        }),
+        ..EruStatus::default()
+    }));
+    o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
+    let pass = decide(&eru, &o);
+    let kinds: Vec<&str> = pass
+        .decision
+        .records
+        .iter()
+        .map(|r| match r {
+            EruRecord::Decided { .. } => "decided",
+            EruRecord::Patched { .. } => "patched",
+            EruRecord::Finished { .. } => "finished",
+            _ => "other",
+        })
+        .filter(|k| *k != "other")
+        .collect();
+    assert_eq!(kinds, ["decided", "patched", "finished"], "its end is recorded");
+    // taken over by a transition of the machine, journaled as any other
+    let moves: Vec<(&str, &str, &str)> = (pass.decision.transitions.iter())
+        .map(|t| (t.from, t.to, t.event))
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            ("Waiting", "RollingOut", "Adopt"),
+            ("RollingOut", "Waiting", "RolloutDone")
+        ]
+    );
+}
+
+/// An Eru of `schedule` on the StatefulSet `web` (its journal key `StatefulSet/web`), whose
+/// strategy is `strategy`.
+fn statefulset_eru(schedule: &str, strategy: serde_json::Value) -> (CachedEru, Observed, DateTime<Utc>) {
+    let mut eru = eru(schedule, 1);
+    eru.spec.target.kind = crate::eru::TargetKind::StatefulSet;
+    let now = t(5, 0) + Duration::milliseconds(3);
+    let mut o = observed(&eru, now, Some(t(4, 0)));
+    assert_eq!(o.cluster.spec.target, "StatefulSet/web");
+    o.cluster.targets = HashMap::from([(
+        "StatefulSet/web".to_string(),
+        crate::eru::workloads::view_statefulset(
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web", "generation": 1},
+                "spec": {"replicas": 2, "selector": {}, "template": {}, "updateStrategy": strategy},
+                "status": {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+                           "readyReplicas": 2, "availableReplicas": 2}
+            }))
+            .unwrap(),
+        ),
+    )]);
+    (eru, o, now)
+}
+
+#[test]
+fn a_statefulset_target_is_restarted_by_its_key() {
+    let (eru, o, _) = statefulset_eru("* * * * *", json!({"type": "RollingUpdate"}));
+    let pass = decide(&eru, &o);
+    assert!(matches!(pass.state, State::Restarting { ref restart } if restart.target == "StatefulSet/web"));
+    assert!(matches!(
+        pass.decision.actions.as_slice(),
+        [EruAction::AskPlace { .. }, EruAction::PatchRestart { target, .. }] if target == "StatefulSet/web"
+    ));
+    assert_eq!(
+        pass.rollout_timeout,
+        Duration::seconds(600),
+        "no progress deadline of its own"
+    );
+}
+
+#[test]
+fn a_not_rollable_target_skips_the_slot_with_the_note_and_gives_up_a_pending_restart() {
+    let (eru, mut o, now) = statefulset_eru(
+        "* * * * *",
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}),
+    );
+    let pass = decide(&eru, &o);
+    assert_eq!(pass.state, State::Waiting {});
+    assert!(pass.decision.actions.is_empty(), "never patched");
+    let note = "StatefulSet web uses updateStrategy RollingUpdate with partition 1: \
+                pods below ordinal 1 would not be restarted";
+    let skipped: Vec<_> = pass
+        .decision
+        .records
+        .iter()
+        .flat_map(|r| match r {
+            EruRecord::Slots(slots) => slots.clone(),
+            _ => vec![],
+        })
+        .collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(
+        (
+            skipped[0].first,
+            skipped[0].reason,
+            skipped[0].target.as_str(),
+            skipped[0].note.as_deref()
+        ),
+        (t(5, 0), Reason::TargetNotRollable, "StatefulSet/web", Some(note))
+    );
+
+    // decided before it became not rollable, not landed: given up with the note
+    o.journal.ledger.as_mut().unwrap().accounted_through = Some(t(5, 0));
+    o.journal.open_restart = Some(OpenRestart {
+        restart: Restart {
+            slot: t(5, 0),
+            target: "StatefulSet/web".into(),
+            deadline: t(10, 0),
+            attempts: 0,
+            last_error: None,
+            next_attempt_at: None,
+        },
+        decided_at: t(5, 0),
+        patched_at: None,
+    });
+    o.now = now + Duration::seconds(1);
+    let pass = decide(&eru, &o);
+    assert_eq!(pass.state, State::Waiting {});
+    assert!(pass.decision.actions.is_empty(), "never patched");
+    let gave_up = pass.decision.records.iter().find_map(|r| match r {
+        EruRecord::GaveUp { record, .. } => Some(record.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        gave_up.map(|r| (r.reason, r.note)),
+        Some((Reason::TargetNotRollable, Some(note.to_string())))
+    );
+}
+
+#[test]
+fn slots_and_a_decided_restart_lost_to_a_journal_outage_are_journal_unavailable() {
+    // */5 s with a 2 s deadline; the journal took no writes from 03:00:01 to 03:00:13
+    let mut eru = eru("*/5 * * * * *", 1);
+    eru.spec.starting_deadline_seconds = 2;
+    let outage = (t(0, 1), t(0, 13));
+    let mut o = observed(&eru, t(0, 16), Some(t(0, 0)));
+    o.journal.outages = vec![outage];
+    let pass = decide(&eru, &o);
+    assert_eq!(
+        records(&pass),
+        [
+            (t(0, 5), Reason::JournalUnavailable),
+            (t(0, 10), Reason::JournalUnavailable)
+        ]
+    );
+    assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot == t(0, 15)));
+
+    // the restart of 03:00:00 was decided, then nothing could be journaled until past its deadline
+    o.journal.open_restart = Some(OpenRestart {
+        restart: Restart {
+            slot: t(0, 0),
+            target: "web".into(),
+            deadline: t(0, 2),
+            attempts: 0,
+            last_error: None,
+            next_attempt_at: None,
+        },
+        decided_at: t(0, 0),
+        patched_at: None,
+    });
+    let pass = decide(&eru, &o);
+    let gave_up = pass.decision.records.iter().find_map(|r| match r {
+        EruRecord::GaveUp { record, .. } => Some((record.first, record.reason, record.window)),
+        _ => None,
+    });
+    assert_eq!(
+        gave_up,
+        Some((t(0, 0), Reason::JournalUnavailable, Some(outage))),
+        "was past_deadline"
+    );
+}
+
+fn closed(reason: Reason, note: &str) -> hold::Answer {
+    hold::Answer::Closed {
+        reason,
+        note: note.into(),
+    }
+}
+
+#[test]
+fn a_closed_gate_holds_the_due_slot_unaccounted_and_wakes_at_the_poll() {
+    let eru = eru("* * * * *", 1);
+    let mut o = observed(&eru, t(1, 2), Some(t(0, 30)));
+    o.operator.gate = closed(Reason::BlockingPods, "blocking pods running in ns: migrate-1");
+    o.operator.gate_poll = Duration::seconds(10);
+    let mut plan = plan(o);
+    assert_eq!(plan.state.asks_place(), None, "a held slot takes no fleet place");
+    let held = plan.held.clone().expect("held");
+    assert_eq!(
+        (held.slot, held.since, held.reason),
+        (t(1, 0), t(1, 2), Reason::BlockingPods)
+    );
+    assert_eq!(plan.wake(), Some(t(1, 12)), "asked again at the poll interval");
+    let decided = plan.take();
+    assert!(
+        matches!(decided.actions.as_slice(), [EruAction::Hold(h)] if h.slot == t(1, 0) && h.reason == Reason::BlockingPods && h.since == h.checked_at),
+        "nothing patched, the hold reported: {:?}",
+        decided.actions
+    );
+    assert!(
+        decided
+            .records
+            .iter()
+            .all(|r| !matches!(r, EruRecord::Slots(_) | EruRecord::Decided { .. })),
+        "no record of the held slot: {:?}",
+        decided.records
+    );
+    assert_eq!(plan.state, State::Waiting {});
+}
+
+#[test]
+fn a_held_slot_runs_once_the_gate_opens_before_its_deadline() {
+    let eru = eru("* * * * *", 1);
+    let mut o = observed(&eru, t(1, 40), Some(t(0, 30)));
+    o.operator.held = Some(Held::new(
+        t(1, 0),
+        t(1, 0) + Duration::seconds(300),
+        t(1, 2),
+        (Reason::AlertFiring, "alerts firing: X"),
+        None,
+    ));
+    let pass = decide(&eru, &o);
+    assert!(matches!(pass.state, State::Restarting { .. }), "{:?}", pass.state);
+    assert!(
+        !pass
+            .decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, EruAction::Hold(_)))
+    );
+    assert!(
+        pass.decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, EruAction::PatchRestart { slot, .. } if *slot == t(1, 0)))
+    );
+}
+
+#[test]
+fn a_slot_held_past_its_deadline_is_skipped_with_the_gates_reason_once() {
+    let mut eru = eru("* * * * *", 1);
+    eru.spec.starting_deadline_seconds = 30;
+    let mut o = observed(&eru, t(1, 31), Some(t(0, 30)));
+    o.journal.epochs[0].spec.starting_deadline_seconds = 30;
+    o.cluster.spec.starting_deadline_seconds = 30;
+    o.operator.gate = closed(Reason::AlertFiring, "alerts firing: HighErrorRate");
+    o.operator.held = Some(Held::new(
+        t(1, 0),
+        t(1, 30),
+        t(1, 2),
+        (Reason::AlertFiring, "alerts firing: HighErrorRate"),
+        None,
+    ));
+    let mut plan = plan(o);
+    assert_eq!(plan.held, None, "nothing left to hold");
+    let decided = plan.take();
+    let slots: Vec<_> = decided
+        .records
+        .iter()
+        .flat_map(|r| match r {
+            EruRecord::Slots(s) => s.clone(),
+            _ => vec![],
+        })
+        .collect();
+    assert_eq!(slots.len(), 1, "{slots:?}");
+    assert_eq!((slots[0].first, slots[0].reason), (t(1, 0), Reason::AlertFiring));
+    assert!(
+        slots[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .starts_with("alerts firing: HighErrorRate; held from")
+    );
+    assert!(decided.actions.is_empty(), "never patched after the deadline");
+}
+
+#[test]
+fn target_gates_and_dry_runs_compose_with_a_hold() {
+    // a paused target skips at once (its own reason comes first)
+    let eru = eru("* * * * *", 1);
+    let mut o = observed(&eru, t(1, 2), Some(t(0, 30)));
+    o.operator.gate = closed(Reason::BlockingPods, "p");
+    let mut paused = o.clone();
+    let mut view = target(None);
+    view.paused = true;
+    paused.cluster.targets.insert("web".into(), view);
+    let pass = decide(&eru, &paused);
+    assert_eq!(records(&pass), vec![(t(1, 0), Reason::TargetPaused)]);
+    // a dry run is held too: it shows the gates' decision
+    let mut dry = o.clone();
+    dry.operator.dry_run_all = true;
+    let plan = plan(dry);
+    assert!(plan.held.is_some());
+}

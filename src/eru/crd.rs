@@ -1,0 +1,343 @@
+//! The Eru's custom resource (`mtsre.meitu.com/v1`): its spec and status as the API server
+//! stores them, the schema and CEL rules generated from these types (`eru-operator crds`), and
+//! the annotations and field managers the operator uses on workloads. The plain parts the pure
+//! core reads (a blackout's fields, the restart annotation) are the core's own types
+//! ([`super::core`]), reused here.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use super::core::{
+    RESTARTED_AT_ANNOTATION,
+    blackout::{BLACKOUT_NAME_PATTERN, Blackout},
+    schedule::SCHEDULE_PATTERN,
+};
+
+/// The prefix of every annotation the operator reads on a workload.
+pub const ANNOTATION_PREFIX: &str = "mtsre.meitu.com/";
+/// Field manager of the restart patch: it owns only the `restartedAt` annotation of a target's pod
+/// template, so the apply leaves every other field alone, also on a Deployment another manager
+/// applies in full (a Memcached's, under [`crate::memcached`]'s own manager). Its managedFields
+/// entry on the target also tells when the last restart patch landed.
+pub const RESTART_MANAGER: &str = "eru-operator-restart";
+/// Workload (Deployment, StatefulSet, DaemonSet) annotation asking for an Eru to be created
+/// automatically.
+pub const AUTO_ANNOTATION: &str = "mtsre.meitu.com/eru";
+/// Workload annotation with the automatic Eru's schedule.
+pub const AUTO_SCHEDULE_ANNOTATION: &str = "mtsre.meitu.com/eru-schedule";
+/// Workload annotation with the automatic Eru's time zone.
+pub const AUTO_TIMEZONE_ANNOTATION: &str = "mtsre.meitu.com/eru-timezone";
+/// `"true"` suspends the automatic Eru of the annotated workload.
+pub const AUTO_SUSPEND_ANNOTATION: &str = "mtsre.meitu.com/eru-suspend";
+
+/// What the API server checks of a time zone: an IANA-shaped name.
+pub const TIME_ZONE_PATTERN: &str = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$";
+/// A DNS-1123 subdomain (object names).
+pub const NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// Default for `startingDeadlineSeconds`.
+pub const DEFAULT_STARTING_DEADLINE_SECONDS: i64 = 300;
+
+fn default_starting_deadline() -> i64 {
+    DEFAULT_STARTING_DEADLINE_SECONDS
+}
+
+/// Graceful rolling restarts of a workload on a cron schedule.
+// kube-derive takes one `printcolumn(...)` per column; clippy reads them as duplicates.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, KubeSchema)]
+#[kube(
+    group = "mtsre.meitu.com",
+    version = "v1",
+    kind = "Eru",
+    plural = "erus",
+    namespaced,
+    status = "EruStatus",
+    shortname = "eru",
+    category = "eru-operator",
+    derive = "PartialEq",
+    doc = "Elegant Rolling Updates: restarts a workload gracefully at every slot of a cron schedule.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Target", type_ = "string", json_path = ".spec.target.name"),
+    printcolumn(name = "Schedule", type_ = "string", json_path = ".spec.schedule"),
+    printcolumn(name = "Last Restart", type_ = "date", json_path = ".status.lastRestart.slot"),
+    printcolumn(
+        name = "Next Restart",
+        type_ = "string",
+        json_path = ".status.nextScheduleTime"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct EruSpec {
+    /// Crontab schedule: 5 fields (minute hour day-of-month month day-of-week; 0 and 7 are
+    /// Sunday; names like `mon` and `jan`), an optional leading seconds field, or one of
+    /// `@yearly @monthly @weekly @daily @hourly`.
+    #[schemars(length(min = 1, max = 128), regex(pattern = SCHEDULE_PATTERN))]
+    pub schedule: String,
+
+    /// IANA time zone of the schedule (default UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = TIME_ZONE_PATTERN))]
+    pub time_zone: Option<String>,
+
+    /// The workload to restart, in the Eru's namespace.
+    pub target: Target,
+
+    /// Suspend future restarts; suspended slots are recorded as skipped.
+    #[serde(default)]
+    pub suspend: bool,
+
+    /// A slot noticed later than this is not run, only recorded as missed. At least 1: a
+    /// reconcile runs a moment after its slot, so 0 would let no slot run at all.
+    #[serde(default = "default_starting_deadline")]
+    #[schemars(range(min = 1, max = 31_536_000))]
+    pub starting_deadline_seconds: i64,
+
+    /// How long a rollout may take before the restart counts as failed (default: a
+    /// Deployment's `progressDeadlineSeconds`; 600 for a StatefulSet or DaemonSet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 86_400))]
+    pub rollout_timeout_seconds: Option<i64>,
+
+    /// Spread restarts: each slot's restart happens at the slot plus a fixed offset in
+    /// `[0, jitterSeconds)` derived from the Eru's uid and the slot (stable across operator
+    /// restarts). The slot stays the restart's key; `startingDeadlineSeconds` counts from the
+    /// offset instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86_400))]
+    pub jitter_seconds: Option<i64>,
+
+    /// Windows in which no restart starts: a slot whose restart instant falls inside one is
+    /// recorded `skipped/blackout` with the window. Recurring (`schedule` + `durationSeconds`, in
+    /// the Eru's time zone) or absolute (`start` + `end`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(
+        validation = Rule::new("self.all(b, has(b.schedule) == has(b.durationSeconds))")
+            .message("a recurring blackout needs both schedule and durationSeconds"),
+        validation = Rule::new("self.all(b, has(b.start) == has(b.end))")
+            .message("an absolute blackout needs both start and end"),
+        validation = Rule::new("self.all(b, has(b.schedule) != has(b.start))")
+            .message("a blackout is either recurring (schedule, durationSeconds) or absolute (start, end)"),
+        validation = Rule::new("self.all(b, !has(b.start) || timestamp(b.end) > timestamp(b.start))")
+            .message("a blackout's end must be after its start")
+    )]
+    pub blackouts: Vec<Blackout>,
+
+    /// Account and journal every slot (outcome `dry_run`, with the patch that would have been
+    /// sent) without changing the target.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+
+    /// Health gates: while one is closed, a due slot is **held** (it waits, unaccounted) and runs
+    /// once they all open, if before its starting deadline; else it is recorded skipped with the
+    /// gate's reason (`blocking_pods`, `alert_firing`, `gate_unknown`) and what held it.
+    // boxed: rare, and every cached Eru carries the field
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gates: Option<Box<Gates>>,
+}
+
+/// A label name (`[a-zA-Z_][a-zA-Z0-9_]*`, as Prometheus has them).
+pub const ALERT_LABEL_PATTERN: &str = r"^[a-zA-Z_][a-zA-Z0-9_]*$";
+
+/// Health gates of an Eru (see docs/eru.md, Health gates).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, kube::KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.blockingPodSelector) || has(self.alerts)")
+        .message("gates needs blockingPodSelector or alerts"),
+    validation = Rule::new(
+        "!has(self.blockingPodSelector) || (has(self.blockingPodSelector.matchLabels) && size(self.blockingPodSelector.matchLabels) > 0) || (has(self.blockingPodSelector.matchExpressions) && size(self.blockingPodSelector.matchExpressions) > 0)"
+    )
+    .message("an empty blockingPodSelector would match every pod (the target's own too): give matchLabels or matchExpressions")
+)]
+pub struct Gates {
+    /// Hold a due slot while a pod matching this selector exists in the Eru's namespace and has
+    /// not finished (phase Pending or Running): a migration Job, a backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking_pod_selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    /// Hold a due slot while a matching Prometheus alert fires (needs `--prometheus-url`). An
+    /// Eru's own gate sees only alerts whose `namespace` label is the Eru's namespace; the
+    /// cluster-wide gates (the operator's blackouts file) see every alert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<AlertGate>,
+}
+
+/// Which firing alerts hold a slot: every alert whose name matches `name` (a regular expression,
+/// anchored) and whose labels equal `labels` (`$namespace` and `$target` in a value stand for
+/// the Eru's namespace and its target's name).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertGate {
+    /// A regular expression (RE2 syntax, anchored at both ends) the alert's name must match.
+    /// Default: every alert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub name: Option<String>,
+    /// Labels the alert must carry with these exact values; `$namespace` and `$target` are
+    /// replaced by the Eru's namespace and its target's name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16, "propertyNames" = {"pattern": ALERT_LABEL_PATTERN, "maxLength": 128}))]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// When Prometheus cannot be asked (unreachable, an error): `Hold` (default) holds the slot as
+    /// a closed gate would, recording `skipped/gate_unknown` with the error if its deadline
+    /// passes; `Proceed` treats the gate as open.
+    #[serde(default)]
+    pub on_unknown: OnUnknown,
+}
+
+/// What a gate whose answer is unknown does.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnUnknown {
+    /// Hold the slot (fail safe).
+    #[default]
+    Hold,
+    /// Treat the gate as open.
+    Proceed,
+}
+
+/// A workload in the Eru's namespace.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    /// The workload's kind.
+    pub kind: TargetKind,
+    /// The workload's name.
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME_PATTERN))]
+    pub name: String,
+}
+
+impl Target {
+    /// How the journal names this target (epochs, slots, restarts; `/history`, `/missed`): a
+    /// Deployment by its name alone (as before other kinds existed), any other kind as
+    /// `Kind/name` (`StatefulSet/web`, `DaemonSet/agent`).
+    pub fn key(&self) -> String {
+        match self.kind {
+            TargetKind::Deployment => self.name.clone(),
+            kind => format!("{}/{}", kind.as_str(), self.name),
+        }
+    }
+
+    /// The target a journal key names ([`Target::key`]); `None` for an unknown kind.
+    pub fn from_key(key: &str) -> Option<Self> {
+        let (kind, name) = match key.split_once('/') {
+            None => (TargetKind::Deployment, key),
+            Some((kind, name)) => (TargetKind::ALL.into_iter().find(|k| k.as_str() == kind)?, name),
+        };
+        Some(Self {
+            kind,
+            name: name.to_string(),
+        })
+    }
+}
+
+/// Workload kinds an Eru can restart (all in `apps/v1`; a restart is the same pod-template
+/// annotation for each, as `kubectl rollout restart` sets).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum TargetKind {
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+}
+
+impl TargetKind {
+    pub const ALL: [TargetKind; 3] = [
+        TargetKind::Deployment,
+        TargetKind::StatefulSet,
+        TargetKind::DaemonSet,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Deployment => "Deployment",
+            TargetKind::StatefulSet => "StatefulSet",
+            TargetKind::DaemonSet => "DaemonSet",
+        }
+    }
+}
+
+/// Observed state of an Eru.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EruStatus {
+    /// The state machine's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// `Ready`, `ScheduleValid`, `TargetFound`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The slot being restarted while the phase is Restarting or RollingOut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_slot: Option<DateTime<Utc>>,
+    /// The ledger's cursor: every slot at or before this instant is restarted or recorded. Kept
+    /// here as well as in the journal, so a lost or replaced journal never accounts (or restarts)
+    /// a slot twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounted_through: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_schedule_time: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_time: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure_time: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_schedule_time: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart: Option<LastRestart>,
+    /// Slots missed or skipped since the Eru was created.
+    #[serde(default)]
+    pub missed_slots: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_missed_time: Option<DateTime<Utc>>,
+    /// The due slot a health gate holds, if one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldSlot>,
+}
+
+/// A due slot a health gate holds: it runs when the gates open, if before `deadline`; else it is
+/// recorded skipped with `reason` and `note`.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldSlot {
+    pub slot: DateTime<Utc>,
+    /// The first pass that held it.
+    pub since: DateTime<Utc>,
+    /// The last pass that found a gate closed.
+    pub checked_at: DateTime<Utc>,
+    pub deadline: DateTime<Utc>,
+    /// `blocking_pods`, `alert_firing` or `gate_unknown`.
+    pub reason: String,
+    /// What holds it: the pods, the alerts, or the error asking Prometheus.
+    pub note: String,
+}
+
+/// The latest restart.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastRestart {
+    pub slot: DateTime<Utc>,
+    /// When the restart was decided (journaled before its patch was sent). Deprecated: the same
+    /// as `decidedAt`, kept for existing readers.
+    pub started_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<DateTime<Utc>>,
+    /// When the restart patch landed (absent until it did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patched_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// in_progress, succeeded, failed or abandoned.
+    pub outcome: String,
+    /// Why it failed or was abandoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// From the patch landing to the rollout's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+}

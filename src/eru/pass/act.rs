@@ -1,0 +1,216 @@
+//! Step 4 of the Eru pass: the plan's actions — a place in the fleet, the restart patch, Events.
+//! What they bring back (the fleet's answer, the patch's result) goes back to the plan ([`Fed`]),
+//! which decides what follows in the same pass.
+
+use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
+use chrono::{DateTime, Utc};
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::events::EventType,
+};
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::context::EruContext;
+use crate::eru::{
+    CachedEru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, Target, TargetKind,
+    core::{
+        machine::State,
+        messages::{EruAction, Restart},
+        plan::Fed,
+        schedule::slot_text,
+    },
+    workloads::Workload,
+};
+use crate::runtime::{
+    api_message,
+    throttle::{self, Budget, Class},
+};
+
+/// Test-only failpoints (docs/development.md):
+/// - `hang-after-restart-patch`: hang right after the restart patch (the e2e test SIGKILLs the
+///   operator there to prove a slot is never restarted twice);
+/// - `stop-before-restart-patch`: the first restart patch is decided and journaled, then the
+///   process stops itself (SIGSTOP) just before sending it; the test freezes it past its lease
+///   and resumes it (SIGCONT) to prove a process that lost its lead in a freeze patches nothing.
+const FAILPOINT_ENV: &str = "ERU_FAILPOINT";
+
+/// `stop-before-restart-patch` fires once per process.
+static STOPPED_ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn stop_before_patch_failpoint() {
+    use std::sync::atomic::Ordering;
+    if std::env::var(FAILPOINT_ENV).as_deref() == Ok("stop-before-restart-patch")
+        && !STOPPED_ONCE.swap(true, Ordering::SeqCst)
+    {
+        warn!("failpoint stop-before-restart-patch: stopping this process until SIGCONT");
+        // SAFETY: raise(3) has no preconditions; the process stops here until continued
+        unsafe {
+            libc::raise(libc::SIGSTOP);
+        }
+        warn!("failpoint stop-before-restart-patch: continued");
+    }
+}
+
+/// Performs `action` for `eru`, whose plan is in `state`; returns what the plan must hear back.
+pub async fn act(context: &EruContext, eru: &CachedEru, state: &State, action: &EruAction) -> Option<Fed> {
+    let publish = |reason, action, note| {
+        context
+            .ctx
+            .publish(eru, EventType::Warning, reason, action, Some(note))
+    };
+    match action {
+        EruAction::PatchRestart { slot, target } => match state {
+            State::Restarting { restart } => patch(context, eru, restart, *slot, target).await,
+            _ => None,
+        },
+        EruAction::ReportInvalid { reason } => {
+            publish("InvalidSpec", "Validate", reason.clone());
+            None
+        }
+        EruAction::ReportTargetMissing => {
+            let note = format!(
+                "{} {} not found in namespace {}",
+                eru.spec.target.kind.as_str(),
+                eru.spec.target.name,
+                eru.namespace().unwrap_or_default()
+            );
+            publish("TargetMissing", "Observe", note);
+            None
+        }
+        EruAction::Hold(held) => {
+            // told once, on the pass that first holds it
+            if held.since == held.checked_at {
+                let note = format!(
+                    "slot {} held by a health gate ({}): {}; it runs when the gates open",
+                    slot_text(held.slot),
+                    held.reason.as_str(),
+                    held.note
+                );
+                info!(eru = %eru.name_any(), %note, "slot held");
+                publish("Held", "Gate", note);
+            }
+            None
+        }
+        EruAction::AskPlace { slot, deadline } => {
+            let grant = context.fleet.request(
+                &eru.uid().unwrap_or_default(),
+                &eru.namespace().unwrap_or_default(),
+                &eru.name_any(),
+                *slot,
+                *deadline,
+                Utc::now(),
+            );
+            Some(Fed::Place(grant))
+        }
+        EruAction::ReportGap { from, to } => {
+            let note = gap_note(*from, *to);
+            warn!(eru = %eru.name_any(), %note, "ledger gap");
+            publish("LedgerGap", "Account", note);
+            None
+        }
+    }
+}
+
+/// Sends the restart patch of `slot` to `target`, unless `restart` (the plan's restart in
+/// flight) is no longer that slot's or its deadline passed while the pass was journaling (never
+/// patched then: the next pass gives it up). A throttled patch is sent again after the API
+/// server's Retry-After, never past the deadline (then the 429 is the failed patch the journal
+/// records).
+async fn patch(
+    context: &EruContext,
+    eru: &CachedEru,
+    restart: &Restart,
+    slot: DateTime<Utc>,
+    target: &str,
+) -> Option<Fed> {
+    if restart.slot != slot || Utc::now() > restart.deadline {
+        return None;
+    }
+    let until = (restart.deadline - Utc::now()).to_std().unwrap_or_default();
+    let budget = Budget {
+        class: Class::Restart,
+        until: Some(tokio::time::Instant::now() + until),
+    };
+    stop_before_patch_failpoint();
+    // the client refuses it too; said here, with the slot, for whoever reads the log
+    if let Err(e) = context.ctx.leadership.check("the restart patch") {
+        warn!(eru = %eru.name_any(), slot = %slot_text(slot), error = %e, "restart patch not sent");
+        return None;
+    }
+    let result = throttle::within(budget, patch_restart(context, eru, target, slot)).await;
+    let at = Utc::now();
+    Some(match result {
+        Ok(()) => {
+            info!(eru = %eru.name_any(), slot = %slot_text(slot), "restart patched");
+            if std::env::var(FAILPOINT_ENV).as_deref() == Ok("hang-after-restart-patch") {
+                warn!("failpoint hang-after-restart-patch: waiting to be killed");
+                std::future::pending::<()>().await;
+            }
+            Fed::Patched { at }
+        }
+        Err(e) => {
+            let message = api_message(&e);
+            warn!(eru = %eru.name_any(), slot = %slot_text(slot), error = %message, "restart patch failed");
+            Fed::PatchFailed { message, at }
+        }
+    })
+}
+
+/// What the user is told of slots that cannot be accounted.
+fn gap_note(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
+    format!(
+        "slots between {} and {} are not accounted: the journal holds no record of this Eru before {} \
+         and its spec changed since the last slot the cluster remembers, so which slots there were is unknown",
+        slot_text(from),
+        slot_text(to),
+        slot_text(to)
+    )
+}
+
+/// Sets the slot on the pod template of the workload `target` (a journal key:
+/// [`Target::key`]) names, with server-side apply (only our annotation).
+async fn patch_restart(
+    context: &EruContext,
+    eru: &CachedEru,
+    target: &str,
+    slot: DateTime<Utc>,
+) -> kube::Result<()> {
+    let _urgent = context.ctx.urgent.begin();
+    let Some(Target { kind, name }) = Target::from_key(target) else {
+        // journaled by an operator that knows more kinds (its gate is closed: never reached)
+        let message = format!("unknown target kind in {target}");
+        return Err(kube::Error::Api(
+            kube::core::Status::failure(&message, "BadRequest")
+                .with_code(400)
+                .boxed(),
+        ));
+    };
+    let namespace = eru.namespace().unwrap_or_default();
+    let patch = json!({
+        "apiVersion": "apps/v1",
+        "kind": kind.as_str(),
+        "metadata": {"name": name},
+        "spec": {"template": {"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: slot_text(slot)}}}}
+    });
+    let params = PatchParams::apply(RESTART_MANAGER).force();
+    let patch = Patch::Apply(patch);
+    match kind {
+        TargetKind::Deployment => apply::<Deployment>(context, &namespace, &name, &params, &patch).await,
+        TargetKind::StatefulSet => apply::<StatefulSet>(context, &namespace, &name, &params, &patch).await,
+        TargetKind::DaemonSet => apply::<DaemonSet>(context, &namespace, &name, &params, &patch).await,
+    }
+}
+
+/// Sends `patch` to the workload `name` of kind `K`.
+async fn apply<K: Workload>(
+    context: &EruContext,
+    namespace: &str,
+    name: &str,
+    params: &PatchParams,
+    patch: &Patch<serde_json::Value>,
+) -> kube::Result<()> {
+    let api: Api<K> = context.ctx.api(namespace);
+    api.patch(name, params, patch).await.map(drop)
+}

@@ -1,0 +1,284 @@
+//! Step 3 of the Eru pass: what the plan decided, journaled in one transaction, then counted
+//! (metrics) and announced (Events) from what was journaled — in this one place, so a replay that
+//! journals nothing new counts and announces nothing. Deleted Erus' records take the same path
+//! ([`commit_records`]).
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::{Resource, runtime::events::EventType};
+
+use super::context::EruContext;
+use crate::eru::{
+    CachedEru, Eru, KIND,
+    core::{
+        ledger::{Reason, SlotRecord},
+        messages::{EruDecision, EruRecord},
+    },
+};
+use crate::vocab::Outcome;
+use crate::{
+    Result,
+    journal::{
+        Appended, Entry, FailedAttempt, FinishedRestart, LedgerSeed, NewEpoch, NewRestart, NewSlot,
+        ObjectKey, PatchedRestart,
+    },
+    runtime::object_key,
+};
+
+pub use crate::eru::core::schedule::slot_text;
+
+/// Journals the transitions and records of `decision` for `eru` at `now`, then counts and
+/// announces what was new.
+pub async fn commit(
+    context: &EruContext,
+    eru: &CachedEru,
+    decision: &EruDecision,
+    now: DateTime<Utc>,
+) -> Result<Appended> {
+    let ctx = &context.ctx;
+    let object = object_key(KIND, eru);
+    let entry = entry(&object, &decision.records, now);
+    let appended = ctx.journal(KIND, eru, &decision.transitions, entry).await?;
+    if appended.records() > 0 {
+        count(context, &object, &decision.records, now);
+        announce(context, eru.object_ref(&()), &decision.records);
+    }
+    ctx.announce(KIND, eru, &decision.transitions, &appended);
+    Ok(appended)
+}
+
+/// Journals `records` of the Eru `object` — one that left the cache (deleted) — then counts and
+/// announces what was new, like [`commit`].
+pub async fn commit_records(
+    context: &EruContext,
+    object: &ObjectKey,
+    records: &[EruRecord],
+    now: DateTime<Utc>,
+) -> Result<Appended> {
+    let appended = context.ctx.append(&entry(object, records, now)).await?;
+    if appended.records() > 0 {
+        count(context, object, records, now);
+        let reference = ObjectReference {
+            api_version: Some(Eru::api_version(&()).into_owned()),
+            kind: Some(KIND.into()),
+            namespace: Some(object.namespace.clone()),
+            name: Some(object.name.clone()),
+            uid: Some(object.uid.clone()),
+            ..ObjectReference::default()
+        };
+        announce(context, reference, records);
+    }
+    Ok(appended)
+}
+
+fn slot_row(object: &ObjectKey, r: &SlotRecord, now: DateTime<Utc>) -> NewSlot {
+    NewSlot {
+        object: object.clone(),
+        target: r.target.clone(),
+        slot: r.first,
+        last_slot: r.last,
+        slot_count: r.count,
+        result: r.reason.result(),
+        reason: r.reason,
+        window: r.window,
+        note: r.note.clone(),
+        evaluated_at: now,
+    }
+}
+
+/// The journal rows for `records` of the Eru `object`.
+pub fn entry(object: &ObjectKey, records: &[EruRecord], now: DateTime<Utc>) -> Entry {
+    let mut entry = Entry::default();
+    for record in records {
+        match record {
+            EruRecord::Seed(seed) => {
+                entry.seed = Some(LedgerSeed {
+                    object: object.clone(),
+                    accounted_through: seed.accounted_through,
+                    missed_slots: seed.missed_slots,
+                    last_missed: seed.last_missed,
+                    last_success: seed.last_success,
+                    last_failure: seed.last_failure,
+                })
+            }
+            EruRecord::Epoch(epoch) => entry.epochs.push(NewEpoch {
+                uid: object.uid.clone(),
+                generation: epoch.generation,
+                effective_from: epoch.from,
+                observed_at: now,
+                spec: serde_json::to_value(&epoch.spec).unwrap_or_default(),
+            }),
+            EruRecord::Advance(through) => entry.advances.push((object.clone(), *through)),
+            EruRecord::Slots(slots) => entry.slots.extend(slots.iter().map(|r| slot_row(object, r, now))),
+            restart => add_restart(&mut entry, object, restart, now),
+        }
+    }
+    entry
+}
+
+/// The rows of a record about a restart: decided, patched (its slot fired), a failed patch, its
+/// end, a dry run's, a restart given up.
+fn add_restart(entry: &mut Entry, object: &ObjectKey, record: &EruRecord, now: DateTime<Utc>) {
+    let decided = |slot: DateTime<Utc>, deadline: DateTime<Utc>, target: &str| NewRestart {
+        object: object.clone(),
+        target: target.to_string(),
+        slot,
+        decided_at: now,
+        deadline_at: deadline,
+    };
+    let finished =
+        |slot: DateTime<Utc>, at: DateTime<Utc>, outcome: Outcome, reason: Option<String>| FinishedRestart {
+            uid: object.uid.clone(),
+            slot,
+            finished_at: at,
+            outcome,
+            reason,
+        };
+    match record {
+        EruRecord::Decided {
+            slot,
+            deadline,
+            target,
+        } => entry.restarts_decided.push(decided(*slot, *deadline, target)),
+        EruRecord::Patched { slot, at, target } => {
+            entry.restarts_patched.push(PatchedRestart {
+                uid: object.uid.clone(),
+                slot: *slot,
+                patched_at: *at,
+            });
+            let fired = SlotRecord::one(*slot, Reason::Scheduled, None, target);
+            entry.slots.push(slot_row(object, &fired, now));
+        }
+        EruRecord::Attempt {
+            slot,
+            at,
+            error,
+            retry_at,
+        } => entry.attempts.push(FailedAttempt {
+            uid: object.uid.clone(),
+            slot: *slot,
+            at: *at,
+            error: error.clone(),
+            next_attempt_at: *retry_at,
+        }),
+        EruRecord::Finished {
+            slot,
+            outcome,
+            finished_at,
+            reason,
+            ..
+        } => (entry.restarts_finished).push(finished(
+            *slot,
+            finished_at.unwrap_or(now),
+            *outcome,
+            reason.clone(),
+        )),
+        EruRecord::DryRun {
+            slot,
+            deadline,
+            target,
+            patch,
+        } => {
+            entry.restarts_decided.push(decided(*slot, *deadline, target));
+            (entry.restarts_finished).push(finished(*slot, now, Outcome::DryRun, Some(patch.clone())));
+            let record = SlotRecord::one(*slot, Reason::DryRun, None, target).noted(patch.clone());
+            entry.slots.push(slot_row(object, &record, now));
+        }
+        EruRecord::GaveUp { slot, reason, record } => {
+            (entry.restarts_finished).push(finished(*slot, now, Outcome::Abandoned, Some(reason.clone())));
+            entry.slots.push(slot_row(object, record, now));
+        }
+        EruRecord::Seed(_) | EruRecord::Epoch(_) | EruRecord::Advance(_) | EruRecord::Slots(_) => {}
+    }
+}
+
+/// Counts journaled slots, landed patches and finished restarts.
+fn count(context: &EruContext, object: &ObjectKey, records: &[EruRecord], now: DateTime<Utc>) {
+    let metrics = &context.metrics;
+    let (namespace, name) = (object.namespace.as_str(), object.name.as_str());
+    let slots = |r: &SlotRecord| metrics.add_slots(namespace, name, r.reason, r.count as u64);
+    let restarts = |outcome: Outcome| metrics.add_restart(namespace, name, outcome);
+    for record in records {
+        match record {
+            EruRecord::Slots(records) => records.iter().for_each(slots),
+            EruRecord::Patched { slot, at, .. } => {
+                metrics.add_slots(namespace, name, Reason::Scheduled, 1);
+                metrics
+                    .fire_lateness
+                    .observe((*at - *slot).as_seconds_f64().max(0.0));
+            }
+            EruRecord::Finished {
+                outcome,
+                finished_at,
+                patched_at,
+                ..
+            } => {
+                restarts(*outcome);
+                if *outcome != Outcome::Abandoned {
+                    let seconds = (finished_at.unwrap_or(now) - *patched_at).as_seconds_f64();
+                    metrics.restart_duration.observe(seconds.max(0.0));
+                }
+            }
+            EruRecord::GaveUp { record, .. } => {
+                restarts(Outcome::Abandoned);
+                slots(record);
+            }
+            EruRecord::DryRun { .. } => {
+                restarts(Outcome::DryRun);
+                metrics.add_slots(namespace, name, Reason::DryRun, 1);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Tells the user how journaled restarts went (an Event each about the Eru `reference` names).
+fn announce(context: &EruContext, reference: ObjectReference, records: &[EruRecord]) {
+    for record in records {
+        let (type_, why, action, note) = match record {
+            EruRecord::Finished {
+                slot,
+                outcome,
+                reason,
+                ..
+            } => {
+                let (type_, why) = match outcome {
+                    Outcome::Succeeded => (EventType::Normal, "RestartSucceeded"),
+                    Outcome::Failed => (EventType::Warning, "RestartFailed"),
+                    Outcome::Abandoned => (EventType::Warning, "RestartAbandoned"),
+                    Outcome::DryRun => (EventType::Normal, "DryRun"),
+                    // never finished in progress
+                    Outcome::InProgress => (EventType::Normal, "RestartInProgress"),
+                };
+                let mut note = format!("restart of slot {} {}", slot_text(*slot), outcome.as_str());
+                if let Some(reason) = reason {
+                    note.push_str(&format!(": {reason}"));
+                }
+                (type_, why, "Restart", note)
+            }
+            EruRecord::DryRun { slot, patch, .. } => (
+                EventType::Normal,
+                "DryRun",
+                "Restart",
+                format!("slot {}: {patch}", slot_text(*slot)),
+            ),
+            EruRecord::GaveUp { slot, reason, .. } => (
+                EventType::Warning,
+                "RestartAbandoned",
+                "Restart",
+                format!("restart of slot {} abandoned: {reason}", slot_text(*slot)),
+            ),
+            // the same note for every try of a slot: the recorder counts them as one series
+            EruRecord::Attempt { slot, error, .. } => (
+                EventType::Warning,
+                "RestartPatchFailed",
+                "Restart",
+                format!("restart patch of slot {} failed: {error}", slot_text(*slot)),
+            ),
+            _ => continue,
+        };
+        context
+            .ctx
+            .publish_to(reference.clone(), type_, why, action, Some(note))
+    }
+}

@@ -1,0 +1,306 @@
+//! Step 1 of the Eru pass: what the cluster (watch caches) and the journal say about one Eru.
+//! Reads only, each bounded by what happened since the Eru's cursor; everything after this step
+//! decides from the returned [`Observed`].
+
+use chrono::{DateTime, Utc};
+use kube::{Resource, ResourceExt};
+
+use super::context::EruContext;
+pub use crate::eru::core::observed::*;
+use crate::eru::{
+    CachedEru, EruSpec, EruStatus, HeldSlot,
+    core::{
+        blackout::Blackouts,
+        hold::{self, Answer, Held},
+        ledger::{Epoch, EpochSpec, Window},
+        messages::{Remembered, Restart},
+        schedule::{Schedule, eru_seed},
+    },
+    gates::check_gates,
+};
+use crate::{
+    Result,
+    journal::RestartRow,
+    runtime::{status::status_digest, time_of},
+};
+
+/// A restart the journal holds in progress, from its row.
+fn open_restart(row: &RestartRow) -> OpenRestart {
+    let slot = *row.slot;
+    OpenRestart {
+        restart: Restart {
+            slot,
+            target: row.target.clone(),
+            // journaled before deadlines were kept: the default starting deadline
+            deadline: row.deadline_at.map_or(
+                slot + chrono::Duration::seconds(crate::eru::DEFAULT_STARTING_DEADLINE_SECONDS),
+                |at| *at,
+            ),
+            attempts: row.attempts.max(0) as u32,
+            last_error: row.last_error.clone(),
+            next_attempt_at: row.next_attempt_at.map(|at| *at),
+        },
+        decided_at: *row.decided_at,
+        patched_at: row.patched_at.map(|at| *at),
+    }
+}
+
+/// Whether a slot may be due in `(since, now]` under the current spec or an epoch's: only then
+/// are the gates asked (an over-estimate costs one cached ask; an under-estimate would let a slot
+/// start unasked, so every schedule that may produce a slot is checked).
+fn may_be_due(
+    current: &Result<Schedule, String>,
+    epochs: &[Epoch],
+    seed: &str,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> bool {
+    let due = |s: &Schedule| s.next_after(since).is_some_and(|slot| slot <= now);
+    current.as_ref().is_ok_and(due)
+        || epochs
+            .iter()
+            .any(|e| e.spec.schedule(seed).is_some_and(|s| due(&s)))
+}
+
+/// The status this pass starts from, as the status step needs it whole: the freshest this
+/// operator knows (its own last write, until the cache shows it) and its [`status_digest`] (a
+/// cached one lacks its conditions' reasons and messages): a pass writes its status only when
+/// the new one differs.
+#[derive(Clone, Debug, Default)]
+pub struct Known {
+    pub status: Option<EruStatus>,
+    pub digest: Option<u64>,
+}
+
+/// The slot-deciding fields of `spec`, as the ledger journals them with each epoch.
+pub fn epoch_spec(spec: &EruSpec) -> EpochSpec {
+    EpochSpec {
+        schedule: spec.schedule.clone(),
+        time_zone: spec.time_zone.clone(),
+        suspend: spec.suspend,
+        starting_deadline_seconds: spec.starting_deadline_seconds,
+        target: spec.target.key(),
+        jitter_seconds: spec.jitter_seconds.unwrap_or(0),
+        blackouts: spec.blackouts.clone(),
+        dry_run: spec.dry_run,
+    }
+}
+
+/// What the core reads of a status ([`Shown`]).
+pub fn shown(status: &EruStatus) -> Shown {
+    Shown {
+        phase: status.phase.clone(),
+        ledger: Remembered {
+            accounted_through: status.accounted_through,
+            missed_slots: status.missed_slots,
+            last_missed: status.last_missed_time,
+            last_success: status.last_successful_time,
+            last_failure: status.last_failure_time,
+        },
+        last_restart: status.last_restart.as_ref().map(|r| ShownRestart {
+            slot: r.slot,
+            patched_at: r.patched_at,
+            in_progress: r.outcome == crate::vocab::Outcome::InProgress.as_str(),
+        }),
+    }
+}
+
+/// A hold as the status shows it (an operator restarted during a hold keeps its start and
+/// reason); `None` if its reason is not one this operator knows.
+pub fn held_from_status(held: &HeldSlot) -> Option<Held> {
+    Some(Held {
+        slot: held.slot,
+        since: held.since,
+        checked_at: held.checked_at,
+        deadline: held.deadline,
+        reason: crate::vocab::Reason::parse(&held.reason)?,
+        note: held.note.clone(),
+    })
+}
+
+/// Observes `eru` at `now`: what the core decides from, and the status it starts from.
+pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) -> Result<(Observed, Known)> {
+    let known = known(context, eru);
+    let created = eru
+        .meta()
+        .creation_timestamp
+        .as_ref()
+        .and_then(time_of)
+        .unwrap_or(now);
+    let journal = journaled(context, eru, known.status.as_ref(), created, now).await?;
+    let cluster = cluster(context, eru, &known, &journal, created);
+    // every slot at or before this instant is accounted (the journal's cursor, the status's, or
+    // the Eru's creation)
+    let since = (journal.ledger.as_ref().and_then(|l| l.accounted_through))
+        .or(known.status.as_ref().and_then(|s| s.accounted_through))
+        .unwrap_or(created);
+    let operator = operator(context, eru, &known, &cluster, &journal, (since, now)).await;
+    let observed = Observed {
+        now,
+        cluster,
+        journal,
+        operator,
+    };
+    Ok((observed, known))
+}
+
+/// The status written last, until the cache shows it; else the cached one.
+fn known(context: &EruContext, eru: &CachedEru) -> Known {
+    let uid = eru.uid().unwrap_or_default();
+    match context.ctx.statuses.written::<EruStatus>(
+        &uid,
+        &eru.resource_version().unwrap_or_default(),
+        eru.status_digest(),
+    ) {
+        Some(written) => Known {
+            digest: Some(status_digest(&written)),
+            status: Some(written),
+        },
+        None => Known {
+            status: eru.status(),
+            digest: eru.status_digest(),
+        },
+    }
+}
+
+/// What the journal holds of the Eru from its cursor (else the status's, else its creation) on:
+/// its ledger, epochs, restart in flight, the operator's runs and journal outages. Each read is
+/// bounded by what happened since that cursor.
+async fn journaled(
+    context: &EruContext,
+    eru: &CachedEru,
+    known: Option<&EruStatus>,
+    created: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Journaled> {
+    let journal = &context.ctx.journal;
+    let uid = eru.uid().unwrap_or_default();
+    // the open outage before the journaled ones (see `Journal::outage_now`)
+    let open_outage = journal.outage_now(now);
+    let ledger = (journal.ledger(&uid).await?).map(|row| Ledger {
+        accounted_through: row.accounted_through.map(|at| *at),
+    });
+    let since = (ledger.as_ref().and_then(|l| l.accounted_through))
+        .or(known.and_then(|s| s.accounted_through))
+        .unwrap_or(created);
+    let epochs = (journal.epochs(&uid, since).await?.into_iter())
+        .map(|row| {
+            let spec = serde_json::from_value(row.spec.0).map_err(|e| crate::Error::JournalRow {
+                row: format!("spec_epochs (uid {}, generation {})", row.uid, row.generation),
+                reason: e.to_string(),
+            })?;
+            Ok(Epoch {
+                generation: row.generation,
+                from: *row.effective_from,
+                spec,
+            })
+        })
+        .collect::<Result<Vec<Epoch>>>()?;
+    let open_restart = journal.open_restart(&uid).await?.as_ref().map(open_restart);
+    let runs = (journal.runs_since(since).await?.iter())
+        .map(|r| (*r.started_at, *r.heartbeat_at))
+        .collect();
+    let mut outages: Vec<Window> = (journal.outages_since(since).await?.iter())
+        .map(|o| (*o.started_at, *o.ended_at))
+        .collect();
+    // an outage that ended between the two reads is in both: its journaled window, which ends
+    // when writes worked again, is the one
+    if let Some(open) = open_outage.filter(|o| outages.iter().all(|j| j.0 != o.0)) {
+        outages.push(open);
+    }
+    Ok(Journaled {
+        ledger,
+        epochs,
+        open_restart,
+        runs,
+        outages,
+    })
+}
+
+/// What the cluster says: the Eru's spec (as an epoch, its schedule or why it cannot be used),
+/// what its status shows, and the targets the pass may need (the spec's, the restart's, the
+/// epochs'), as cached.
+fn cluster(
+    context: &EruContext,
+    eru: &CachedEru,
+    known: &Known,
+    journal: &Journaled,
+    created: DateTime<Utc>,
+) -> Cluster {
+    let namespace = eru.namespace().unwrap_or_default();
+    let spec = epoch_spec(&eru.spec);
+    let mut keys: Vec<&str> = vec![&spec.target];
+    keys.extend(journal.open_restart.iter().map(|o| o.restart.target.as_str()));
+    keys.extend(journal.epochs.iter().map(|e| e.spec.target.as_str()));
+    let targets = keys
+        .into_iter()
+        .filter_map(|key| Some((key.to_string(), context.targets.view(&namespace, key)?)))
+        .collect();
+    let h_key = eru_seed(&namespace, &eru.name_any());
+    let tz = eru.spec.time_zone.as_deref();
+    let schedule = Schedule::parse_for(&eru.spec.schedule, tz, &h_key)
+        .map_err(|e| e.to_string())
+        .and_then(|s| {
+            Blackouts::compile(&eru.spec.blackouts, &[], tz, &h_key).map_err(|e| e.to_string())?;
+            // what CEL cannot check: the alert gate's regexp (the Eru is Invalid, with an Event)
+            if let Some(gates) = &eru.spec.gates {
+                check_gates(gates)?;
+            }
+            Ok(s)
+        });
+    Cluster {
+        uid: eru.uid().unwrap_or_default(),
+        h_key,
+        generation: eru.meta().generation.unwrap_or(1),
+        created,
+        spec_written_at: eru.spec_written_at(),
+        spec,
+        rollout_timeout_seconds: eru.spec.rollout_timeout_seconds,
+        schedule,
+        shown: known.status.as_ref().map(shown),
+        targets,
+    }
+}
+
+/// What the operator brings: its cluster-wide blackouts and dry run, the Eru's place in the
+/// fleet's queue, the slot a gate held before (this process's memory, else the status's: a
+/// restarted operator keeps the hold's start and reason), and the gates' answer, asked only when
+/// a slot may be due in `(since, now]`.
+async fn operator(
+    context: &EruContext,
+    eru: &CachedEru,
+    known: &Known,
+    cluster: &Cluster,
+    journal: &Journaled,
+    (since, now): (DateTime<Utc>, DateTime<Utc>),
+) -> Operator {
+    let held = context.holds.get(&cluster.uid).or_else(|| {
+        (known.status.as_ref())
+            .and_then(|s| s.held.as_ref())
+            .and_then(held_from_status)
+    });
+    // the Eru's own gates and the operator's cluster-wide ones (--blackouts-file)
+    let cluster_gates = context.options.blackouts.gates();
+    let gated = eru.spec.gates.is_some() || cluster_gates.is_some();
+    let gate = if gated && may_be_due(&cluster.schedule, &journal.epochs, &cluster.h_key, since, now) {
+        (context.gatekeeper)
+            .check(
+                &eru.namespace().unwrap_or_default(),
+                &eru.spec.target.name,
+                eru.spec.gates.as_deref(),
+                cluster_gates.as_deref(),
+            )
+            .await
+    } else {
+        Answer::Open
+    };
+    Operator {
+        cluster_blackouts: context.options.blackouts.current(),
+        dry_run_all: context.options.dry_run,
+        queued: context.fleet.waiting(&cluster.uid),
+        gate,
+        held,
+        gate_poll: chrono::Duration::from_std(context.options.gates.poll)
+            .unwrap_or_else(|_| chrono::Duration::seconds(hold::DEFAULT_POLL_SECONDS)),
+    }
+}

@@ -1,0 +1,364 @@
+//! The Eru controller and its pass, one step per module:
+//! [`observe`](super::observe) (watch caches and journal) → [`plan`](crate::eru::core::plan) (the
+//! machine; pure) → [`commit`](super::commit) (transitions and records, one transaction) →
+//! [`act`](super::act) (restart patch, fleet place, Events; results fed back to the plan) →
+//! [`status`](super::status) → requeue at the plan's one wake-up instant.
+
+use std::{future::Future, sync::Arc, time::Duration as StdDuration};
+
+use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use kube::{
+    Resource, ResourceExt,
+    runtime::{
+        Controller,
+        controller::{self, Action},
+        reflector::ObjectRef,
+        watcher,
+    },
+};
+use tokio::sync::watch;
+
+use super::{
+    act::act,
+    commit,
+    context::{EruContext, Holds, Options, TargetCaches, Workloads},
+    deleted,
+    observe::{Known, observe},
+    status::status,
+};
+use crate::eru::{
+    CachedEru, KIND,
+    core::{
+        messages::EruAction,
+        plan::{Fed, Plan, plan},
+    },
+    fleet::Fleet,
+    gates::Gatekeeper,
+    index::Targets,
+    metrics::EruMetrics,
+    workloads::Workload,
+};
+use crate::{
+    Result,
+    machine::Phase,
+    runtime::{
+        Context, drive,
+        pass::{self, Steps},
+        shutdown_requested,
+        status::status_digest,
+        wakes::{self, FarWakes, Wake},
+        watch::{Shared, only_changes},
+    },
+};
+
+/// Requeue margin after a slot: timers fire at or after their instant (millisecond rounding), so
+/// the slot is due when the pass runs.
+const SLOT_MARGIN: StdDuration = StdDuration::from_millis(2);
+
+/// Builds the Eru controller on the shared Eru and workload caches; returns it and a future that
+/// resolves once its caches synced. Erus are reconciled when their spec changes (not when the
+/// operator writes their status), when a Deployment, StatefulSet or DaemonSet they target
+/// changes, and at their slots.
+pub fn controller(
+    ctx: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+    erus: &mut Shared<CachedEru>,
+    workloads: Workloads<'_>,
+    options: Options,
+    holds: Holds,
+) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
+    let (fleet, freed) = Fleet::new(options.limits);
+    let far = FarWakes::default();
+    let freed = futures::stream::unfold(freed, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+    let targets = Targets::default();
+    let index = targets.clone();
+    erus.on_event(move |event| index.observe(event));
+    let memo = ctx.clone();
+    erus.on_stored(move |event| {
+        if let watcher::Event::Apply(eru) | watcher::Event::InitApply(eru) = event {
+            let meta = eru.meta();
+            memo.statuses.cache_shows(
+                meta.uid.as_deref().unwrap_or_default(),
+                meta.resource_version.as_deref().unwrap_or_default(),
+                eru.status_digest(),
+            );
+        }
+    });
+    let gone = erus.deletions();
+    let spec_changes = only_changes(erus.subscribe(), |eru: &CachedEru| {
+        eru.metadata.generation.unwrap_or(0) as u64
+    });
+    let controller = Controller::for_shared_stream(spec_changes, erus.store.clone())
+        .watches_shared_stream(seen(workloads.deployments), erus_of::<Deployment>(&targets))
+        .watches_shared_stream(seen(workloads.statefulsets), erus_of::<StatefulSet>(&targets))
+        .watches_shared_stream(seen(workloads.daemonsets), erus_of::<DaemonSet>(&targets))
+        .reconcile_on(freed)
+        .reconcile_on(far.due_stream())
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
+        .graceful_shutdown_on(shutdown_requested(shutdown.clone()));
+    let target_caches = TargetCaches::of(&workloads);
+    let synced = {
+        let (erus_synced, targets_synced) = (erus.synced.clone(), target_caches.clone());
+        async move {
+            futures::join!(erus_synced.wait(), targets_synced.synced());
+        }
+    };
+    let context = Arc::new(EruContext {
+        metrics: EruMetrics::register(&ctx.metrics),
+        gatekeeper: Gatekeeper::new(
+            ctx.client.clone(),
+            ctx.settings.namespace.clone(),
+            options.gates.clone(),
+            &ctx.metrics,
+        ),
+        holds,
+        ctx,
+        erus: erus.store.clone(),
+        targets: target_caches,
+        fleet,
+        fleet_loaded: Default::default(),
+        far,
+        options: options.clone(),
+    });
+    let reload = options
+        .blackouts
+        .clone()
+        .follow(shutdown_requested(shutdown.clone()));
+    let deletions = deleted::follow(context.clone(), erus.store.clone(), erus.synced.clone(), gone);
+    let run = drive(
+        controller,
+        KIND,
+        context.ctx.clone(),
+        context,
+        pass::run::<EruContext>,
+    );
+    (
+        async move {
+            futures::join!(run, deletions, reload);
+        },
+        synced,
+    )
+}
+
+/// The changes of a workload cache that may move an Eru: not those its controller has yet to
+/// see ([`Workload::awaits_controller`]). Such a change (most often the echo of this operator's
+/// own restart patch) cannot move an Eru: its rollout cannot be judged done or failed, and its
+/// gates are closed, until the workload's controller catches up, and that write triggers the
+/// pass. Skipping them halves the passes of a burst of due slots.
+fn seen<K: Workload>(cache: &Shared<K>) -> impl futures::Stream<Item = Arc<K>> + Send + 'static {
+    cache
+        .subscribe()
+        .filter(|workload| futures::future::ready(!workload.awaits_controller()))
+}
+
+/// The Erus that target a workload of kind `K`, from the index.
+fn erus_of<K: Workload>(
+    targets: &Targets,
+) -> impl Fn(Arc<K>) -> Vec<ObjectRef<CachedEru>> + Send + Sync + 'static {
+    let targets = targets.clone();
+    move |workload| {
+        targets.erus_of(
+            &workload.namespace().unwrap_or_default(),
+            K::KIND,
+            &workload.name_any(),
+        )
+    }
+}
+
+/// One Eru pass as the runtime's steps carry it: the core's plan, and the status the pass
+/// started from (for the status step).
+pub struct EruPass {
+    plan: Plan,
+    known: Known,
+}
+
+/// The Eru's steps of the runtime's pass ([`pass::run`]): observe → plan (the fleet's answer
+/// fed back) → commit → act (the patch's result fed back, then committed) → status → requeue.
+impl Steps for EruContext {
+    type Object = CachedEru;
+    type Plan = EruPass;
+    type Action = EruAction;
+    type Fed = Fed;
+
+    async fn plan(&self, eru: &Arc<CachedEru>) -> Result<Option<EruPass>> {
+        // an unsynced cache would show the target as missing and abandon a restart in flight
+        self.targets.synced().await;
+        if eru.meta().deletion_timestamp.is_some() {
+            forget(self, eru);
+            return Ok(None);
+        }
+        let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
+        self.metrics.init(&namespace, &name);
+        restore_fleet(self).await?;
+        let (observed, known) = observe(self, eru, Utc::now()).await?;
+        Ok(Some(EruPass {
+            plan: plan(observed),
+            known,
+        }))
+    }
+
+    async fn commit(&self, eru: &Arc<CachedEru>, pass: &mut EruPass) -> Result<Vec<EruAction>> {
+        let decided = pass.plan.take();
+        commit::commit(self, eru, &decided, pass.plan.at()).await?;
+        Ok(decided.actions)
+    }
+
+    async fn act(&self, eru: &Arc<CachedEru>, pass: &EruPass, actions: Vec<EruAction>) -> Result<Vec<Fed>> {
+        let mut results = Vec::new();
+        for action in &actions {
+            results.extend(act(self, eru, &pass.plan.state, action).await);
+        }
+        Ok(results)
+    }
+
+    fn after(pass: &mut EruPass, fed: Fed) {
+        pass.plan.after(fed);
+    }
+
+    async fn finish(&self, eru: &Arc<CachedEru>, pass: EruPass) -> Result<Action> {
+        let EruPass { plan, known } = pass;
+        let uid = eru.uid().unwrap_or_default();
+        keep_or_free_place(self, eru, &plan);
+        remember_hold(self, eru, &plan);
+        (self.metrics).set_next(
+            &eru.namespace().unwrap_or_default(),
+            &eru.name_any(),
+            plan.next_restart(),
+        );
+        (self.metrics).set_rollout(&eru.namespace().unwrap_or_default(), &eru.name_any(), &plan.state);
+        self.ctx.metrics.set_phase(KIND, &uid, plan.state.phase());
+        if deleted_meanwhile(self, eru) {
+            // the deletion was handled while this pass ran; undo what the pass set again
+            forget(self, eru);
+            deleted::abandon_open(self, &uid).await;
+            return Ok(Action::await_change());
+        }
+        // the journal decides what is new (a replayed record is not), so totals are read from it
+        let summary = self.ctx.journal.eru_summary(&uid).await?;
+        let status = status(eru, &plan, &known, &summary, !self.fleet.limits().unlimited());
+        if known.digest != Some(status_digest(&status)) {
+            self.ctx.write_status(eru.as_ref(), &status);
+        }
+        Ok(requeue(self, eru, plan.backlog, plan.wake()))
+    }
+}
+
+/// Counts the restarts in flight from the journal, once, before the first pass gives a place.
+async fn restore_fleet(context: &EruContext) -> Result<()> {
+    if context.fleet.limits().unlimited() {
+        return Ok(());
+    }
+    context
+        .fleet_loaded
+        .get_or_try_init(|| async {
+            let namespace = context.ctx.settings.namespace.as_deref();
+            for open in context.ctx.journal.open_restarts(namespace).await? {
+                context.fleet.hold(&open.uid, &open.namespace);
+            }
+            Ok::<_, crate::Error>(())
+        })
+        .await?;
+    Ok(())
+}
+
+/// Keeps the Eru's place while a restart is in flight; otherwise, unless its slot waits for
+/// one, frees its place (or its turn) for the next in line.
+fn keep_or_free_place(context: &EruContext, eru: &CachedEru, plan: &Plan) {
+    let uid = eru.uid().unwrap_or_default();
+    if plan.state.slot().is_some() {
+        context.fleet.hold(&uid, &eru.namespace().unwrap_or_default());
+    } else if plan.queued.is_none() {
+        context.fleet.leave(&uid, Utc::now());
+    }
+    let (waiting, in_flight) = context.fleet.sizes();
+    context.metrics.set_fleet(waiting, in_flight);
+}
+
+/// Remembers the slot a health gate holds (or forgets it), and sets the held metrics.
+fn remember_hold(context: &EruContext, eru: &CachedEru, plan: &Plan) {
+    let uid = eru.uid().unwrap_or_default();
+    let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
+    let held = context.holds.set(&uid, plan.held.as_ref());
+    (context.metrics).set_held(&namespace, &name, plan.held.as_ref().map(|h| h.since), held);
+}
+
+/// When to come back: at once with a backlog; else at the next slot, or when the restart in
+/// flight needs a look (a retry, its deadline, its rollout's timeout: no Deployment event may come
+/// when a rollout stalls) if that is sooner. A wake-up beyond the scheduler's horizon waits in
+/// the far timer ([`crate::runtime::wakes`]), which hands the Eru back a minute early for a
+/// pass that requeues it to the millisecond.
+fn requeue(context: &EruContext, eru: &CachedEru, backlog: bool, at: Option<DateTime<Utc>>) -> Action {
+    if backlog {
+        return Action::requeue(StdDuration::from_millis(10));
+    }
+    let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
+    match at.map(|t| wakes::wake(Utc::now(), t)) {
+        Some(Wake::Far(at)) => {
+            context.far.wake_at(&namespace, &name, at);
+            Action::await_change()
+        }
+        Some(Wake::Requeue(after)) => {
+            context.far.cancel(&namespace, &name);
+            Action::requeue(after + SLOT_MARGIN)
+        }
+        None => {
+            context.far.cancel(&namespace, &name);
+            Action::await_change()
+        }
+    }
+}
+
+/// Whether `eru` left the cache (or was replaced by a namesake) while its pass ran.
+fn deleted_meanwhile(context: &EruContext, eru: &CachedEru) -> bool {
+    context
+        .erus
+        .get(&ObjectRef::from_obj(eru))
+        .is_none_or(|cached| cached.uid() != eru.uid())
+}
+
+/// Forgets a deleted Eru: its status memo, phase, per-Eru series, place in the fleet and hold.
+fn forget(context: &EruContext, eru: &CachedEru) {
+    context.fleet.leave(&eru.uid().unwrap_or_default(), Utc::now());
+    let held = context.holds.set(&eru.uid().unwrap_or_default(), None);
+    (context.metrics).set_held(&eru.namespace().unwrap_or_default(), &eru.name_any(), None, held);
+    context
+        .far
+        .cancel(&eru.namespace().unwrap_or_default(), &eru.name_any());
+    context.ctx.forget(KIND, eru);
+    context
+        .metrics
+        .forget(&eru.namespace().unwrap_or_default(), &eru.name_any());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(generation: i64, observed: Option<i64>, deleting: bool) -> Deployment {
+        let deleted = deleting.then_some("2026-11-23T03:00:00Z");
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns", "generation": generation, "deletionTimestamp": deleted},
+            "status": {"observedGeneration": observed}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_changes_the_deployment_controller_has_not_seen_are_skipped() {
+        assert!(
+            deployment(2, Some(1), false).awaits_controller(),
+            "the echo of a restart patch"
+        );
+        assert!(
+            !deployment(2, Some(2), false).awaits_controller(),
+            "observed: a rollout may be done"
+        );
+        assert!(
+            !deployment(1, None, false).awaits_controller(),
+            "new: an Eru may wait for it"
+        );
+        assert!(!deployment(2, Some(1), true).awaits_controller(), "being deleted");
+    }
+}

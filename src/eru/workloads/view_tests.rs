@@ -1,0 +1,287 @@
+//! Unit tests of the target views: gates, rollout verdicts and the slot a template carries.
+
+use chrono::{Duration, TimeZone};
+use serde_json::json;
+
+use super::*;
+use crate::eru::core::{messages::Gate, target::Verdict};
+
+fn t(s: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, 3, 0, s).unwrap()
+}
+
+fn deployment(annotation: Option<&str>, status: serde_json::Value) -> Deployment {
+    let annotations = annotation.map(|a| json!({ RESTARTED_AT_ANNOTATION: a }));
+    serde_json::from_value(json!({
+        "metadata": {"name": "web", "generation": 2},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"annotations": annotations}, "spec": {"containers": []}}
+        },
+        "status": status
+    }))
+    .unwrap()
+}
+
+fn settled() -> serde_json::Value {
+    json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 3, "availableReplicas": 3})
+}
+
+#[test]
+fn settled_deployment_is_open_and_done() {
+    let view = view_deployment(&deployment(Some("2026-11-22T03:00:10Z"), settled()));
+    assert_eq!(view.template_slot, Some(t(10)));
+    assert_eq!(view.gate(), Gate::Open);
+    assert_eq!(
+        view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+        Verdict::Done
+    );
+    // the template carries another slot: this restart's rollout has not been seen yet
+    assert_eq!(
+        view.verdict(t(20), t(20), t(21), Duration::seconds(600)),
+        Verdict::Progressing
+    );
+}
+
+#[test]
+fn old_replicas_or_stale_generation_are_not_done() {
+    let mut status = settled();
+    status["replicas"] = json!(4);
+    let view = view_deployment(&deployment(Some("2026-11-22T03:00:10Z"), status));
+    assert_eq!(view.gate(), Gate::Unhealthy);
+    assert_eq!(
+        view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+        Verdict::Progressing
+    );
+    let mut stale = settled();
+    stale["observedGeneration"] = json!(1);
+    assert!(!view_deployment(&deployment(Some("2026-11-22T03:00:10Z"), stale)).settled);
+}
+
+#[test]
+fn deadline_and_timeout_fail() {
+    let mut status = settled();
+    status["availableReplicas"] = json!(1);
+    status["conditions"] =
+        json!([{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]);
+    let view = view_deployment(&deployment(Some("2026-11-22T03:00:10Z"), status));
+    assert!(matches!(
+        view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+        Verdict::Failed(_)
+    ));
+    let slow = view_deployment(&deployment(
+        Some("2026-11-22T03:00:10Z"),
+        json!({"observedGeneration": 2}),
+    ));
+    assert_eq!(
+        slow.verdict(t(10), t(10), t(15), Duration::seconds(30)),
+        Verdict::Progressing
+    );
+    assert!(matches!(
+        slow.verdict(t(10), t(10), t(50), Duration::seconds(30)),
+        Verdict::Failed(_)
+    ));
+}
+
+#[test]
+fn paused_is_gated_first() {
+    let mut d = deployment(None, settled());
+    d.spec.as_mut().unwrap().paused = Some(true);
+    assert_eq!(view_deployment(&d).gate(), Gate::Paused);
+    assert_eq!(view_deployment(&d).rollout_timeout_seconds, 600);
+}
+
+fn statefulset(strategy: serde_json::Value, status: serde_json::Value) -> StatefulSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web", "generation": 3},
+        "spec": {
+            "replicas": 2,
+            "serviceName": "web",
+            "selector": {"matchLabels": {"app": "web"}},
+            "updateStrategy": strategy,
+            "template": {"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: "2026-11-22T03:00:10Z"}},
+                         "spec": {"containers": []}}
+        },
+        "status": status
+    }))
+    .unwrap()
+}
+
+fn statefulset_settled() -> serde_json::Value {
+    json!({"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2,
+           "availableReplicas": 2, "currentReplicas": 2,
+           "currentRevision": "web-7f9c", "updateRevision": "web-7f9c"})
+}
+
+#[test]
+fn statefulset_settles_on_its_own_status() {
+    let rolling = json!({"type": "RollingUpdate"});
+    let view = view_statefulset(&statefulset(rolling.clone(), statefulset_settled()));
+    assert_eq!(view.template_slot, Some(t(10)));
+    assert_eq!(view.gate(), Gate::Open);
+    assert_eq!(view.rollout_timeout_seconds, DEFAULT_ROLLOUT_TIMEOUT_SECONDS);
+    assert_eq!(
+        view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+        Verdict::Done
+    );
+    // each of these means the rollout is still going (or the controller has not looked)
+    for (field, value) in [
+        ("observedGeneration", json!(2)),
+        ("updateRevision", json!("web-85d1")),
+        ("updatedReplicas", json!(1)),
+        ("replicas", json!(3)),
+        ("readyReplicas", json!(1)),
+        ("availableReplicas", json!(1)),
+    ] {
+        let mut status = statefulset_settled();
+        status[field] = value;
+        let view = view_statefulset(&statefulset(rolling.clone(), status));
+        assert!(!view.settled, "{field}");
+        assert_eq!(view.gate(), Gate::Unhealthy, "{field}");
+        assert_eq!(
+            view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+            Verdict::Progressing,
+            "{field}"
+        );
+    }
+    // a revision the controller has not set yet is not compared
+    let mut status = statefulset_settled();
+    status.as_object_mut().unwrap().remove("currentRevision");
+    assert!(view_statefulset(&statefulset(rolling, status)).settled);
+    // no status at all: a new StatefulSet
+    assert!(!view_statefulset(&statefulset(json!(null), json!(null))).settled);
+}
+
+#[test]
+fn statefulset_on_delete_or_partitioned_is_not_rollable() {
+    let on_delete = view_statefulset(&statefulset(json!({"type": "OnDelete"}), statefulset_settled()));
+    assert_eq!(on_delete.gate(), Gate::NotRollable);
+    assert_eq!(
+        on_delete.gate_note().as_deref(),
+        Some("StatefulSet web uses updateStrategy OnDelete: a pod-template change rolls no pod")
+    );
+    let partitioned = view_statefulset(&statefulset(
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}),
+        statefulset_settled(),
+    ));
+    assert_eq!(partitioned.gate(), Gate::NotRollable);
+    assert_eq!(
+        partitioned.not_rollable.as_deref(),
+        Some(
+            "StatefulSet web uses updateStrategy RollingUpdate with partition 1: \
+             pods below ordinal 1 would not be restarted"
+        )
+    );
+    // partition 0, or one not above the first ordinal, rolls every pod
+    let zero = view_statefulset(&statefulset(
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+        statefulset_settled(),
+    ));
+    assert_eq!(zero.gate(), Gate::Open);
+    let mut from_five = statefulset(
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 5}}),
+        statefulset_settled(),
+    );
+    from_five.spec.as_mut().unwrap().ordinals = serde_json::from_value(json!({"start": 5})).unwrap();
+    assert_eq!(view_statefulset(&from_five).gate(), Gate::Open);
+    // made not rollable during our rollout: it cannot finish, so it fails at once
+    let mut status = statefulset_settled();
+    status["updateRevision"] = json!("web-85d1");
+    let stuck = view_statefulset(&statefulset(json!({"type": "OnDelete"}), status));
+    assert!(matches!(
+        stuck.verdict(t(10), t(10), t(11), Duration::seconds(600)),
+        Verdict::Failed(reason) if reason.contains("OnDelete")
+    ));
+    // not ours: the gate says it, the verdict does not
+    assert_eq!(
+        stuck.verdict(t(20), t(20), t(21), Duration::seconds(600)),
+        Verdict::Progressing
+    );
+}
+
+fn daemonset(strategy: serde_json::Value, status: serde_json::Value) -> DaemonSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": "agent", "generation": 2},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "updateStrategy": strategy,
+            "template": {"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: "2026-11-22T03:00:10Z"}},
+                         "spec": {"containers": []}}
+        },
+        "status": status
+    }))
+    .unwrap()
+}
+
+fn daemonset_settled() -> serde_json::Value {
+    json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+           "updatedNumberScheduled": 3, "numberAvailable": 3, "numberReady": 3,
+           "numberMisscheduled": 0})
+}
+
+#[test]
+fn daemonset_settles_on_its_own_status() {
+    let rolling = json!({"type": "RollingUpdate"});
+    let view = view_daemonset(&daemonset(rolling.clone(), daemonset_settled()));
+    assert_eq!(view.gate(), Gate::Open);
+    assert_eq!(
+        view.verdict(t(10), t(10), t(20), Duration::seconds(600)),
+        Verdict::Done
+    );
+    for (field, value) in [
+        ("observedGeneration", json!(1)),
+        ("updatedNumberScheduled", json!(2)),
+        ("numberAvailable", json!(2)),
+        ("numberReady", json!(2)),
+        ("numberUnavailable", json!(1)),
+        ("desiredNumberScheduled", json!(4)),
+    ] {
+        let mut status = daemonset_settled();
+        status[field] = value;
+        let view = view_daemonset(&daemonset(rolling.clone(), status));
+        assert!(!view.settled, "{field}");
+        assert_eq!(view.gate(), Gate::Unhealthy, "{field}");
+    }
+    let mut status = daemonset_settled();
+    status["numberUnavailable"] = json!(0);
+    assert!(view_daemonset(&daemonset(rolling.clone(), status)).settled);
+    // past the default timeout (no progress deadline of its own): failed
+    let mut status = daemonset_settled();
+    status["numberReady"] = json!(1);
+    let slow = view_daemonset(&daemonset(rolling, status));
+    let timeout = Duration::seconds(slow.rollout_timeout_seconds);
+    assert!(matches!(
+        slow.verdict(t(10), t(10), t(10) + timeout + Duration::seconds(1), timeout),
+        Verdict::Failed(reason) if reason.contains("600 s")
+    ));
+}
+
+#[test]
+fn daemonset_on_delete_is_not_rollable() {
+    let view = view_daemonset(&daemonset(json!({"type": "OnDelete"}), daemonset_settled()));
+    assert_eq!(view.gate(), Gate::NotRollable);
+    assert_eq!(
+        view.gate_note().as_deref(),
+        Some("DaemonSet agent uses updateStrategy OnDelete: a pod-template change rolls no pod")
+    );
+    assert_eq!(
+        view.gate().reason(),
+        Some(crate::eru::core::ledger::Reason::TargetNotRollable)
+    );
+}
+
+#[test]
+fn workloads_that_await_their_controller() {
+    let mut status = daemonset_settled();
+    status["observedGeneration"] = json!(1);
+    assert!(daemonset(json!(null), status).awaits_controller());
+    assert!(!daemonset(json!(null), daemonset_settled()).awaits_controller());
+    assert!(
+        !daemonset(json!(null), json!(null)).awaits_controller(),
+        "new: never observed"
+    );
+    let mut status = statefulset_settled();
+    status["observedGeneration"] = json!(2);
+    assert!(statefulset(json!(null), status).awaits_controller());
+}

@@ -1,0 +1,252 @@
+//! The ledger's vocabulary, one definition on both sides of the journal: how a slot was evaluated
+//! ([`SlotResult`]), why (its [`Reason`]), how a restart went ([`Outcome`]), and which health gate
+//! answered ([`GateKind`]). The machine's records, the journal's columns (written and read
+//! back, typed: a row holding a value outside this vocabulary fails its read with its id), the
+//! HTTP API's pages and filters, the OpenAPI document's enums, the pages and the metrics' labels
+//! all use these values; a value's wire name (`as_str`, its serde name, its text in the journal)
+//! is its variant's name in snake case. No other module spells these names
+//! (`hack/vocabulary.py` checks it).
+//!
+//! Pure: serde, strum and utoipa's schema derive only (the journal's column types are in
+//! `journal/columns.rs`).
+
+use serde::{Deserialize, Serialize};
+use strum::{EnumString, IntoStaticStr, VariantArray};
+use utoipa::ToSchema;
+
+/// The result of evaluating a slot.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum SlotResult {
+    /// Restarted.
+    Fired,
+    /// The operator could not act (down, or too late).
+    Missed,
+    /// The operator chose not to (suspended, target paused or unhealthy, ...).
+    Skipped,
+}
+
+/// Why a slot was not restarted; and `scheduled`, the reason column of a slot that fired on its
+/// schedule.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Reason {
+    /// The slot fired: restarted on its schedule (the journal's reason column of a `fired`
+    /// record; the HTTP API shows no reason for a fired slot).
+    Scheduled,
+    /// No operator was running at the slot, or at its starting deadline after one stopped before
+    /// restarting it (with the window: the last sign of life before, the next start).
+    OperatorDown,
+    /// The journal that would hold the slot's record is gone (lost or replaced, or another
+    /// replica's), and the slot was not restarted (the target's `restartedAt` is older). The
+    /// window runs from the last slot the cluster remembers to this journal's first run.
+    JournalLost,
+    /// The operator ran, but its journal took no writes (disk full, database down), so it could
+    /// not restart the slot (nothing is patched without its record). The window runs from the
+    /// last journal write that worked to the first that worked again.
+    JournalUnavailable,
+    /// Noticed later than `startingDeadlineSeconds`.
+    PastDeadline,
+    /// The restart was decided but every patch the API server was sent failed until the
+    /// deadline (the restart's reason in `/history` has the API's message).
+    PatchFailed,
+    /// The Eru was suspended.
+    Suspended,
+    /// The Eru's spec had become invalid before the restart could start.
+    SpecInvalid,
+    /// The target was paused.
+    TargetPaused,
+    /// The target was not fully available before the restart.
+    TargetUnhealthy,
+    /// A newer slot came due while this one could still run: only the newest runs (one restart
+    /// covers both).
+    Superseded,
+    /// The previous restart of this Eru was still rolling out.
+    ConcurrentRollout,
+    /// The target did not exist.
+    TargetMissing,
+    /// The Eru was deleted after deciding the restart and before its patch landed.
+    EruDeleted,
+    /// The restart instant fell in a blackout window (the record names the window).
+    Blackout,
+    /// The slot waited for a free restart under `--max-concurrent-restarts` (or the namespace
+    /// cap) until its starting deadline passed.
+    FleetCapacity,
+    /// The Eru (or the operator) runs dry: the restart was journaled, not patched.
+    DryRun,
+    /// The target cannot be rolled by a pod-template change (an `OnDelete` strategy, a
+    /// partition): the record says which.
+    TargetNotRollable,
+    /// A health gate held the slot until its starting deadline: a matching Prometheus alert
+    /// fired (the note names the alerts and the hold).
+    AlertFiring,
+    /// A health gate held the slot until its starting deadline: pods matching the blocking-pod
+    /// selector ran (the note names them and the hold).
+    BlockingPods,
+    /// A health gate held the slot until its starting deadline because its answer was unknown
+    /// (Prometheus unreachable, `onUnknown: Hold`): the note has the error and the hold.
+    GateUnknown,
+}
+
+impl Reason {
+    /// Every reason a slot may not be restarted for (all but [`Reason::Scheduled`]).
+    pub fn not_restarted() -> impl Iterator<Item = Reason> {
+        Reason::VARIANTS
+            .iter()
+            .copied()
+            .filter(|r| *r != Reason::Scheduled)
+    }
+
+    /// Fired for `scheduled`; else missed (the operator could not act) or skipped (it chose not
+    /// to).
+    pub fn result(self) -> SlotResult {
+        match self {
+            Reason::Scheduled => SlotResult::Fired,
+            Reason::OperatorDown
+            | Reason::JournalLost
+            | Reason::JournalUnavailable
+            | Reason::PastDeadline
+            | Reason::PatchFailed => SlotResult::Missed,
+            _ => SlotResult::Skipped,
+        }
+    }
+}
+
+/// How a restart went: in progress, or how it ended.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Outcome {
+    /// Decided, its patch sent or not yet; its rollout not ended.
+    InProgress,
+    Succeeded,
+    Failed,
+    Abandoned,
+    /// Journaled by a dry run: nothing was patched.
+    DryRun,
+}
+
+impl Outcome {
+    /// How a restart may end (all but in progress).
+    pub const ENDED: [Outcome; 4] = [
+        Outcome::Succeeded,
+        Outcome::Failed,
+        Outcome::Abandoned,
+        Outcome::DryRun,
+    ];
+}
+
+/// A health gate, as its evaluations are counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumString, IntoStaticStr, VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum GateKind {
+    /// `gates.blockingPodSelector`.
+    BlockingPods,
+    /// `gates.alerts`.
+    Alerts,
+}
+
+/// The wire name of a value, and the value of a wire name.
+macro_rules! wire_names {
+    ($($kind:ty),*) => {$(
+        impl $kind {
+            /// Its wire name: the serde name, the journal's text, the metric label.
+            pub fn as_str(self) -> &'static str {
+                self.into()
+            }
+
+            /// The value whose wire name is `name`.
+            pub fn parse(name: &str) -> Option<Self> {
+                name.parse().ok()
+            }
+        }
+
+        impl std::fmt::Display for $kind {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+
+wire_names!(SlotResult, Reason, Outcome, GateKind);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire(value: impl Serialize) -> String {
+        serde_json::to_value(value).unwrap().as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn every_value_is_written_read_and_served_by_one_name() {
+        for reason in Reason::VARIANTS {
+            assert_eq!(wire(reason), reason.as_str());
+            assert_eq!(Reason::parse(reason.as_str()), Some(*reason));
+        }
+        for outcome in Outcome::VARIANTS {
+            assert_eq!(wire(outcome), outcome.as_str());
+            assert_eq!(Outcome::parse(outcome.as_str()), Some(*outcome));
+        }
+        for result in SlotResult::VARIANTS {
+            assert_eq!(wire(result), result.as_str());
+            assert_eq!(SlotResult::parse(result.as_str()), Some(*result));
+        }
+        assert_eq!(
+            (Reason::OperatorDown.as_str(), Outcome::InProgress.as_str()),
+            ("operator_down", "in_progress")
+        );
+        assert_eq!(GateKind::BlockingPods.as_str(), "blocking_pods");
+        assert_eq!(Reason::parse("unknown"), None);
+        assert_eq!(Reason::not_restarted().count(), Reason::VARIANTS.len() - 1);
+        assert!(Reason::not_restarted().all(|r| r.result() != SlotResult::Fired));
+    }
+}
