@@ -79,6 +79,7 @@ pub async fn history_in(
 ) -> Result<HistoryPage> {
     let f = Filter {
         namespaces,
+        uid: p.uid.as_ref().map(|u| u.0.clone()),
         target: p.target.as_ref().map(|t| t.0.clone()),
         outcome: p.outcome.as_ref().map(wire_name),
         ..filter(&p.namespace, &p.name, p.since, p.until, p.limit, p.cursor)
@@ -122,6 +123,7 @@ pub async fn missed_in(
 ) -> Result<MissedPage> {
     let f = Filter {
         namespaces,
+        uid: p.uid.as_ref().map(|u| u.0.clone()),
         target: p.target.as_ref().map(|t| t.0.clone()),
         reason: p.reason.as_ref().map(wire_name),
         ..filter(&p.namespace, &p.name, p.since, p.until, p.limit, p.cursor)
@@ -144,6 +146,7 @@ pub async fn slots_in(
 ) -> Result<SlotPage> {
     let f = Filter {
         namespaces,
+        uid: p.uid.as_ref().map(|u| u.0.clone()),
         target: p.target.as_ref().map(|t| t.0.clone()),
         result: p.result.as_ref().map(wire_name),
         reason: p.reason.as_ref().map(wire_name),

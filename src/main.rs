@@ -242,6 +242,9 @@ struct HistoryArgs {
     /// The Eru (or, for transitions, any object).
     #[arg(long)]
     name: Option<String>,
+    /// The Eru's uid: only its own ledger, not a namesake's (restarts, missed, slots).
+    #[arg(long)]
+    uid: Option<String>,
     /// The workload: a Deployment's name, or StatefulSet/<name>, DaemonSet/<name>.
     #[arg(long)]
     target: Option<String>,
@@ -506,6 +509,7 @@ fn history(args: HistoryArgs) -> ExitCode {
     let query = h::params::query_string([
         ("namespace", args.namespace.as_deref()),
         ("name", args.name.as_deref()),
+        ("uid", args.uid.as_deref()),
         ("target", args.target.as_deref()),
         ("outcome", args.outcome.as_deref()),
         ("reason", args.reason.as_deref()),

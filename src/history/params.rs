@@ -135,6 +135,15 @@ checked_string!(
 );
 
 checked_string!(
+    /// An object's uid, as Kubernetes gives it: a lowercase UUID. An Eru deleted and created again
+    /// under its name has another, and its own ledger.
+    Uid,
+    "an object's uid (a lowercase UUID)",
+    "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+    36
+);
+
+checked_string!(
     /// A restarted workload as the journal names it: a Deployment's name, or `StatefulSet/<name>`,
     /// `DaemonSet/<name>`.
     TargetName,
@@ -383,6 +392,9 @@ listing_params!(
         namespace: Namespace,
         /// Name of the Eru.
         name: ObjectName,
+        /// Uid of the Eru: only its own ledger, not a namesake's (an Eru deleted and created
+        /// again under its name).
+        uid: Uid,
         /// The restarted workload: a Deployment's name, or `StatefulSet/<name>`, `DaemonSet/<name>`.
         target: TargetName,
         /// How the restart ended.
@@ -409,6 +421,9 @@ listing_params!(
         namespace: Namespace,
         /// Name of the Eru.
         name: ObjectName,
+        /// Uid of the Eru: only its own ledger, not a namesake's (an Eru deleted and created
+        /// again under its name).
+        uid: Uid,
         /// The workload: a Deployment's name, or `StatefulSet/<name>`, `DaemonSet/<name>`.
         target: TargetName,
         /// Why the slot was not restarted.
@@ -423,6 +438,9 @@ listing_params!(
         namespace: Namespace,
         /// Name of the Eru.
         name: ObjectName,
+        /// Uid of the Eru: only its own ledger, not a namesake's (an Eru deleted and created
+        /// again under its name).
+        uid: Uid,
         /// The workload: a Deployment's name, or `StatefulSet/<name>`, `DaemonSet/<name>`.
         target: TargetName,
         /// How the slot was accounted.

@@ -124,6 +124,7 @@ impl Journal {
         let conditions = [
             ("namespace = ", &f.namespace),
             ("name = ", &f.name),
+            ("uid = ", &f.uid),
             ("target = ", &f.target),
             ("outcome = ", &f.outcome),
             ("decided_at >= ", &f.since),
@@ -138,6 +139,7 @@ impl Journal {
         let conditions = [
             ("namespace = ", &f.namespace),
             ("name = ", &f.name),
+            ("uid = ", &f.uid),
             ("target = ", &f.target),
             ("reason = ", &f.reason),
             ("last_slot >= ", &f.since),
@@ -237,6 +239,7 @@ impl Journal {
         let conditions = [
             ("s.namespace = ", &f.namespace),
             ("s.name = ", &f.name),
+            ("s.uid = ", &f.uid),
             ("s.target = ", &f.target),
             ("s.result = ", &f.result),
             ("s.reason = ", &f.reason),

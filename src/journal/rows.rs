@@ -358,6 +358,7 @@ pub struct Filter {
     pub kind: Option<String>,
     pub namespace: Option<String>,
     pub name: Option<String>,
+    pub uid: Option<String>,
     pub target: Option<String>,
     pub outcome: Option<String>,
     pub result: Option<String>,

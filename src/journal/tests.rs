@@ -779,6 +779,11 @@ async fn listings_filter_and_page_alike(journal: Journal) {
         if i % 5 == 0 {
             e.restarts_decided[0].object.name = "api".into();
         }
+        if i % 6 == 0 {
+            // a namesake: "web" deleted and created again has another uid
+            e.restarts_decided[0].object.uid = "u-again".into();
+            e.slots[0].object.uid = "u-again".into();
+        }
         journal.append(&e).await.unwrap();
     }
     // keyset pages, newest first, `limit + 1` rows to tell whether more follow
@@ -806,6 +811,21 @@ async fn listings_filter_and_page_alike(journal: Journal) {
         ..Filter::default()
     };
     assert_eq!(journal.restarts(&by_name).await.unwrap().len(), 5);
+    // by uid: only that ledger, not its namesake's (i = 0, 6, 12, 18, 24)
+    let by_uid = |uid: &str| Filter {
+        name: Some("web".into()),
+        uid: Some(uid.into()),
+        limit: 100,
+        ..Filter::default()
+    };
+    assert_eq!(journal.slot_records(&by_uid("u-again")).await.unwrap().len(), 5);
+    assert_eq!(journal.missed(&by_uid("u-again")).await.unwrap().len(), 5);
+    assert_eq!(journal.slot_records(&by_uid("u1")).await.unwrap().len(), 20);
+    assert_eq!(
+        journal.restarts(&by_uid("u-again")).await.unwrap().len(),
+        4,
+        "(the restart of i = 0 is named api)"
+    );
     // time bounds compare fixed-width text: byte order must be time order
     let window = Filter {
         since: Some(ts(at(10))),

@@ -82,6 +82,21 @@ fn the_patterns_are_the_checks() {
         assert_eq!(TargetName::try_from(value.to_string()).is_ok(), ok, "{value}");
         assert_eq!(compile(TargetName::PATTERN).is_match(value), ok, "{value}");
     }
+    for (value, ok) in [
+        ("4545e2a8-85b6-4c1d-a08d-0ec8a2a05ba4", true),
+        ("4545E2A8-85B6-4C1D-A08D-0EC8A2A05BA4", false),
+        ("4545e2a8-85b6-4c1d-a08d-0ec8a2a05ba", false),
+        ("4545e2a885b64c1da08d0ec8a2a05ba4", false),
+        ("web", false),
+    ] {
+        assert_eq!(Uid::try_from(value.to_string()).is_ok(), ok, "{value}");
+        assert_eq!(compile(Uid::PATTERN).is_match(value), ok, "{value}");
+    }
+    assert!(refused::<SlotParams>("uid=web").starts_with("uid: must be an object's uid"));
+    assert!(
+        refused::<TransitionParams>("uid=4545e2a8-85b6-4c1d-a08d-0ec8a2a05ba4")
+            .contains("unknown field `uid`")
+    );
     assert!(compile(&Cursor::<Slots>::pattern()).is_match("m0"));
     assert!(Cursor::<Slots>::try_from("m0".to_string()).is_ok());
 }
