@@ -12,7 +12,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use common::{
     Operator, TestNamespace, client,
     eru::{create_eru, deployment, items, time, wait_ready},
-    get_json, kubectl, wait_for,
+    get_json, kubectl,
+    ledger::{ON_SCHEDULE, Workload, check, every_since_created},
+    wait_for,
 };
 use eru_operator::eru::Eru;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -244,6 +246,7 @@ async fn an_outage_audited_by_the_api_the_cli_and_the_page_in_a_real_browser() {
     )
     .await;
     operator.restart().await;
+    let restarted = Utc::now();
     wait_for(
         "web: slots missed while it was down",
         Duration::from_secs(60),
@@ -254,6 +257,7 @@ async fn an_outage_audited_by_the_api_the_cli_and_the_page_in_a_real_browser() {
     // web is suspended for a while
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let suspend = |on: bool| json!({"spec": {"suspend": on}});
+    let suspended = Utc::now();
     erus.patch("web", &PatchParams::default(), &Patch::Merge(suspend(true)))
         .await
         .unwrap();
@@ -266,6 +270,7 @@ async fn an_outage_audited_by_the_api_the_cli_and_the_page_in_a_real_browser() {
     erus.patch("web", &PatchParams::default(), &Patch::Merge(suspend(false)))
         .await
         .unwrap();
+    let resumed = Utc::now();
 
     // the window ends now; every Eru's ledger is waited past it, so the three views see the same rows
     let until = Utc::now();
@@ -475,10 +480,36 @@ async fn an_outage_audited_by_the_api_the_cli_and_the_page_in_a_real_browser() {
     }
     eprintln!("screenshots in {}", shots.display());
 
-    // the promise from the cluster's side too: one record per slot, one rollout per fired slot
+    // the promise from the cluster's side too: one record per slot, one rollout per fired slot,
+    // each slot for the reason the test caused. The kill: operator_down, the newest slot run at
+    // the start or, noticed over its 3 s deadline, past_deadline. Then each Eru's own.
+    let second = chrono::Duration::seconds(1);
+    let down = [ON_SCHEDULE, &["operator_down", "past_deadline"]].concat();
     for name in ["web", "api", "frozen"] {
-        let workload = common::ledger::Workload::Deployment(name);
-        common::ledger::check_every(&client, &ns.name, &operator, name, workload, STEP, until).await;
+        let workload = Workload::Deployment(name);
+        let expected = every_since_created(&client, &ns.name, name, workload, STEP, until)
+            .await
+            .expect(killed, restarted + chrono::Duration::seconds(STEP), &down);
+        let expected = match name {
+            "web" => expected.require_some(killed, restarted, "operator_down").require(
+                suspended - second,
+                resumed + second,
+                "suspended",
+                ON_SCHEDULE,
+            ),
+            // (the kill may fall inside the blackout)
+            "api" => expected.require(
+                from,
+                from + chrono::Duration::milliseconds(9_999),
+                "blackout",
+                &["operator_down"],
+            ),
+            // every patch refused: a slot the operator was there for is patch_failed
+            _ => expected
+                .expect(since, until, &["patch_failed", "operator_down", "past_deadline"])
+                .require_some(since, until, "patch_failed"),
+        };
+        check(&client, &ns.name, &operator, &expected).await;
     }
 
     // a record gone from the journal: the audit says so, names the slot, and the CLI exits 3

@@ -89,8 +89,10 @@ async fn schemathesis_and_a_generated_client_agree_with_the_openapi_document() {
     })
     .await;
     operator.stop();
+    let stopped = chrono::Utc::now();
     tokio::time::sleep(Duration::from_secs(7)).await;
     operator.restart().await;
+    let restarted = chrono::Utc::now();
     wait_for(
         "downtime records and restarts after it",
         Duration::from_secs(60),
@@ -110,11 +112,18 @@ async fn schemathesis_and_a_generated_client_agree_with_the_openapi_document() {
         &client,
         &ns.name,
         &operator,
+        // the 7 s down: operator_down, but the newest slot, run at the start
         &common::ledger::Ledger::deployment(
             "web",
             "web",
             window,
             common::ledger::every(2, window.0, window.1),
+        )
+        .require(
+            stopped,
+            restarted + chrono::Duration::seconds(2),
+            "operator_down",
+            common::ledger::ON_SCHEDULE,
         ),
     )
     .await;

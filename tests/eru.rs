@@ -10,11 +10,11 @@ use chrono::{Timelike, Utc};
 use common::{
     Operator, TestNamespace, client,
     eru::{
-        create_eru, create_raw_eru, created, deployment, events, items, settle, status, template_slot, time,
-        wait_ready,
+        create_eru, create_raw_eru, created, deployment, documented_h, events, items, settle, status,
+        template_slot, time, wait_ready,
     },
     get_json,
-    ledger::{Ledger, Workload, check, check_daily, check_every, every},
+    ledger::{Ledger, ON_SCHEDULE, Workload, check, check_daily, check_every, every, every_since_created},
     wait_for,
 };
 use eru_operator::eru::Eru;
@@ -180,16 +180,15 @@ async fn sigkill_right_after_the_patch_restarts_the_slot_once() {
         (s.phase.as_deref() == Some("Suspended")).then_some(())
     })
     .await;
-    check_every(
-        &client,
-        &ns.name,
-        &operator,
-        "web",
-        Workload::Deployment("web"),
-        10,
-        settled,
-    )
-    .await;
+    // a slot due while the operator was killed (if one was) is operator_down, or ran late
+    let expected = every_since_created(&client, &ns.name, "web", Workload::Deployment("web"), 10, settled)
+        .await
+        .expect(
+            killed,
+            restarting + SECOND * 10,
+            &[ON_SCHEDULE, &["operator_down"]].concat(),
+        );
+    check(&client, &ns.name, &operator, &expected).await;
     let rows = items(&operator, "/history?name=web&limit=1000");
     assert_eq!(
         rows.iter().filter(|r| time(&r["slot"]) == slot).count(),
@@ -258,6 +257,7 @@ async fn downtime_is_recorded_as_operator_down_and_only_the_latest_slot_runs() {
     tokio::time::sleep(Duration::from_secs(13)).await;
     let restarted = Utc::now();
     operator.restart().await;
+    let ready = Utc::now();
 
     wait_for("the downtime accounted", Duration::from_secs(60), || async {
         (!items(&operator, "/missed?name=web&reason=operator_down").is_empty()).then_some(())
@@ -266,13 +266,15 @@ async fn downtime_is_recorded_as_operator_down_and_only_the_latest_slot_runs() {
     let settled = settle(&erus, &operator, "web").await;
     let born = created(&erus, "web").await;
     let window = (born + SECOND, settled);
-    let records = check(
-        &client,
-        &ns.name,
-        &operator,
-        &Ledger::deployment("web", "web", window, every(4, window.0, window.1)),
-    )
-    .await;
+    // the slots of the 13 s down (to the new process's first pass) are operator_down, but the
+    // newest, which ran at that pass
+    let expected = Ledger::deployment("web", "web", window, every(4, window.0, window.1)).require(
+        stopped,
+        ready,
+        "operator_down",
+        &["fired"],
+    );
+    let records = check(&client, &ns.name, &operator, &expected).await;
     let record = |slot: chrono::DateTime<Utc>| {
         records
             .iter()
@@ -297,26 +299,28 @@ async fn downtime_is_recorded_as_operator_down_and_only_the_latest_slot_runs() {
             .all(|r| r.window == Some((start, end)) && r.result == "missed"),
         "{down:?}"
     );
-    // the new process accounted the downtime in its first pass: the newest slot then ran (the
-    // catch-up), every older one since the stop is operator_down
-    let accounted_at = down.iter().map(|r| r.evaluated_at).min().unwrap();
-    let catch_up = *every(4, stopped, accounted_at)
+    // the new process accounted the downtime in its first pass, after it was started and by the
+    // time it was ready: the newest slot then ran (the catch-up), every older one since the stop
+    // is operator_down (bounds from the test's clock, not from the records' evaluation times)
+    let catch_up = every(4, stopped, ready)
+        .into_iter()
+        .find(|s| record(*s).fired())
+        .expect("a slot of the downtime ran at the start");
+    let newest_due = *every(4, stopped, restarted)
         .last()
-        .expect("a slot between the stop and the first pass");
+        .expect("slots came due while the operator was down");
     assert!(
-        record(catch_up).fired(),
-        "the latest slot at the first pass ({accounted_at}) runs: {:?}",
-        record(catch_up)
+        newest_due <= catch_up && catch_up <= ready,
+        "the catch-up {catch_up} is the newest slot at the first pass: due by the start \
+         ({newest_due}) and by readiness ({ready})"
     );
-    for slot in every(4, stopped, restarted) {
-        if slot != catch_up {
-            let r = record(slot);
-            assert_eq!(
-                r.reason.as_deref(),
-                Some("operator_down"),
-                "slot {slot} of the downtime: {r:?}"
-            );
-        }
+    for slot in every(4, stopped, catch_up).into_iter().filter(|s| *s < catch_up) {
+        let r = record(slot);
+        assert_eq!(
+            r.reason.as_deref(),
+            Some("operator_down"),
+            "slot {slot} of the downtime: {r:?}"
+        );
     }
     assert!(
         count >= 2,
@@ -501,14 +505,16 @@ async fn annotations_changed_while_the_operator_was_down_are_acted_on_at_its_sta
         "a plain workload has no conflict to report"
     );
     check_daily(&client, &ns.name, &operator, "plain", "plain", (1, 0)).await;
-    // the automatic Eru's default `H 3 * * *`: 03:mm UTC, mm from its name
+    // the automatic Eru's default `H 3 * * *`: 03:mm UTC, mm from its name as docs/eru.md says
+    let minute = documented_h(&ns.name, "new", 1, 60) as u32;
     let next = wait_for(
         "the new automatic Eru scheduled",
         Duration::from_secs(30),
         || async { erus.get("new").await.ok()?.status?.next_schedule_time },
     )
     .await;
-    check_daily(&client, &ns.name, &operator, "new", "new", (3, next.minute())).await;
+    assert_eq!((next.hour(), next.minute()), (3, minute), "{next}");
+    check_daily(&client, &ns.name, &operator, "new", "new", (3, minute)).await;
 }
 
 #[tokio::test]
@@ -618,20 +624,14 @@ async fn paused_target_is_skipped_and_an_invalid_schedule_recovers() {
     .await;
     let erus_paused = created(&erus, "paused").await;
     let window = (erus_paused + SECOND, after);
-    let records = check(
-        &client,
-        &ns.name,
-        &operator,
-        &Ledger::deployment("paused", "paused", window, every(3, window.0, window.1)),
-    )
-    .await;
-    for r in &records {
-        assert_eq!(
-            (r.result.as_str(), r.reason.as_deref()),
-            ("skipped", Some("target_paused")),
-            "{r:?}"
-        );
-    }
+    // every slot, from the Eru's birth on, skipped for its paused target
+    let expected = Ledger::deployment("paused", "paused", window, every(3, window.0, window.1)).require(
+        window.0,
+        window.1,
+        "target_paused",
+        &[],
+    );
+    check(&client, &ns.name, &operator, &expected).await;
 }
 
 /// Deletion: an Eru deleted mid-rollout leaves no per-Eru series in /metrics (its rollout start

@@ -15,7 +15,7 @@ use common::{
         Accounted, accounted, create_eru, deployment, items, settle, succeeded_after, template_slot, time,
         wait_ready,
     },
-    ledger::{Workload, check_every},
+    ledger::{ON_SCHEDULE, Workload, check, every_since_created},
     repo, wait_for,
 };
 use eru_operator::eru::Eru;
@@ -91,16 +91,16 @@ async fn fault_control_plane_restarted_mid_rollout() {
     let resumed = succeeded_after(&operator, "web", back + chrono::Duration::seconds(5)).await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let settled = settle(&erus, &operator, "web").await;
-    check_every(
-        &client,
-        &ns.name,
-        &operator,
-        "web",
-        Workload::Deployment("web"),
-        5,
-        settled,
-    )
-    .await;
+    // the slots of the outage: restarted once the API server is back, or given up for a newer
+    // slot, or (its patches refused until its deadline) patch_failed; never operator_down
+    let expected = every_since_created(&client, &ns.name, "web", Workload::Deployment("web"), 5, settled)
+        .await
+        .expect(
+            outage,
+            back + chrono::Duration::seconds(5),
+            &[ON_SCHEDULE, &["patch_failed"]].concat(),
+        );
+    check(&client, &ns.name, &operator, &expected).await;
 
     // every slot from the first restart to the first one restarted after the outage: exactly one
     // record, and none claims the operator was down (it ran throughout; the API server did not)
@@ -183,16 +183,17 @@ async fn survive_journal_outage(
     .await;
     let after = succeeded_after(operator, "web", back).await;
     let settled = settle(erus, operator, "web").await;
-    check_every(
-        client,
-        ns,
-        operator,
-        "web",
-        Workload::Deployment("web"),
-        5,
-        settled,
-    )
-    .await;
+    // the slots of the outage were not restarted, for want of a journal (which takes writes
+    // again a moment after the outage ends: the span runs to the next slot)
+    let expected = every_since_created(client, ns, "web", Workload::Deployment("web"), 5, settled)
+        .await
+        .require(
+            started,
+            back + chrono::Duration::seconds(5),
+            "journal_unavailable",
+            ON_SCHEDULE,
+        );
+    check(client, ns, operator, &expected).await;
 
     // no cluster write without its record: every slot the template carried has its restart
     let restarts = items(operator, "/history?name=web&limit=1000");
@@ -450,16 +451,17 @@ async fn fault_leader_exits_in_a_long_control_plane_outage_and_returns_under_a_s
     let resumed = succeeded_after(&operator, "web", back + chrono::Duration::seconds(5)).await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let settled = settle(&erus, &operator, "web").await;
-    check_every(
-        &client,
-        &ns.name,
-        &operator,
-        "web",
-        Workload::Deployment("web"),
-        5,
-        settled,
-    )
-    .await;
+    // the slots while no operator ran are operator_down; a restart decided before the exit and
+    // refused by the absent API server until its deadline is patch_failed
+    let expected = every_since_created(&client, &ns.name, "web", Workload::Deployment("web"), 5, settled)
+        .await
+        .require(
+            down,
+            resumed,
+            "operator_down",
+            &[ON_SCHEDULE, &["patch_failed"]].concat(),
+        );
+    check(&client, &ns.name, &operator, &expected).await;
 
     // every slot exactly one record (accounted() panics on none or two); the slots while no
     // process ran are operator_down, none restarted twice

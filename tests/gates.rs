@@ -74,17 +74,19 @@ async fn recorded(operator: &Operator, name: &str, slot: DateTime<Utc>, within: 
     .await
 }
 
-/// The ledger check of an Eru with one slot (`slot`) from its creation to now.
-async fn check_one(client: &Client, ns: &str, operator: &Operator, name: &str, slot: DateTime<Utc>) {
+/// The ledger check of an Eru with one slot (`slot`) from its creation to now, accounted as
+/// `account` (`fired`, or the reason it was skipped).
+async fn check_one(
+    client: &Client,
+    ns: &str,
+    operator: &Operator,
+    (name, slot, account): (&str, DateTime<Utc>, &'static str),
+) {
     let erus: Api<Eru> = Api::namespaced(client.clone(), ns);
     let from = created(&erus, name).await + Span::seconds(1);
-    check(
-        client,
-        ns,
-        operator,
-        &Ledger::deployment(name, name, (from, Utc::now()), vec![slot]),
-    )
-    .await;
+    let expected =
+        Ledger::deployment(name, name, (from, Utc::now()), vec![slot]).require(slot, slot, account, &[]);
+    check(client, ns, operator, &expected).await;
 }
 
 /// A gated Eru restarting the Deployment of its own name at `schedule`.
@@ -256,8 +258,8 @@ async fn a_blocking_pod_holds_a_slot_until_it_goes_or_the_deadline_passes() {
         "{s:?}"
     );
 
-    check_one(&client, &ns.name, &operator, "released", slot).await;
-    check_one(&client, &ns.name, &operator, "outlasted", slot).await;
+    check_one(&client, &ns.name, &operator, ("released", slot, "fired")).await;
+    check_one(&client, &ns.name, &operator, ("outlasted", slot, "blocking_pods")).await;
     let _ = pods
         .delete("migrate-outlasted", &DeleteParams::default().grace_period(0))
         .await;
@@ -459,13 +461,13 @@ async fn a_firing_alert_holds_a_slot_and_an_unreachable_prometheus_fails_safe() 
     let record = recorded(&operator, "proceeds", slot2, Duration::from_secs(60)).await;
     assert!(record.fired(), "{record:?}");
 
-    for (name, slot) in [
-        ("cleared", slot),
-        ("outlasted", slot),
-        ("unknown", slot2),
-        ("proceeds", slot2),
+    for expected in [
+        ("cleared", slot, "fired"),
+        ("outlasted", slot, "alert_firing"),
+        ("unknown", slot2, "gate_unknown"),
+        ("proceeds", slot2, "fired"),
     ] {
-        check_one(&client, &ns.name, &operator, name, slot).await;
+        check_one(&client, &ns.name, &operator, expected).await;
     }
     let evaluations = operator.get("/metrics").1;
     assert!(
@@ -601,8 +603,8 @@ async fn cluster_wide_gates_hold_every_eru_and_a_dry_run_shows_the_decision() {
         ("skipped", Some("dry_run")),
         "{record:?}"
     );
-    for name in ["plain", "dry"] {
-        check_one(&client, &ns.name, &operator, name, slot).await;
+    for (name, account) in [("plain", "blocking_pods"), ("dry", "dry_run")] {
+        check_one(&client, &ns.name, &operator, (name, slot, account)).await;
         assert_eq!(
             template_slot(&deployments.get(name).await.unwrap()),
             None,
@@ -772,10 +774,20 @@ async fn a_slot_held_when_the_operator_dies_keeps_its_gates_reason_after_a_resta
         audit["operator"]
     );
 
-    for name in ["pods", "alert", "fires"] {
-        check_one(&client, &ns.name, &operator, name, slot).await;
+    for expected in [
+        ("pods", slot, "blocking_pods"),
+        ("alert", slot, "alert_firing"),
+        ("fires", slot, "fired"),
+    ] {
+        check_one(&client, &ns.name, &operator, expected).await;
     }
-    check_one(&client, &dark.name, &dark_operator, "unknown", slot).await;
+    check_one(
+        &client,
+        &dark.name,
+        &dark_operator,
+        ("unknown", slot, "gate_unknown"),
+    )
+    .await;
     for name in ["pods", "alert"] {
         assert_eq!(
             template_slot(&deployments.get(name).await.unwrap()),

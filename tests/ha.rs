@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use common::{
     Operator, TestNamespace, client,
     eru::{create_eru, deployment, items, settle, time, wait_ready},
-    ledger::{Ledger, check, every},
+    ledger::{Ledger, ON_SCHEDULE, check, every},
     wait_for,
 };
 use eru_operator::eru::Eru;
@@ -187,7 +187,14 @@ async fn two_replicas_with_separate_journals_never_both_act() {
         standby,
         &Ledger {
             journal_from: Some(killed_at),
-            ..Ledger::deployment("web", "web", window, every(5, window.0, window.1))
+            // the slots of the takeover are in no journal the new leader can read: the newest
+            // runs at its first pass, the others are said not restarted (the dead one's
+            // journal is not this one's)
+            ..Ledger::deployment("web", "web", window, every(5, window.0, window.1)).expect(
+                killed_at,
+                killed_at + chrono::Duration::from_std(took).unwrap() + chrono::Duration::seconds(5),
+                &[ON_SCHEDULE, &["journal_lost", "operator_down"]].concat(),
+            )
         },
     )
     .await;
@@ -313,13 +320,18 @@ async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
     // the whole run on the one journal both replicas share, against the Deployment
     let born = common::eru::created(&erus, "web").await;
     let window = (born + chrono::Duration::seconds(1), suspended);
-    check(
-        &client,
-        &ns.name,
-        &replicas[leader],
-        &Ledger::deployment("web", "web", window, every(5, window.0, window.1)),
-    )
-    .await;
+    // each kill leaves no leader for a lease (15 s): of the slots in it, the newest runs at the
+    // takeover and the others are operator_down; the first 10 s after a kill hold two slots of
+    // */5 that no takeover can reach (the lease outlasts them), so one is, at least
+    let mut expected = Ledger::deployment("web", "web", window, every(5, window.0, window.1)).expect(
+        window.0,
+        window.1,
+        &[ON_SCHEDULE, &["operator_down"]].concat(),
+    );
+    for kill in &kills {
+        expected = expected.require_some(*kill, *kill + chrono::Duration::seconds(10), "operator_down");
+    }
+    check(&client, &ns.name, &replicas[leader], &expected).await;
     // every slot from the first restart to the suspension: one record (a slot restarted twice
     // or recorded twice panics here), and a downtime says which kill it was
     let slots = common::eru::accounted(
@@ -530,7 +542,12 @@ async fn a_leader_frozen_between_decision_and_patch_patches_nothing_when_it_resu
         &client,
         &ns.name,
         &standby,
-        &Ledger::deployment("web", "web", window, every(30, window.0, window.1)),
+        &Ledger::deployment("web", "web", window, every(30, window.0, window.1)).require(
+            slot,
+            slot,
+            "fired",
+            &[],
+        ),
     )
     .await;
 }

@@ -32,7 +32,7 @@ use common::{
     ClusterBindings, Operator, TestNamespace, client,
     eru::{create_eru, created, deployment, settle, status, wait_ready},
     kubectl,
-    ledger::{Ledger, check, every},
+    ledger::{Ledger, ON_SCHEDULE, check, every},
     repo, wait_for,
 };
 use eru_operator::eru::Eru;
@@ -452,7 +452,12 @@ async fn a_real_workload_restarts_gracefully_and_the_audit_shows_it() {
         &client,
         &ns.name,
         &operator,
-        &Ledger::deployment(eru, "web", (born + SECOND, settled), vec![slot]),
+        &Ledger::deployment(eru, "web", (born + SECOND, settled), vec![slot]).require(
+            slot,
+            slot,
+            "fired",
+            &[],
+        ),
     )
     .await;
     let record = records.iter().find(|r| r.covers(slot)).unwrap();
@@ -579,7 +584,15 @@ async fn the_operator_pod_deleted_between_slots_resumes_on_its_journal() {
         &client,
         &ns.name,
         &operator,
-        &Ledger::deployment(eru, "web", window, every(10, window.0, window.1)),
+        // the gap, from the deletion to the new Pod's first pass (its container starts a while
+        // after the node opened): operator_down, but the newest slot at that pass
+        &Ledger::deployment(eru, "web", window, every(10, window.0, window.1))
+            .expect(
+                deleting,
+                restarted + chrono::Duration::seconds(30),
+                &[ON_SCHEDULE, &["operator_down"]].concat(),
+            )
+            .require_some(stopped, restarted, "operator_down"),
     )
     .await;
     let record = |slot: DateTime<Utc>| {

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use common::{
     Operator, TestNamespace, client,
     eru::{create_eru, deployment, items, merge, settle, status, time},
-    ledger::{Ledger, Workload, check, every},
+    ledger::{Ledger, ON_SCHEDULE, Workload, check, every},
     wait_for,
 };
 use eru_operator::eru::{Eru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION};
@@ -278,6 +278,9 @@ async fn statefulset_and_daemonset_restart_and_roll_out_on_their_own_status() {
                 window,
                 slots: every(10, window.0, window.1),
                 journal_from: None,
+                uid: None,
+                journal_until: None,
+                expect: Vec::new(),
             },
         )
         .await;
@@ -487,6 +490,9 @@ async fn a_statefulset_that_would_not_roll_is_skipped_with_why_and_never_patched
     let sts = statefulsets.get("ondelete").await.unwrap();
     assert_eq!(sts.metadata.generation, Some(1));
     assert!(items(&operator, "/history?name=ondelete").is_empty());
+    const ON_SCHEDULE_OR_NOT_ROLLABLE: &[&str] =
+        &["fired", "superseded", "concurrent_rollout", "target_not_rollable"];
+    let second = chrono::Duration::seconds(1);
     for name in ["ondelete", "partitioned"] {
         let born = common::eru::created(&erus, name).await;
         let settled = settle(&erus, &operator, name).await;
@@ -501,7 +507,31 @@ async fn a_statefulset_that_would_not_roll_is_skipped_with_why_and_never_patched
                 window,
                 slots: every(5, window.0, window.1),
                 journal_from: None,
-            },
+                uid: None,
+                journal_until: None,
+                expect: Vec::new(),
+            }
+            // not rollable: every slot of ondelete (the last may see the settling suspension
+            // first), and partitioned's until its fix (the edit's second either way)
+            .require(window.0, window.1, "target_not_rollable", &[])
+            .expect(
+                fixed_at - second,
+                window.1,
+                if name == "ondelete" {
+                    &["target_not_rollable"]
+                } else {
+                    ON_SCHEDULE_OR_NOT_ROLLABLE
+                },
+            )
+            .expect(
+                fixed_at + second,
+                window.1,
+                if name == "ondelete" {
+                    &["target_not_rollable"]
+                } else {
+                    ON_SCHEDULE
+                },
+            ),
         )
         .await;
         if name == "ondelete" {
@@ -579,6 +609,9 @@ async fn annotated_statefulsets_and_daemonsets_get_automatic_erus() {
             window,
             slots: every(10, window.0, window.1),
             journal_from: None,
+            uid: None,
+            journal_until: None,
+            expect: Vec::new(),
         },
     )
     .await;

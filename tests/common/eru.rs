@@ -281,3 +281,29 @@ pub async fn freeze_template(deployments: &Api<Deployment>, ns: &str, name: &str
     .await;
     file
 }
+
+/// FNV-1a 64 of `bytes`, as docs/eru.md defines the operator's hash (offset basis
+/// 0xcbf29ce484222325, prime 0x100000001b3). Written out here from the docs, so a test's expected
+/// `H` value or jitter is never the operator's own computation.
+pub fn documented_fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Output `n` (from 1) of a SplitMix64 generator seeded with `seed`, as docs/eru.md defines it.
+pub fn documented_splitmix64(seed: u64, n: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(n));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The value of a bare `H` in field `field` (0 second, 1 minute, 2 hour, ...) of the Eru
+/// `namespace/name`, over a range of `width` values from its first, as docs/eru.md ("Hashed
+/// schedules") says: FNV-1a 64 of `namespace/name`, one SplitMix64 output per field (output
+/// `field + 1`), modulo the width.
+pub fn documented_h(namespace: &str, name: &str, field: u64, width: u64) -> u64 {
+    let seed = documented_fnv1a64(format!("{namespace}/{name}").into_bytes());
+    documented_splitmix64(seed, field + 1) % width
+}

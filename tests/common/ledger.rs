@@ -104,12 +104,22 @@ impl SlotRecord {
 /// Every record of the Eru `name` in the operator's ledger, newest first: every page of
 /// `/slots`, following `next_cursor` until it is null (never truncated).
 pub fn slot_records(operator: &Operator, name: &str) -> Result<Vec<SlotRecord>, String> {
+    slot_records_of(operator, name, None)
+}
+
+/// [`slot_records`] of the Eru `name` with this uid only, if one is given (not a namesake's).
+pub fn slot_records_of(
+    operator: &Operator,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<Vec<SlotRecord>, String> {
     let mut records = Vec::new();
     let mut cursor: Option<String> = None;
+    let of = uid.map_or(String::new(), |uid| format!("&uid={uid}"));
     for _page in 0..10_000 {
         let path = match &cursor {
-            None => format!("/slots?name={name}&limit=1000"),
-            Some(c) => format!("/slots?name={name}&limit=1000&cursor={c}"),
+            None => format!("/slots?name={name}{of}&limit=1000"),
+            Some(c) => format!("/slots?name={name}{of}&limit=1000&cursor={c}"),
         };
         let (status, body) = operator.get(&path);
         if status != 200 {
@@ -280,6 +290,40 @@ async fn controller_revisions<K: Resource>(
     Ok(Rollouts { template, revisions })
 }
 
+/// What each slot of a stretch may be accounted as, written out by the scenario: `fired` (its
+/// restart succeeded or is still rolling out), `fired_failed` or `fired_abandoned` (fired, and the
+/// rollout ended so), or the reason it was missed or skipped (`operator_down`, `suspended`, ...).
+#[derive(Clone, Debug)]
+pub struct Expect {
+    /// `[from, to]`: the slots it speaks of.
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// (none: the stretch only requires)
+    pub accounts: Vec<&'static str>,
+    /// At least one slot of the stretch must be accounted so (an outage's `operator_down`): a
+    /// scenario that caused it must see it, not only allow it.
+    pub required: Option<&'static str>,
+}
+
+/// What a slot of a short schedule may be accounted as when the scenario did nothing to it: its
+/// restart, or one of the two ways an Eru whose restarts outlast its period honestly gives a slot
+/// up on a loaded machine (a newer slot came due first; the previous restart still rolled out).
+/// Any other reason (`operator_down`, `past_deadline`, ...) says something happened that the
+/// scenario did not cause.
+pub const ON_SCHEDULE: &[&str] = &["fired", "superseded", "concurrent_rollout"];
+
+/// What the record says of its slots, as [`Expect::accounts`] names it.
+fn account(r: &SlotRecord) -> String {
+    match (r.fired(), r.outcome()) {
+        (true, Some(outcome @ ("failed" | "abandoned"))) => format!("fired_{outcome}"),
+        (true, _) => "fired".to_string(),
+        (false, _) => r
+            .reason
+            .clone()
+            .unwrap_or_else(|| format!("{} without a reason", r.result)),
+    }
+}
+
 /// What one scenario expects of one Eru.
 pub struct Ledger<'a> {
     pub eru: &'a str,
@@ -292,6 +336,15 @@ pub struct Ledger<'a> {
     /// Fired slots up to this instant are not this journal's to account (a journal lost, a
     /// replica with a journal of its own): the workload's rollouts of them are not compared.
     pub journal_from: Option<DateTime<Utc>>,
+    /// The Eru's uid, when a namesake had or has the name: only its records are read.
+    pub uid: Option<String>,
+    /// Fired slots after this instant are another ledger's (the Eru was deleted then, and a
+    /// namesake restarts the workload since): their rollouts, and a template carrying one, are
+    /// not compared.
+    pub journal_until: Option<DateTime<Utc>>,
+    /// How the slots are accounted, stretch by stretch: a slot follows the last [`Expect`] that
+    /// holds it, and [`ON_SCHEDULE`] if none does.
+    pub expect: Vec<Expect>,
 }
 
 impl<'a> Ledger<'a> {
@@ -308,8 +361,103 @@ impl<'a> Ledger<'a> {
             window,
             slots,
             journal_from: None,
+            uid: None,
+            journal_until: None,
+            expect: Vec::new(),
         }
     }
+
+    /// The slots in `[from, to]` are accounted as one of `accounts` (see [`Expect`]).
+    pub fn expect(mut self, from: DateTime<Utc>, to: DateTime<Utc>, accounts: &[&'static str]) -> Self {
+        self.expect.push(Expect {
+            from,
+            to,
+            accounts: accounts.to_vec(),
+            required: None,
+        });
+        self
+    }
+
+    /// As [`Ledger::expect`], and at least one of them is accounted as `required`.
+    pub fn require(
+        mut self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        required: &'static str,
+        accounts: &[&'static str],
+    ) -> Self {
+        let mut accounts = accounts.to_vec();
+        accounts.push(required);
+        self.expect.push(Expect {
+            from,
+            to,
+            accounts,
+            required: Some(required),
+        });
+        self
+    }
+
+    /// At least one slot in `[from, to]` is accounted as `required`, which other stretches
+    /// allow.
+    pub fn require_some(mut self, from: DateTime<Utc>, to: DateTime<Utc>, required: &'static str) -> Self {
+        self.expect.push(Expect {
+            from,
+            to,
+            accounts: Vec::new(),
+            required: Some(required),
+        });
+        self
+    }
+
+    /// What the slot may be accounted as.
+    fn accounts(&self, slot: DateTime<Utc>) -> Vec<&'static str> {
+        let mut accounts = self
+            .expect
+            .iter()
+            .rev()
+            .find(|e| e.from <= slot && slot <= e.to && !e.accounts.is_empty())
+            .map_or(ON_SCHEDULE, |e| &e.accounts)
+            .to_vec();
+        // most windows end where the test suspended the Eru to settle it: a slot due just before
+        // the suspension reached the operator may have been judged after it
+        if slot > self.window.1 - chrono::Duration::seconds(2) {
+            accounts.push("suspended");
+        }
+        accounts
+    }
+}
+
+/// The records accounting a slot otherwise than `expected` says, and the required accounts no
+/// slot has.
+fn unexpected(name: &str, expected: &Ledger<'_>, records: &[SlotRecord]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for slot in &expected.slots {
+        // (a slot with no record or two is reported by the count)
+        if let [r] = records.iter().filter(|r| r.covers(*slot)).collect::<Vec<_>>()[..] {
+            let allowed = expected.accounts(*slot);
+            let account = account(r);
+            if !allowed.iter().any(|a| *a == account) {
+                wrong.push(format!(
+                    "{name}: slot {slot} is accounted {account}, the scenario expects one of {allowed:?}: {r:?}"
+                ));
+            }
+        }
+    }
+    for e in &expected.expect {
+        let Some(required) = e.required else { continue };
+        let seen = expected
+            .slots
+            .iter()
+            .filter(|s| e.from <= **s && **s <= e.to)
+            .any(|s| records.iter().any(|r| r.covers(*s) && account(r) == required));
+        if !seen {
+            wrong.push(format!(
+                "{name}: no slot from {} to {} is accounted {required}, which the scenario caused",
+                e.from, e.to
+            ));
+        }
+    }
+    wrong
 }
 
 /// Everything that breaks the promise for `expected` (empty if nothing does): a slot of the
@@ -325,7 +473,7 @@ pub async fn violations(
     expected: &Ledger<'_>,
 ) -> Vec<String> {
     let name = expected.eru;
-    let records = match slot_records(operator, name) {
+    let records = match slot_records_of(operator, name, expected.uid.as_deref()) {
         Ok(records) => records,
         Err(e) => return vec![e],
     };
@@ -362,8 +510,12 @@ pub async fn violations(
             }
         }
     }
+    // the reasons: each slot accounted as the scenario expects
+    wrong.extend(unexpected(name, expected, &records));
     // the journal's own join: a fired slot's patch landed, no other slot's did
-    let mine = |slot: DateTime<Utc>| expected.journal_from.is_none_or(|f| slot > f);
+    let mine = |slot: DateTime<Utc>| {
+        expected.journal_from.is_none_or(|f| slot > f) && expected.journal_until.is_none_or(|u| slot <= u)
+    };
     let mut fired: Vec<DateTime<Utc>> = Vec::new();
     for r in &records {
         match (r.fired(), r.patched_at()) {
@@ -435,7 +587,10 @@ pub async fn violations(
     }
     let newest = fired.iter().max().copied();
     let template_mine = rollouts.template.filter(|s| mine(*s));
-    if template_mine != newest {
+    let template_others = rollouts
+        .template
+        .is_some_and(|s| expected.journal_until.is_some_and(|u| s > u));
+    if template_mine != newest && !template_others {
         wrong.push(format!(
             "{name}: {:?} carries {:?}, the newest fired slot is {newest:?}",
             expected.workload, rollouts.template
@@ -460,7 +615,7 @@ pub async fn check(client: &Client, ns: &str, operator: &Operator, expected: &Le
     loop {
         let wrong = violations(client, ns, operator, expected).await;
         if wrong.is_empty() {
-            return slot_records(operator, expected.eru).unwrap();
+            return slot_records_of(operator, expected.eru, expected.uid.as_deref()).unwrap();
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -474,8 +629,33 @@ pub async fn check(client: &Client, ns: &str, operator: &Operator, expected: &Le
     }
 }
 
-/// [`check`] of the Eru `eru` restarting `workload` on `*/step` seconds, from its creation (a
-/// second after: the API server records it to the second) to `to`.
+/// What the Eru `eru` restarting `workload` on `*/step` seconds is expected to have, from its
+/// creation (a second after: the API server records it to the second) to `to`, every slot
+/// [`ON_SCHEDULE`] until the scenario says otherwise ([`Ledger::expect`]).
+pub async fn every_since_created<'a>(
+    client: &Client,
+    ns: &str,
+    eru: &'a str,
+    workload: Workload<'a>,
+    step: i64,
+    to: DateTime<Utc>,
+) -> Ledger<'a> {
+    let erus: Api<eru_operator::eru::Eru> = Api::namespaced(client.clone(), ns);
+    let from = super::eru::created(&erus, eru).await + chrono::Duration::seconds(1);
+    Ledger {
+        eru,
+        workload,
+        window: (from, to),
+        slots: every(step, from, to),
+        journal_from: None,
+        uid: None,
+        journal_until: None,
+        expect: Vec::new(),
+    }
+}
+
+/// [`check`] of [`every_since_created`], every slot [`ON_SCHEDULE`]: the scenarios that did
+/// nothing to the Eru but let it run.
 pub async fn check_every(
     client: &Client,
     ns: &str,
@@ -485,15 +665,7 @@ pub async fn check_every(
     step: i64,
     to: DateTime<Utc>,
 ) -> Vec<SlotRecord> {
-    let erus: Api<eru_operator::eru::Eru> = Api::namespaced(client.clone(), ns);
-    let from = super::eru::created(&erus, eru).await + chrono::Duration::seconds(1);
-    let expected = Ledger {
-        eru,
-        workload,
-        window: (from, to),
-        slots: every(step, from, to),
-        journal_from: None,
-    };
+    let expected = every_since_created(client, ns, eru, workload, step, to).await;
     check(client, ns, operator, &expected).await
 }
 
