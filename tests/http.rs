@@ -648,6 +648,7 @@ async fn openapi_document_is_generated_from_the_handlers() {
         [
             "namespace",
             "name",
+            "uid",
             "target",
             "outcome",
             "since",

@@ -1,5 +1,6 @@
 //! Memcached end to end, operator under `deploy/` RBAC: the seed sample, `status.nodes`, scaling,
-//! drift reverted, finalizer cleanup on deletion, schema validation.
+//! drift reverted to exactly the spec, finalizer cleanup on deletion (also when the Memcached was
+//! deleted while the operator was down), schema validation.
 
 mod common;
 
@@ -42,11 +43,11 @@ async fn available(memcacheds: &Api<Memcached>, pods: &Api<Pod>, name: &str, siz
 
 #[tokio::test]
 #[ignore = "needs the local cluster: hack/test.sh"]
-async fn sample_scales_reverts_drift_and_cleans_up() {
+async fn sample_scales_and_cleans_up() {
     let client = client().await;
     let ns = TestNamespace::create(&client, "memcached").await;
     common::install_controller("memcached");
-    let operator = Operator::start(&client, &ns.name, &["--controllers", "memcached"]).await;
+    let _operator = Operator::start(&client, &ns.name, &["--controllers", "memcached"]).await;
     let memcacheds: Api<Memcached> = Api::namespaced(client.clone(), &ns.name);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
@@ -88,30 +89,7 @@ async fn sample_scales_reverts_drift_and_cleans_up() {
         available(&memcacheds, &pods, "memcached-sample", size as usize).await;
     }
 
-    // manual drift of managed fields is reverted
-    let drift = json!({"spec": {"replicas": 6, "template": {"spec": {"containers": [{"name": "memcached", "image": "memcached:drifted"}]}}}});
-    deployments
-        .patch(
-            "memcached-sample",
-            &PatchParams::default(),
-            &Patch::Strategic(drift),
-        )
-        .await
-        .unwrap();
-    wait_for("drift to be reverted", Duration::from_secs(60), || async {
-        let d = deployments.get("memcached-sample").await.ok()?;
-        let spec = d.spec?;
-        let image = spec.template.spec?.containers[0].image.clone()?;
-        (spec.replicas == Some(2) && image != "memcached:drifted").then_some(())
-    })
-    .await;
-    available(&memcacheds, &pods, "memcached-sample", 2).await;
-    let drifted = get_json(&operator.url("/transitions?kind=Memcached"))["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|t| t["event"] == "DeploymentDrifted");
-    assert!(drifted, "the drift is journaled");
+    // (drift of the Deployment: drift_is_reverted_to_exactly_the_spec)
 
     // deletion: the finalizer's cleanup Event, then the children go
     memcacheds
@@ -144,10 +122,12 @@ async fn sample_scales_reverts_drift_and_cleans_up() {
         .items
         .into_iter()
         .any(|e| {
+            // action Finalize: the transition Event to the phase Deleting has the same reason
             e.reason.as_deref() == Some("Deleting")
+                && e.action.as_deref() == Some("Finalize")
                 && e.regarding.and_then(|r| r.name).as_deref() == Some("memcached-sample")
         });
-    assert!(cleanup, "a cleanup Event was emitted");
+    assert!(cleanup, "the finalizer's cleanup Event was emitted");
 }
 
 #[tokio::test]
@@ -298,4 +278,336 @@ async fn an_eru_restarts_a_memcached_deployment_and_neither_apply_undoes_the_oth
         until,
     )
     .await;
+}
+
+/// The image the operator runs memcached with: its default, unless this test run set
+/// `MEMCACHED_IMAGE` (which the operator process inherits).
+fn expected_image() -> String {
+    std::env::var("MEMCACHED_IMAGE").unwrap_or_else(|_| "memcached:1.6.39-alpine".into())
+}
+
+/// The parts of a Deployment the operator manages, as stored (server defaults included): the
+/// replica count, the selector, the pod template's labels, the Pod's security context, and every
+/// container and init container whole.
+fn managed(d: &Deployment) -> serde_json::Value {
+    let d = serde_json::to_value(d).unwrap();
+    let spec = &d["spec"];
+    let pod = &spec["template"]["spec"];
+    json!({
+        "replicas": spec["replicas"],
+        "selector": spec["selector"],
+        "templateLabels": spec["template"]["metadata"]["labels"],
+        "securityContext": pod["securityContext"],
+        "initContainers": pod["initContainers"],
+        "containers": pod["containers"],
+    })
+}
+
+/// [`managed`] of the Deployment of the Memcached `name` of `size` (default port), written out:
+/// the operator-sdk sample's Deployment, and what the API server defaults in a container.
+fn expected_managed(name: &str, size: i32) -> serde_json::Value {
+    let labels = json!({
+        "app.kubernetes.io/name": "memcached",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/managed-by": "eru-operator",
+    });
+    json!({
+        "replicas": size,
+        "selector": {"matchLabels": labels},
+        "templateLabels": labels,
+        "securityContext": {
+            "runAsNonRoot": true, "runAsUser": 1001, "seccompProfile": {"type": "RuntimeDefault"}
+        },
+        "initContainers": null,
+        "containers": [{
+            "name": "memcached",
+            "image": expected_image(),
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["memcached", "-m=64", "-o", "modern", "-v"],
+            "ports": [{"containerPort": 11211, "name": "memcached", "protocol": "TCP"}],
+            "securityContext": {
+                "runAsNonRoot": true, "runAsUser": 1001, "allowPrivilegeEscalation": false,
+                "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}
+            },
+            // the API server's defaults
+            "resources": {},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+        }],
+    })
+}
+
+/// Someone edits the Deployment a Memcached owns behind the operator's back — more replicas,
+/// another image, an extra container argument — and the operator puts back exactly its spec:
+/// the whole container compared, not just the replica count. The revert is journaled and is the
+/// operator's own apply (its field manager, per the API server's audit log).
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn drift_is_reverted_to_exactly_the_spec() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "memcached-drift").await;
+    common::install_controller("memcached");
+    let operator = Operator::start(&client, &ns.name, &["--controllers", "memcached"]).await;
+    let memcacheds: Api<Memcached> = Api::namespaced(client.clone(), &ns.name);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let memcached: Memcached = serde_json::from_value(json!({
+        "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "drifted"}, "spec": {"size": 2}
+    }))
+    .unwrap();
+    memcacheds
+        .create(&PostParams::default(), &memcached)
+        .await
+        .unwrap();
+    available(&memcacheds, &pods, "drifted", 2).await;
+    let expected = expected_managed("drifted", 2);
+    assert_eq!(
+        managed(&deployments.get("drifted").await.unwrap()),
+        expected,
+        "the Deployment as first applied"
+    );
+
+    let drift_at = chrono::Utc::now();
+    // an extra argument both ways: appended to the command, and as the container's `args`
+    // (which the container runtime appends to the command: memcached ... -v -c 4096)
+    let drift = json!({"spec": {"replicas": 6, "template": {"spec": {"containers": [{
+        "name": "memcached", "image": "memcached:drifted",
+        "command": ["memcached", "-m=64", "-o", "modern", "-v", "-vv"], "args": ["-c", "4096"]
+    }]}}}});
+    let edited = deployments
+        .patch("drifted", &PatchParams::default(), &Patch::Strategic(drift))
+        .await
+        .unwrap();
+    let edited = managed(&edited);
+    assert_eq!(
+        (
+            &edited["replicas"],
+            &edited["containers"][0]["image"],
+            &edited["containers"][0]["command"][5],
+            &edited["containers"][0]["args"]
+        ),
+        (
+            &json!(6),
+            &json!("memcached:drifted"),
+            &json!("-vv"),
+            &json!(["-c", "4096"])
+        ),
+        "the edit landed"
+    );
+
+    // the revert: first the fields the operator compares (replicas, image, command) come back,
+    // then the whole of it must be its spec again
+    let started = std::time::Instant::now();
+    wait_for(
+        "the operator to put back replicas 2, its image and its command",
+        Duration::from_secs(30),
+        || async {
+            let (m, e) = (managed(&deployments.get("drifted").await.ok()?), &expected);
+            let back = m["replicas"] == e["replicas"]
+                && m["containers"][0]["image"] == e["containers"][0]["image"]
+                && m["containers"][0]["command"] == e["containers"][0]["command"];
+            back.then_some(())
+        },
+    )
+    .await;
+    let reverted_in = started.elapsed();
+    // wait_for with a deadline, written out to keep the last sight for the failure's diff:
+    // the whole of the managed fields to be exactly the spec again
+    let mut last = json!(null);
+    let exact = std::time::Instant::now() + Duration::from_secs(15);
+    while std::time::Instant::now() < exact {
+        last = managed(&deployments.get("drifted").await.unwrap());
+        if last == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("replicas, image and command reverted in {reverted_in:?}");
+    let owners: Vec<String> = if last == expected {
+        Vec::new()
+    } else {
+        let d = deployments.get("drifted").await.unwrap();
+        (d.managed_fields().iter())
+            .map(|m| {
+                let fields = m.fields_v1.as_ref().map(|f| f.0.to_string()).unwrap_or_default();
+                let args = fields.contains("\"f:args\"");
+                format!("{:?} ({:?}) owns args: {args}", m.manager, m.operation)
+            })
+            .collect()
+    };
+    assert_eq!(
+        last, expected,
+        "15 s after the operator reverted replicas, image and command, the Deployment is not its spec; \
+         field managers: {owners:#?}"
+    );
+    available(&memcacheds, &pods, "drifted", 2).await;
+
+    let drifted = operator.get_json("/transitions?kind=Memcached&name=drifted")["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["event"] == "DeploymentDrifted");
+    assert!(drifted, "the drift is journaled");
+    if let Some(patches) = common::workload_patches("deployments", &ns.name, "drifted") {
+        let reverts = patches
+            .iter()
+            .filter(|p| p.received >= drift_at && p.code == 200)
+            .filter(|p| p.field_manager.as_deref() == Some("eru-operator-memcached"))
+            .filter(|p| p.user == "system:serviceaccount:eru-system:eru-operator")
+            .count();
+        assert!(reverts >= 1, "the revert is the operator's apply: {patches:?}");
+    }
+}
+
+/// The user agents that deleted the Deployment `name` in `ns`, per the API server's audit log
+/// (`None` when the cluster keeps none; `common::workload_patches` reads only patches). The local
+/// cluster's controller-manager authenticates as `admin`, like the tests: its user agent names
+/// the controller (`.../generic-garbage-collector`).
+fn deployment_deleters(ns: &str, name: &str) -> Option<Vec<String>> {
+    let kubeconfig = std::path::PathBuf::from(std::env::var_os("KUBECONFIG")?);
+    let text = std::fs::read_to_string(kubeconfig.parent()?.join("logs/audit.log")).ok()?;
+    let deleters = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|e| {
+            let o = &e["objectRef"];
+            e["verb"] == "delete"
+                && e["stage"] == "ResponseComplete"
+                && o["resource"] == "deployments"
+                && o["namespace"] == ns
+                && o["name"] == name
+        })
+        .map(|e| e["userAgent"].as_str().unwrap_or_default().to_string())
+        .collect();
+    Some(deleters)
+}
+
+/// The Memcached deleted while the operator is down (SIGTERM): the finalizer holds it, and the
+/// Deployment with it (background garbage collection waits for the owner to be gone); once the
+/// operator is back, its finalizer runs. What that finalizer does is emit a `Deleting` Event and
+/// remove itself — it deletes nothing: the Deployment goes by garbage collection (its
+/// ownerReference). So the assertions are: no cleanup Event while the operator was down, then the
+/// operator's Event for this Memcached's uid after the restart; the Memcached gone (the test never
+/// touches the finalizer); the transition journaled; the restarted operator never re-applied the
+/// Deployment of a Memcached being deleted; the Deployment deleted by the garbage collector, not by
+/// the operator.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn deleted_while_the_operator_is_down_is_finalized_after_restart() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "memcached-down").await;
+    common::install_controller("memcached");
+    let mut operator = Operator::start(&client, &ns.name, &["--controllers", "memcached"]).await;
+    let memcacheds: Api<Memcached> = Api::namespaced(client.clone(), &ns.name);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns.name);
+    let memcached: Memcached = serde_json::from_value(json!({
+        "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "orphaned"}, "spec": {"size": 2}
+    }))
+    .unwrap();
+    memcacheds
+        .create(&PostParams::default(), &memcached)
+        .await
+        .unwrap();
+    available(&memcacheds, &pods, "orphaned", 2).await;
+    let uid = memcacheds.get("orphaned").await.unwrap().uid().unwrap();
+    let cleanup_events = || async {
+        let all = events.list(&Default::default()).await.unwrap().items;
+        all.into_iter()
+            // the finalizer's Event: reason Deleting, action Finalize (the transition to the
+            // phase Deleting is announced as an Event with the same reason, action
+            // DeletionRequested, by whoever journals it: not the finalizer's work)
+            .filter(|e| {
+                e.reason.as_deref() == Some("Deleting")
+                    && e.action.as_deref() == Some("Finalize")
+                    && e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str())
+            })
+            .collect::<Vec<_>>()
+    };
+
+    operator.stop();
+    memcacheds
+        .delete("orphaned", &DeleteParams::default())
+        .await
+        .unwrap();
+    // while the operator is down: marked for deletion, held by the finalizer, the Deployment kept
+    let held = memcacheds.get("orphaned").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert_eq!(held.finalizers(), ["cache.example.com/finalizer"]);
+    assert!(deployments.get_opt("orphaned").await.unwrap().is_some());
+    assert_eq!(pod_names(&pods, "orphaned").await.len(), 2);
+    assert!(cleanup_events().await.is_empty(), "no cleanup while down");
+
+    let restarted_at = chrono::Utc::now();
+    let started = std::time::Instant::now();
+    operator.restart().await;
+    wait_for(
+        "the Memcached to be gone after the restart",
+        Duration::from_secs(30),
+        || async { memcacheds.get_opt("orphaned").await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    let finalized_in = started.elapsed();
+    let event = wait_for(
+        "the finalizer's Deleting Event",
+        Duration::from_secs(30),
+        || async { cleanup_events().await.into_iter().next() },
+    )
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.action.as_deref(), Some("Finalize"));
+    assert_eq!(
+        event.note.as_deref(),
+        Some(
+            format!(
+                "Custom Resource orphaned is being deleted from the namespace {}",
+                ns.name
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(event.reporting_controller.as_deref(), Some("eru-operator"));
+    let emitted = event.event_time.as_ref().expect("an eventTime").0;
+    assert!(
+        emitted.as_millisecond() >= restarted_at.timestamp_millis(),
+        "emitted by the restarted operator: {emitted} before {restarted_at}"
+    );
+    assert_eq!(cleanup_events().await.len(), 1, "one cleanup Event");
+    wait_for(
+        "the Deployment and its Pods to be garbage-collected",
+        Duration::from_secs(30),
+        || async {
+            let gone = deployments.get_opt("orphaned").await.ok()?.is_none();
+            (gone && pod_names(&pods, "orphaned").await.is_empty()).then_some(())
+        },
+    )
+    .await;
+    eprintln!("finalized {finalized_in:?} after the restart began");
+
+    let transitions = operator.get_json("/transitions?kind=Memcached&name=orphaned")["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        transitions
+            .iter()
+            .any(|t| t["event"] == "DeletionRequested" && t["to"] == "Deleting"),
+        "the deletion is journaled: {transitions:#?}"
+    );
+    if let Some(patches) = common::workload_patches("deployments", &ns.name, "orphaned") {
+        let late: Vec<_> = patches.iter().filter(|p| p.received >= restarted_at).collect();
+        assert!(
+            late.is_empty(),
+            "the Deployment re-applied after the restart: {late:?}"
+        );
+    }
+    if let Some(deleters) = deployment_deleters(&ns.name, "orphaned") {
+        assert!(
+            deleters.len() == 1 && deleters[0].ends_with("/generic-garbage-collector"),
+            "garbage collection deletes the Deployment, not the finalizer: {deleters:?}"
+        );
+    }
 }

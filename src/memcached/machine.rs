@@ -249,6 +249,11 @@ pub fn desired_deployment(memcached: &Memcached, image: &str) -> Deployment {
                         image: Some(image.to_string()),
                         image_pull_policy: Some("IfNotPresent".into()),
                         command: Some(command()),
+                        // Owned, empty: a server-side apply puts back only the fields it sets, so
+                        // arguments or variables someone added (an `args` the command then runs
+                        // with) stay unless the operator claims these lists too.
+                        args: Some(Vec::new()),
+                        env: Some(Vec::new()),
                         ports: Some(vec![ContainerPort {
                             container_port: memcached.spec.container_port,
                             name: Some("memcached".into()),
@@ -292,9 +297,15 @@ pub fn in_sync(live: &Deployment, desired: &Deployment) -> bool {
         return false;
     };
     let port = |c: &Container| c.ports.as_ref().and_then(|p| p.first()).map(|p| p.container_port);
+    // (an empty list and none are the same: the API server drops empty lists)
+    fn list<T>(l: &Option<Vec<T>>) -> &[T] {
+        l.as_deref().unwrap_or_default()
+    }
     live_spec.replicas == desired_spec.replicas
         && live_c.image == desired_c.image
         && live_c.command == desired_c.command
+        && list(&live_c.args) == list(&desired_c.args)
+        && list(&live_c.env) == list(&desired_c.env)
         && port(&live_c) == port(&desired_c)
         && live_c.security_context == desired_c.security_context
         && live
@@ -307,6 +318,8 @@ pub fn in_sync(live: &Deployment, desired: &Deployment) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::EnvVar;
+
     use super::*;
     use crate::{machine::dispatch, memcached::MemcachedSpec};
 
@@ -481,5 +494,31 @@ mod tests {
             .containers[0]
             .image = Some("evil".into());
         assert!(!in_sync(&reimaged, &desired));
+        // an argument or a variable added beside the command is drift too (it changes what runs)
+        fn container(d: &mut Deployment) -> &mut Container {
+            &mut d
+                .spec
+                .as_mut()
+                .unwrap()
+                .template
+                .spec
+                .as_mut()
+                .unwrap()
+                .containers[0]
+        }
+        let mut argued = desired.clone();
+        container(&mut argued).args = Some(vec!["-c".into(), "4096".into()]);
+        assert!(!in_sync(&argued, &desired));
+        let mut with_env = desired.clone();
+        container(&mut with_env).env = Some(vec![EnvVar {
+            name: "X".into(),
+            ..EnvVar::default()
+        }]);
+        assert!(!in_sync(&with_env, &desired));
+        // as the API server returns it: the empty lists dropped
+        let mut stored = desired.clone();
+        container(&mut stored).args = None;
+        container(&mut stored).env = None;
+        assert!(in_sync(&stored, &desired));
     }
 }
