@@ -59,6 +59,9 @@ async fn apply(client: &Client, ns: &str) {
         .create(&PostParams::default(), &deployment)
         .await
         .unwrap();
+    // available before its Eru exists, so no slot finds it unhealthy (the ledger check expects
+    // every slot restarted but the downtime's)
+    common::eru::wait_ready(&Api::<Deployment>::namespaced(client.clone(), ns), "web", 1).await;
     let eru: eru_operator::eru::Eru = serde_json::from_value(json!({
         "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru", "metadata": {"name": "web"},
         "spec": {"schedule": "*/2 * * * * *", "target": {"kind": "Deployment", "name": "web"}}

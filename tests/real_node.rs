@@ -589,7 +589,7 @@ async fn the_operator_pod_deleted_between_slots_resumes_on_its_journal() {
         &Ledger::deployment(eru, "web", window, every(10, window.0, window.1))
             .expect(
                 deleting,
-                restarted + chrono::Duration::seconds(30),
+                restarted + chrono::Duration::seconds(90),
                 &[ON_SCHEDULE, &["operator_down"]].concat(),
             )
             .require_some(stopped, restarted, "operator_down"),
