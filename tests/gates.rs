@@ -38,6 +38,20 @@ fn one_slot(lead: i64) -> (DateTime<Utc>, String) {
     (slot, schedule)
 }
 
+/// The ordering every scenario here relies on: each Eru existed before its slot, so the slot is
+/// owed and held (or run) however late the operator's first pass comes; the slot's deadline, not
+/// the operator's speed, bounds the rest. The lead given to `one_slot` covers only these API
+/// calls, and this says so plainly rather than letting a slow machine turn into a wrong reason.
+async fn created_before(erus: &Api<Eru>, names: &[&str], slot: DateTime<Utc>) {
+    for name in names {
+        let at = created(erus, name).await;
+        assert!(
+            at < slot,
+            "{name} was created at {at}, not before its slot {slot}: the lead given to one_slot was too short for this machine"
+        );
+    }
+}
+
 /// A pause pod labelled `labels`.
 async fn pod(client: &Client, ns: &str, name: &str, labels: Value) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -163,6 +177,7 @@ async fn a_blocking_pod_holds_a_slot_until_it_goes_or_the_deadline_passes() {
     )
     .await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    created_before(&erus, &["released", "outlasted"], slot).await;
 
     // both held: visible in the status (and its Ready condition), the metric, and no record yet
     let shown = held(&erus, "released", slot, "blocking_pods").await;
@@ -421,6 +436,7 @@ async fn a_firing_alert_holds_a_slot_and_an_unreachable_prometheus_fails_safe() 
     let (slot, schedule) = one_slot(8);
     gated_eru(&client, &ns.name, "cleared", &schedule, 300, alerts("Hold")).await;
     gated_eru(&client, &ns.name, "outlasted", &schedule, 12, alerts("Hold")).await;
+    created_before(&erus, &["cleared", "outlasted"], slot).await;
     let shown = held(&erus, "cleared", slot, "alert_firing").await;
     assert!(shown.held.unwrap().note.contains("GateTest"));
     // the alert outlasts the deadline of "outlasted": skipped/alert_firing, the alert and the
@@ -446,6 +462,7 @@ async fn a_firing_alert_holds_a_slot_and_an_unreachable_prometheus_fails_safe() 
     let (slot2, schedule2) = one_slot(8);
     gated_eru(&client, &ns.name, "unknown", &schedule2, 12, alerts("Hold")).await;
     gated_eru(&client, &ns.name, "proceeds", &schedule2, 300, alerts("Proceed")).await;
+    created_before(&erus, &["unknown", "proceeds"], slot2).await;
     held(&erus, "unknown", slot2, "gate_unknown").await;
     let record = recorded(&operator, "unknown", slot2, Duration::from_secs(60)).await;
     assert_eq!(
@@ -579,6 +596,7 @@ async fn cluster_wide_gates_hold_every_eru_and_a_dry_run_shows_the_decision() {
         .unwrap();
     }
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    created_before(&erus, &["plain", "dry"], slot).await;
     // an Eru without gates of its own is held by the cluster's, and skipped at its deadline
     let record = recorded(&operator, "plain", slot, Duration::from_secs(60)).await;
     assert_eq!(
@@ -699,6 +717,8 @@ async fn a_slot_held_when_the_operator_dies_keeps_its_gates_reason_after_a_resta
     .await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let dark_erus: Api<Eru> = Api::namespaced(client.clone(), &dark.name);
+    created_before(&erus, &["pods", "alert", "fires"], slot).await;
+    created_before(&dark_erus, &["unknown"], slot).await;
 
     // the slot comes: two holds in the status, the third Eru's restart journaled and patched
     held(&erus, "pods", slot, "blocking_pods").await;

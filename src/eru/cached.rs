@@ -118,6 +118,9 @@ impl CachedStatus {
             missed_slots: self.missed_slots,
             last_missed_time: self.last_missed_time,
             held: self.held.as_deref().cloned(),
+            // not kept in the cache (each pass reads them anew; the digest covers them)
+            recent: Vec::new(),
+            upcoming: Vec::new(),
         }
     }
 }

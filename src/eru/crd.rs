@@ -60,14 +60,53 @@ fn default_starting_deadline() -> i64 {
     category = "eru-operator",
     derive = "PartialEq",
     doc = "Elegant Rolling Updates: restarts a workload gracefully at every slot of a cron schedule.",
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Target", type_ = "string", json_path = ".spec.target.name"),
     printcolumn(name = "Schedule", type_ = "string", json_path = ".spec.schedule"),
-    printcolumn(name = "Last Restart", type_ = "date", json_path = ".status.lastRestart.slot"),
     printcolumn(
-        name = "Next Restart",
+        name = "Ready",
         type_ = "string",
-        json_path = ".status.nextScheduleTime"
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason",
+        description = "The Ready condition's reason: Scheduled, Suspended, Held, Queued, DryRun, or why it cannot restart (TargetMissing, InvalidSpec, RestartPatchFailed, TargetNotRollable)"
+    ),
+    printcolumn(name = "Suspend", type_ = "boolean", json_path = ".spec.suspend"),
+    printcolumn(
+        name = "Last",
+        type_ = "date",
+        json_path = ".status.lastRestart.slot",
+        description = "The slot of the latest restart"
+    ),
+    printcolumn(
+        name = "Next",
+        type_ = "string",
+        json_path = ".status.nextScheduleTime",
+        description = "When the next restart starts (after jitter)"
+    ),
+    printcolumn(
+        name = "Missed",
+        type_ = "integer",
+        json_path = ".status.missedSlots",
+        description = "Slots missed or skipped since the Eru was created"
+    ),
+    printcolumn(
+        name = "Outcome",
+        type_ = "string",
+        json_path = ".status.lastRestart.outcome",
+        priority = 1,
+        description = "The latest restart's outcome"
+    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", priority = 1),
+    printcolumn(
+        name = "Time Zone",
+        type_ = "string",
+        json_path = ".spec.timeZone",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Note",
+        type_ = "string",
+        json_path = ".spec.suspendNote",
+        priority = 1,
+        description = "Why the Eru is suspended"
     ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
@@ -90,6 +129,14 @@ pub struct EruSpec {
     /// Suspend future restarts; suspended slots are recorded as skipped.
     #[serde(default)]
     pub suspend: bool,
+
+    /// Why the Eru is suspended, for whoever reads its records later (an incident, a freeze, a
+    /// ticket). Kept on every slot recorded `suspended` while it is set, and shown in the Ready
+    /// condition, `kubectl get eru -o wide`, the audit and the page. Read only while `suspend` is
+    /// true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub suspend_note: Option<String>,
 
     /// A slot noticed later than this is not run, only recorded as missed. At least 1: a
     /// reconcile runs a moment after its slot, so 0 would let no slot run at all.
@@ -298,6 +345,59 @@ pub struct EruStatus {
     /// The due slot a health gate holds, if one does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<HeldSlot>,
+    /// The latest slot records, newest first (at most 5): what happened, at a glance. Read from
+    /// the journal, which keeps them all (`/slots`, `kubectl eru history`); a replaced journal
+    /// starts the list again (the counters and the cursor above are kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 5))]
+    pub recent: Vec<RecentSlot>,
+    /// The next slots, oldest first (at most 5), each with its restart instant (after `H` and
+    /// jitter) and the blackout that covers it, if one does. Empty while suspended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 5))]
+    pub upcoming: Vec<UpcomingSlot>,
+}
+
+/// A slot record, as `status.recent` shows it.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecentSlot {
+    /// The slot: the value the restart stamps on the pod template
+    /// (`mtsre.meitu.com/restartedAt`), which joins the workload to this record.
+    pub slot: DateTime<Utc>,
+    /// The last slot of a summary record (many consecutive slots with one reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_slot: Option<DateTime<Utc>>,
+    /// How many slots the record stands for (1 unless a summary).
+    pub slots: i64,
+    /// `fired`, `missed` or `skipped`.
+    pub result: String,
+    /// Why it was missed or skipped (docs/eru.md, "Which reason").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A fired slot's restart: `in_progress`, `succeeded`, `failed`, `abandoned` or `dry_run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// When the record was written.
+    pub recorded_at: DateTime<Utc>,
+    /// When the restart's rollout ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// What else is known: the window, the gate, the suspension's note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A slot to come, as `status.upcoming` shows it.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpcomingSlot {
+    pub slot: DateTime<Utc>,
+    /// When its restart starts: the slot plus its jitter offset.
+    pub restart_at: DateTime<Utc>,
+    /// The blackout that covers the restart instant (the slot will be skipped), if one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blackout: Option<String>,
 }
 
 /// A due slot a health gate holds: it runs when the gates open, if before `deadline`; else it is

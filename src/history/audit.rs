@@ -316,6 +316,7 @@ fn epoch_items(epochs: &[(i64, DateTime<Utc>, EpochSpec)], window: &Span<'_>) ->
             schedule: spec.schedule.clone(),
             time_zone: spec.time_zone.clone(),
             suspend: spec.suspend,
+            suspend_note: spec.suspend_note.clone(),
             target: spec.target.clone(),
         })
         .collect()

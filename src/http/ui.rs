@@ -162,7 +162,7 @@ pub fn eru_page(audit: &Audit, eru: &EruAudit) -> Markup {
                     tbody {
                         @for e in &eru.epochs {
                             tr { td { (e.generation) } td { (e.effective_from) } td { code { (e.schedule) } }
-                                 td { (e.time_zone.as_deref().unwrap_or("UTC")) } td { (if e.suspend { "yes" } else { "no" }) } td { (e.target) } }
+                                 td { (e.time_zone.as_deref().unwrap_or("UTC")) } td { @if e.suspend { "yes" @if let Some(n) = &e.suspend_note { ": " (n) } } @else { "no" } } td { (e.target) } }
                         }
                     }
                 }

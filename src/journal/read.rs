@@ -87,7 +87,8 @@ impl Journal {
         ))
     }
 
-    /// What an Eru's status shows of its history: its ledger row and latest restart.
+    /// What an Eru's status shows of its history: its ledger row, latest restart and latest slot
+    /// records.
     pub async fn eru_summary(&self, uid: &str) -> Result<EruSummary> {
         let ledger = self.ledger(uid).await?;
         let last_slot = ledger.as_ref().and_then(|l| l.last_restart_slot);
@@ -101,7 +102,18 @@ impl Journal {
             ),
             None => None,
         };
-        Ok(EruSummary { ledger, last_restart })
+        let latest = Filter {
+            uid: Some(uid.to_string()),
+            limit: RECENT,
+            ..Filter::default()
+        };
+        let mut recent = self.slot_records(&latest).await?;
+        recent.truncate(RECENT as usize);
+        Ok(EruSummary {
+            ledger,
+            last_restart,
+            recent,
+        })
     }
 
     /// Journaled transitions, newest first (by id), `limit + 1` rows at most.

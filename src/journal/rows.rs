@@ -329,7 +329,12 @@ pub struct EpochRow {
 pub struct EruSummary {
     pub ledger: Option<LedgerRow>,
     pub last_restart: Option<RestartRow>,
+    /// The latest slot records, newest first, at most [`RECENT`].
+    pub recent: Vec<SlotRecordRow>,
 }
+
+/// How many slot records an Eru's status shows (`status.recent`).
+pub const RECENT: u32 = 5;
 
 /// One operator process, as journaled.
 #[derive(Clone, Debug, FromRow, Serialize, PartialEq)]

@@ -122,6 +122,7 @@ pub fn desired<K: Workload>(workload: &K, name: &str, default_schedule: &str) ->
             name: workload.name_any(),
         },
         suspend: annotations.get(AUTO_SUSPEND_ANNOTATION).map(String::as_str) == Some("true"),
+        suspend_note: None,
         starting_deadline_seconds: DEFAULT_STARTING_DEADLINE_SECONDS,
         rollout_timeout_seconds: None,
         jitter_seconds: None,

@@ -244,6 +244,7 @@ fn a_user_made_eru_is_never_overwritten_or_deleted() {
             name: "web".into(),
         },
         suspend: false,
+        suspend_note: None,
         starting_deadline_seconds: 300,
         rollout_timeout_seconds: None,
         jitter_seconds: None,

@@ -94,6 +94,9 @@ pub struct EpochSpec {
     pub time_zone: Option<String>,
     #[serde(default)]
     pub suspend: bool,
+    /// Why it is suspended (`spec.suspendNote`), kept on its suspended slots' records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend_note: Option<String>,
     pub starting_deadline_seconds: i64,
     /// The target's journal key ([`crate::eru::Target::key`]): a Deployment's name, or `Kind/name`.
     pub target: String,
@@ -291,8 +294,8 @@ pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
     }
     for (slot, fire, i) in pending {
         let spec = &epochs[i].spec;
-        let (reason, window, note) =
-            classify(span, slot, fire, deadline(fire, i), spec.suspend, &blackouts[i]);
+        let suspended = spec.suspend.then_some(spec.suspend_note.as_deref());
+        let (reason, window, note) = classify(span, slot, fire, deadline(fire, i), suspended, &blackouts[i]);
         let record = SlotRecord {
             note,
             ..SlotRecord::one(slot, reason, window, &spec.target)
@@ -305,7 +308,8 @@ pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
 /// Why the passed slot `slot` (restart instant `fire`, never started after `deadline`) was not
 /// restarted, from what is known of it. The rule of each case (docs/eru.md, "Which reason"):
 ///
-/// 1. its epoch was suspended, or a blackout covered its restart instant: that;
+/// 1. its epoch was suspended (the note, if the suspension has one), or a blackout covered its
+///    restart instant: that;
 /// 2. a health gate held it (the operator saw it due: this process's memory, or `status.held`
 ///    read back after a restart): `superseded` while its deadline is ahead; else `operator_down`
 ///    if no operator ran at some instant between the gates' last answer and the deadline (nobody
@@ -325,11 +329,11 @@ fn classify(
     slot: DateTime<Utc>,
     fire: DateTime<Utc>,
     deadline: DateTime<Utc>,
-    suspended: bool,
+    suspended: Option<Option<&str>>,
     blackouts: &Blackouts,
 ) -> (Reason, Option<Window>, Option<String>) {
-    if suspended {
-        return (Reason::Suspended, None, None);
+    if let Some(note) = suspended {
+        return (Reason::Suspended, None, note.map(str::to_string));
     }
     if let Some(hit) = blackouts.find(fire) {
         return (Reason::Blackout, Some(hit.window), Some(hit.note));

@@ -13,6 +13,7 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::{
+    blackout::Blackouts,
     hold::{self, Held},
     ledger::{self, Epoch, Span, Window},
     machine::{EruMachine, InFlight, State, restore, retry_delay},
@@ -33,6 +34,14 @@ pub struct Queued {
     pub ahead: usize,
     /// Restarts holding the places.
     pub in_flight: usize,
+}
+
+/// A slot to come: its restart instant and the blackout that will skip it, if one covers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upcoming {
+    pub slot: DateTime<Utc>,
+    pub restart_at: DateTime<Utc>,
+    pub blackout: Option<String>,
 }
 
 /// What acting on a plan brought back.
@@ -184,6 +193,35 @@ impl Plan {
     /// so they are journaled skipped as they pass).
     pub fn next_restart(&self) -> Option<DateTime<Utc>> {
         self.next_fire.filter(|_| !self.observed.cluster.spec.suspend)
+    }
+
+    /// The next `count` slots after now with their restart instants (after jitter) and the
+    /// blackout covering each, if one does; none while suspended, none for an invalid schedule.
+    pub fn upcoming(&self, count: usize) -> Vec<Upcoming> {
+        let cluster = &self.observed.cluster;
+        let (Ok(schedule), false) = (&cluster.schedule, cluster.spec.suspend) else {
+            return Vec::new();
+        };
+        // compiled as the ledger compiles them when the slot comes (an invalid one never holds)
+        let blackouts = Blackouts::compile(
+            &cluster.spec.blackouts,
+            &self.observed.operator.cluster_blackouts,
+            cluster.spec.time_zone.as_deref(),
+            &cluster.h_key,
+        )
+        .unwrap_or_default();
+        schedule
+            .upcoming(self.observed.now, count)
+            .into_iter()
+            .map(|slot| {
+                let restart_at = cluster.spec.fire_at(&cluster.uid, slot);
+                Upcoming {
+                    slot,
+                    restart_at,
+                    blackout: blackouts.find(restart_at).map(|hit| hit.note),
+                }
+            })
+            .collect()
     }
 
     /// When what was decided since the last take was decided: the records' instant.

@@ -78,6 +78,8 @@ pub fn epoch_spec(spec: &EruSpec) -> EpochSpec {
         schedule: spec.schedule.clone(),
         time_zone: spec.time_zone.clone(),
         suspend: spec.suspend,
+        // a note changes no slot, but its epoch keeps it for the records of a suspension
+        suspend_note: spec.suspend.then(|| spec.suspend_note.clone()).flatten(),
         starting_deadline_seconds: spec.starting_deadline_seconds,
         target: spec.target.key(),
         jitter_seconds: spec.jitter_seconds.unwrap_or(0),

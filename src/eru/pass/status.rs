@@ -7,12 +7,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::observe::Known;
 use crate::eru::{
-    CachedEru, EruStatus, HeldSlot, LastRestart,
+    CachedEru, EruStatus, HeldSlot, LastRestart, RecentSlot, UpcomingSlot,
     core::{hold::Held, machine::State, plan::Plan, schedule::slot_text},
 };
 use crate::{
     conditions::condition,
-    journal::{EruSummary, RestartRow, Ts},
+    journal::{EruSummary, RECENT, RestartRow, SlotRecordRow, Ts},
     machine::Phase,
 };
 
@@ -53,6 +53,32 @@ pub fn status(eru: &CachedEru, plan: &Plan, known: &Known, summary: &EruSummary,
             known.and_then(|s| s.last_missed_time),
         ),
         held: plan.held.as_ref().map(held_status),
+        recent: summary.recent.iter().map(recent_slot).collect(),
+        upcoming: plan
+            .upcoming(RECENT as usize)
+            .into_iter()
+            .map(|u| UpcomingSlot {
+                slot: u.slot,
+                restart_at: u.restart_at,
+                blackout: u.blackout,
+            })
+            .collect(),
+    }
+}
+
+/// A journaled slot record as the status shows it.
+fn recent_slot(row: &SlotRecordRow) -> RecentSlot {
+    let r = &row.record;
+    RecentSlot {
+        slot: *r.slot,
+        last_slot: (r.slot_count > 1).then_some(*r.last_slot),
+        slots: r.slot_count,
+        result: r.result.as_str().to_string(),
+        reason: r.reason.map(|reason| reason.as_str().to_string()),
+        outcome: row.restart_outcome.map(|o| o.as_str().to_string()),
+        recorded_at: *r.evaluated_at,
+        finished_at: row.restart_finished_at.as_ref().map(|at| at.0),
+        note: r.note.clone(),
     }
 }
 
@@ -133,10 +159,15 @@ fn ready(
         // every slot is skipped (target_not_rollable) until its strategy changes
         (false, "TargetNotRollable", why)
     } else if eru.spec.suspend {
+        let why = eru
+            .spec
+            .suspend_note
+            .as_ref()
+            .map_or(String::new(), |n| format!(" ({n})"));
         (
             true,
             "Suspended",
-            "suspended: slots are recorded as skipped".to_string(),
+            format!("suspended{why}: slots are recorded as skipped"),
         )
     } else if let Some(h) = &plan.held {
         (true, "Held", held_message(h))

@@ -144,6 +144,9 @@ pub struct EpochItem {
     #[schema(required = true)]
     pub time_zone: Option<String>,
     pub suspend: bool,
+    /// Why it was suspended (`spec.suspendNote`), when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend_note: Option<String>,
     pub target: String,
 }
 

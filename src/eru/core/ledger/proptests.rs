@@ -164,6 +164,7 @@ proptest! {
                     schedule: format!("{} {} * * * *", list(seconds), minutes.as_deref().map_or("*".into(), list)),
                     time_zone: zone.map(|tz| tz.name().to_string()),
                     suspend: *suspend,
+                    suspend_note: None,
                     starting_deadline_seconds: *deadline,
                     target: "web".into(),
                     jitter_seconds: 0,

@@ -14,6 +14,7 @@ fn spec(schedule: &str) -> EpochSpec {
         schedule: schedule.into(),
         time_zone: None,
         suspend: false,
+        suspend_note: None,
         starting_deadline_seconds: 300,
         target: "web".into(),
         jitter_seconds: 0,
@@ -118,6 +119,45 @@ fn a_suspended_epoch_is_skipped_even_when_no_pass_ran_during_it() {
         t(3, 0, 45),
         "only a slot after the resume runs"
     );
+}
+
+#[test]
+fn a_suspensions_note_is_kept_on_its_slots_and_only_on_them() {
+    // suspended with a note at 03:00:12, the note changed at 03:00:26, resumed at 03:00:41
+    let every_5s = spec("*/5 * * * * *");
+    let noted = |note: &str| EpochSpec {
+        suspend: true,
+        suspend_note: Some(note.into()),
+        ..every_5s.clone()
+    };
+    let epochs = [
+        epoch(1, t(2, 0, 0), every_5s.clone()),
+        epoch(2, t(3, 0, 12), noted("INC-42: the database migration")),
+        epoch(3, t(3, 0, 26), noted("INC-42: extended")),
+        epoch(4, t(3, 0, 41), every_5s),
+    ];
+    let a = account(&epochs, &span(t(3, 0, 6), t(3, 0, 51), &[]));
+    let notes: Vec<(DateTime<Utc>, Reason, Option<&str>)> = a
+        .records
+        .iter()
+        .map(|r| (r.first, r.reason, r.note.as_deref()))
+        .collect();
+    let first = Some("INC-42: the database migration");
+    let second = Some("INC-42: extended");
+    assert_eq!(
+        notes,
+        [
+            (t(3, 0, 10), Reason::Superseded, None),
+            (t(3, 0, 15), Reason::Suspended, first),
+            (t(3, 0, 20), Reason::Suspended, first),
+            (t(3, 0, 25), Reason::Suspended, first),
+            (t(3, 0, 30), Reason::Suspended, second),
+            (t(3, 0, 35), Reason::Suspended, second),
+            (t(3, 0, 40), Reason::Suspended, second),
+            (t(3, 0, 45), Reason::Superseded, None),
+        ]
+    );
+    assert_eq!(a.due.unwrap().slot, t(3, 0, 50));
 }
 
 #[test]
