@@ -146,6 +146,7 @@ async fn main() {
             schedule: "* * * * * *".into(),
             time_zone: None,
             suspend: false,
+            suspend_note: None,
             starting_deadline_seconds: 300,
             target: "web".into(),
             jitter_seconds: 0,

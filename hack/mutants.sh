@@ -48,8 +48,10 @@ start=$SECONDS
 # journal's PostgreSQL twins (the same queries on another backend; they would start a server in
 # the copy of the tree cargo-mutants builds); one job: two cores, one rebuild at a time; a mutant
 # that hangs a test is a timeout after 60 s
+# (`--cargo-arg --lib` for the build too: without it every mutant relinks each integration test,
+# the binary and the examples, three times the work)
 "$root/bin/cargo-mutants" mutants --jobs 1 --timeout 60 --profile mutants --output "$out" \
-  "${args[@]}" "${extra[@]}" -- --lib -- --skip ::postgres --skip ::pg:: || true
+  --cargo-arg=--lib "${args[@]}" "${extra[@]}" -- -- --skip ::postgres --skip ::pg:: || true
 echo "== mutation score ($((SECONDS - start)) s; $out/mutants.out)"
 python3 - "$out/mutants.out" <<'EOF'
 import collections

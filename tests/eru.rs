@@ -808,3 +808,248 @@ async fn a_deleted_eru_leaves_no_series_and_its_restart_in_progress_is_abandoned
         "nothing rolls out: {text}"
     );
 }
+
+/// The columns `kubectl get eru NAME -o wide` prints, split on runs of two spaces or more: the
+/// header's and the Eru's row.
+fn wide_row(ns: &str, name: &str) -> Vec<(String, String)> {
+    let out = common::kubectl(&["get", "eru", name, "-n", ns, "-o", "wide"]);
+    let mut lines = out.lines();
+    let header = lines.next().unwrap_or_default().to_string();
+    let row = lines.next().unwrap_or_default().to_string();
+    // the columns start where the header's titles start
+    let starts: Vec<usize> = header
+        .char_indices()
+        .filter(|&(i, c)| c != ' ' && (i == 0 || header[..i].ends_with("  ")))
+        .map(|(i, _)| i)
+        .collect();
+    let cell = |text: &str, from: usize, to: Option<usize>| -> String {
+        let end = to.unwrap_or(text.len()).min(text.len());
+        text.get(from.min(end)..end)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    (0..starts.len())
+        .map(|i| {
+            let next = starts.get(i + 1).copied();
+            (cell(&header, starts[i], next), cell(&row, starts[i], next))
+        })
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_suspension_with_a_note_and_the_status_at_a_glance() {
+    const NOTE: &str = "INC-7: frozen for the database migration";
+    const STEP: i64 = 5;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-glance").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    // every 5 s; a blackout opens at :00 and :30 of each minute for 3 s, so those slots are skipped
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"},
+               "blackouts": [{"name": "half-minutes", "schedule": "0,30 * * * * *", "durationSeconds": 3}]}),
+    )
+    .await
+    .unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let covered = |slot: chrono::DateTime<Utc>| slot.second().is_multiple_of(30);
+
+    // the next five slots, each with its restart instant (no jitter: the slot) and the blackout
+    // that will skip it; the list shows a covered slot within 30 s
+    let upcoming = wait_for(
+        "a blackout among the upcoming slots",
+        Duration::from_secs(45),
+        || async {
+            let s = status(&erus, "web").await?;
+            s.upcoming
+                .iter()
+                .any(|u| u.blackout.is_some())
+                .then_some(s.upcoming)
+        },
+    )
+    .await;
+    assert_eq!(upcoming.len(), 5, "{upcoming:?}");
+    for (i, u) in upcoming.iter().enumerate() {
+        assert_eq!(u.slot.timestamp() % STEP, 0, "{u:?}");
+        assert_eq!(u.restart_at, u.slot, "{u:?}");
+        assert_eq!(u.blackout.is_some(), covered(u.slot), "{u:?}");
+        if let Some(next) = upcoming.get(i + 1) {
+            assert_eq!(
+                next.slot - u.slot,
+                chrono::Duration::seconds(STEP),
+                "{upcoming:?}"
+            );
+        }
+    }
+    let flagged = upcoming.iter().find_map(|u| u.blackout.clone()).unwrap();
+    assert!(flagged.starts_with("blackout \"half-minutes\""), "{flagged}");
+
+    // the latest records, newest first: a restart that succeeded, and the blackout's skip
+    let recent = wait_for(
+        "a succeeded restart and a blackout in status.recent",
+        Duration::from_secs(60),
+        || async {
+            let recent = status(&erus, "web").await?.recent;
+            let ok = recent
+                .iter()
+                .any(|r| r.result == "fired" && r.outcome.as_deref() == Some("succeeded"))
+                && recent.iter().any(|r| r.reason.as_deref() == Some("blackout"));
+            ok.then_some(recent)
+        },
+    )
+    .await;
+    assert!(recent.len() <= 5, "{recent:?}");
+    assert!(
+        recent.windows(2).all(|w| w[0].slot > w[1].slot),
+        "newest first: {recent:?}"
+    );
+    for r in &recent {
+        assert_eq!(r.slots, 1, "{r:?}");
+        if r.reason.as_deref() == Some("blackout") {
+            assert!(
+                covered(r.slot) && r.note.as_deref().is_some_and(|n| n.contains("half-minutes")),
+                "{r:?}"
+            );
+        }
+    }
+    let columns = wide_row(&ns.name, "web");
+    let titles: Vec<&str> = columns.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        titles,
+        [
+            "NAME",
+            "TARGET",
+            "SCHEDULE",
+            "READY",
+            "SUSPEND",
+            "LAST",
+            "NEXT",
+            "MISSED",
+            "OUTCOME",
+            "PHASE",
+            "TIME ZONE",
+            "NOTE",
+            "AGE"
+        ],
+        "{columns:?}"
+    );
+    let value = |columns: &[(String, String)], title: &str| {
+        columns
+            .iter()
+            .find(|(t, _)| t == title)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    assert_eq!(value(&columns, "READY"), "Scheduled", "{columns:?}");
+    assert_eq!(value(&columns, "SUSPEND"), "false", "{columns:?}");
+    assert!(
+        value(&columns, "MISSED").parse::<i64>().unwrap() >= 1,
+        "the blackout's skip: {columns:?}"
+    );
+    let narrow = common::kubectl(&["get", "eru", "web", "-n", &ns.name]);
+    let narrow: Vec<&str> = narrow.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        narrow,
+        [
+            "NAME", "TARGET", "SCHEDULE", "READY", "SUSPEND", "LAST", "NEXT", "MISSED", "AGE"
+        ]
+    );
+
+    // suspended with a note: on the records it skips, in Ready, in the wide columns, in the audit
+    let suspend = |on: bool| json!({"spec": {"suspend": on, "suspendNote": NOTE}});
+    let suspended = Utc::now();
+    erus.patch("web", &PatchParams::default(), &Patch::Merge(suspend(true)))
+        .await
+        .unwrap();
+    let shown = wait_for(
+        "a suspended slot in status.recent",
+        Duration::from_secs(30),
+        || async {
+            let s = status(&erus, "web").await?;
+            let newest = s.recent.first()?;
+            (newest.reason.as_deref() == Some("suspended")).then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(shown.recent[0].note.as_deref(), Some(NOTE), "{:?}", shown.recent);
+    assert!(
+        shown.upcoming.is_empty(),
+        "nothing is upcoming while suspended: {:?}",
+        shown.upcoming
+    );
+    assert_eq!(shown.next_schedule_time, None);
+    let ready = shown.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "Suspended");
+    assert!(ready.message.contains(NOTE), "{ready:?}");
+    let columns = wide_row(&ns.name, "web");
+    assert_eq!(value(&columns, "READY"), "Suspended", "{columns:?}");
+    assert_eq!(value(&columns, "SUSPEND"), "true", "{columns:?}");
+    assert_eq!(value(&columns, "NOTE"), NOTE, "{columns:?}");
+    // two more suspended slots, then resumed (the note stays in the spec, read only while suspended)
+    wait_for("two suspended slots", Duration::from_secs(30), || async {
+        let suspended = items(&operator, "/slots?name=web&reason=suspended");
+        (suspended.len() >= 2).then_some(())
+    })
+    .await;
+    erus.patch("web", &PatchParams::default(), &Patch::Merge(suspend(false)))
+        .await
+        .unwrap();
+    let resumed = Utc::now();
+    let after = wait_for("a restart after the resume", Duration::from_secs(60), || async {
+        let recent = status(&erus, "web").await?.recent;
+        recent
+            .into_iter()
+            .find(|r| r.slot > resumed + SECOND && r.result == "fired")
+    })
+    .await;
+    assert_eq!(after.note, None, "{after:?}");
+    for record in items(&operator, "/slots?name=web&reason=suspended") {
+        assert_eq!(record["note"], NOTE, "{record}");
+    }
+    let until = settle(&erus, &operator, "web").await;
+
+    // the audit lists the note under the suspended slots, and the epoch that carried it
+    let audit = operator.get_json(&format!(
+        "/audit?namespace={}&since={}&until={}",
+        ns.name,
+        suspended.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    ));
+    let web = &audit["erus"][0];
+    let skipped = web["not_restarted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["reason"] == "suspended")
+        .unwrap_or_else(|| panic!("no suspended slots in {web}"));
+    assert_eq!(skipped["notes"], json!([NOTE]), "{skipped}");
+    assert!(
+        web["epochs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["suspend"] == true && e["suspend_note"] == NOTE),
+        "{}",
+        web["epochs"]
+    );
+
+    // and every slot for its reason: the blackout's, the suspension's, the rest on schedule
+    let mut expected =
+        every_since_created(&client, &ns.name, "web", Workload::Deployment("web"), STEP, until).await;
+    for slot in expected.slots.clone() {
+        if covered(slot) {
+            expected = expected.expect(slot, slot, &["blackout"]);
+        }
+    }
+    // (a covered slot at the suspension's edges may be either)
+    let edges = [ON_SCHEDULE, &["blackout"]].concat();
+    let expected = expected.require(suspended - SECOND, resumed + SECOND, "suspended", &edges);
+    check(&client, &ns.name, &operator, &expected).await;
+}

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::eru::{
+    Blackout,
     CachedEru,
     EruStatus,
     LastRestart,
@@ -571,4 +572,64 @@ fn target_gates_and_dry_runs_compose_with_a_hold() {
     dry.operator.dry_run_all = true;
     let plan = plan(dry);
     assert!(plan.held.is_some());
+}
+
+#[test]
+fn upcoming_slots_carry_their_jitter_and_the_blackout_that_will_skip_them() {
+    // every minute, jittered up to 30 s; a spec blackout over 03:07-03:08 and a cluster one
+    // (absolute) over 03:09-03:10; the pass runs at 03:05:30
+    let mut eru = eru("* * * * *", 1);
+    eru.spec.jitter_seconds = Some(30);
+    eru.spec.blackouts = vec![Blackout {
+        name: Some("deploys".into()),
+        schedule: Some("7 3 * * *".into()),
+        duration_seconds: Some(60),
+        start: None,
+        end: None,
+    }];
+    let mut o = observed(&eru, t(5, 30), Some(t(5, 0)));
+    o.cluster.spec = epoch_spec(&eru.spec);
+    o.journal.epochs[0].spec = o.cluster.spec.clone();
+    o.operator.cluster_blackouts = std::sync::Arc::new(vec![Blackout {
+        name: Some("freeze".into()),
+        schedule: None,
+        duration_seconds: None,
+        start: Some(t(9, 0)),
+        end: Some(t(10, 0)),
+    }]);
+    let upcoming = plan(o.clone()).upcoming(5);
+    let slots: Vec<DateTime<Utc>> = upcoming.iter().map(|u| u.slot).collect();
+    assert_eq!(slots, [t(6, 0), t(7, 0), t(8, 0), t(9, 0), t(10, 0)]);
+    for u in &upcoming {
+        let offset = u.restart_at - u.slot;
+        assert_eq!(offset, ledger::jitter_offset("u1", u.slot, 30), "{u:?}");
+        assert!(
+            offset >= Duration::zero() && offset < Duration::seconds(30),
+            "{u:?}"
+        );
+    }
+    let covered: Vec<(DateTime<Utc>, Option<&str>)> =
+        upcoming.iter().map(|u| (u.slot, u.blackout.as_deref())).collect();
+    assert!(
+        covered[1]
+            .1
+            .is_some_and(|n| n.starts_with("blackout \"deploys\"")),
+        "{covered:?}"
+    );
+    assert!(
+        covered[3]
+            .1
+            .is_some_and(|n| n.starts_with("cluster blackout \"freeze\"")),
+        "{covered:?}"
+    );
+    for i in [0, 2, 4] {
+        assert_eq!(covered[i].1, None, "{covered:?}");
+    }
+
+    // suspended: nothing is upcoming (its slots will be skipped), as nextScheduleTime
+    eru.spec.suspend = true;
+    o.cluster.spec = epoch_spec(&eru.spec);
+    let p = plan(o);
+    assert_eq!(p.upcoming(5), []);
+    assert_eq!(p.next_restart(), None);
 }
