@@ -329,7 +329,7 @@ pub struct EpochRow {
 pub struct EruSummary {
     pub ledger: Option<LedgerRow>,
     pub last_restart: Option<RestartRow>,
-    /// The latest slot records, newest first, at most [`RECENT`].
+    /// The latest slot records, newest slot first, at most [`RECENT`].
     pub recent: Vec<SlotRecordRow>,
 }
 

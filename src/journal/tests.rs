@@ -320,6 +320,50 @@ async fn ledger_counts_summarized_slots_and_times_only_move_forward(journal: Jou
             .as_deref(),
         Some("2026-11-22T03:00:00.000Z")
     );
+    // status.recent: newest slot first, whatever order they were journaled in, each with its
+    // slot's restart (none here: at(0)'s restart has no slot record yet)
+    let recent: Vec<(String, i64, Option<Reason>)> = summary
+        .recent
+        .iter()
+        .map(|r| (r.record.slot.to_string(), r.record.slot_count, r.record.reason))
+        .collect();
+    assert_eq!(
+        recent,
+        [
+            (
+                "2026-11-22T03:10:00.000Z".to_string(),
+                11,
+                Some(Reason::OperatorDown)
+            ),
+            (
+                "2026-11-22T03:03:00.000Z".to_string(),
+                1,
+                Some(Reason::TargetPaused)
+            ),
+            (
+                "2026-11-22T03:01:00.000Z".to_string(),
+                1,
+                Some(Reason::TargetPaused)
+            ),
+        ]
+    );
+    // at most RECENT, the newest
+    let more: Vec<NewSlot> = (30..40)
+        .map(|m| slot_row(at(m), SlotResult::Skipped, Reason::Suspended))
+        .collect();
+    journal
+        .append(&Entry {
+            slots: more,
+            ..Entry::default()
+        })
+        .await
+        .unwrap();
+    let recent = journal.eru_summary("u1").await.unwrap().recent;
+    let slots: Vec<String> = recent.iter().map(|r| r.record.slot.to_string()).collect();
+    assert_eq!(
+        slots,
+        ["39", "38", "37", "36", "35"].map(|m| format!("2026-11-22T03:{m}:00.000Z"))
+    );
 }
 
 async fn a_seed_starts_an_empty_ledger_once_and_advances_move_the_cursor(journal: Journal) {
