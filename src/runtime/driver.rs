@@ -6,7 +6,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 use kube::{Resource, runtime::controller::Action};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::Context;
 use crate::{Error, Result};
@@ -62,8 +62,14 @@ where
             context,
         )
         .for_each(move |result| async move {
-            if let Err(e) = result {
-                warn!(kind, error = %e, "reconcile failed");
+            match result {
+                // a change queued for an object deleted since (its owned objects' deletions
+                // come after its own): nothing is left to reconcile, nothing failed
+                Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
+                    debug!(kind, object = %obj, "gone before its queued reconcile");
+                }
+                Err(e) => warn!(kind, error = %e, "reconcile failed"),
+                Ok(_) => {}
             }
         })
 }
