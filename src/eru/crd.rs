@@ -32,6 +32,10 @@ pub const AUTO_SCHEDULE_ANNOTATION: &str = "mtsre.meitu.com/eru-schedule";
 pub const AUTO_TIMEZONE_ANNOTATION: &str = "mtsre.meitu.com/eru-timezone";
 /// `"true"` suspends the automatic Eru of the annotated workload.
 pub const AUTO_SUSPEND_ANNOTATION: &str = "mtsre.meitu.com/eru-suspend";
+/// Why the automatic Eru is suspended (its `spec.suspendNote`; the first 256 characters).
+pub const AUTO_SUSPEND_NOTE_ANNOTATION: &str = "mtsre.meitu.com/eru-suspend-note";
+/// The longest `spec.suspendNote`.
+pub const SUSPEND_NOTE_MAX: usize = 256;
 
 /// What the API server checks of a time zone: an IANA-shaped name.
 pub const TIME_ZONE_PATTERN: &str = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$";
@@ -135,7 +139,7 @@ pub struct EruSpec {
     /// condition, `kubectl get eru -o wide`, the audit and the page. Read only while `suspend` is
     /// true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 256))]
+    #[schemars(length(min = 1, max = SUSPEND_NOTE_MAX))]
     pub suspend_note: Option<String>,
 
     /// A slot noticed later than this is not run, only recorded as missed. At least 1: a

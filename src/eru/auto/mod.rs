@@ -2,7 +2,7 @@
 //! `mtsre.meitu.com/eru: "true"` asks for an Eru named after it, owned by it and labelled as managed
 //! by the operator; its schedule and time zone come from `mtsre.meitu.com/eru-schedule` and
 //! `mtsre.meitu.com/eru-timezone` (or `--default-schedule`); `mtsre.meitu.com/eru-suspend: "true"`
-//! suspends it. Removing the annotation, or any value but "true", deletes that Eru. A user-made Eru
+//! suspends it, and `mtsre.meitu.com/eru-suspend-note` says why. Removing the annotation, or any value but "true", deletes that Eru. A user-made Eru
 //! of the same name is never touched: the conflict is reported with an Event. Such Events (and
 //! `EruInvalid`, for annotations the CRD schema refuses) are emitted when the problem appears or
 //! changes, not on every update of the workload's status; a refused apply is not retried until the
@@ -38,9 +38,9 @@ use tokio::sync::watch;
 use tracing::info;
 
 use super::{
-    AUTO_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_SUSPEND_ANNOTATION, AUTO_TIMEZONE_ANNOTATION, CachedEru,
-    DEFAULT_STARTING_DEADLINE_SECONDS, Eru, EruSpec, Target, TargetKind, pass::context::Workloads,
-    workloads::Workload,
+    AUTO_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_SUSPEND_ANNOTATION, AUTO_SUSPEND_NOTE_ANNOTATION,
+    AUTO_TIMEZONE_ANNOTATION, CachedEru, DEFAULT_STARTING_DEADLINE_SECONDS, Eru, EruSpec, SUSPEND_NOTE_MAX,
+    Target, TargetKind, pass::context::Workloads, workloads::Workload,
 };
 use crate::{
     Result,
@@ -122,7 +122,10 @@ pub fn desired<K: Workload>(workload: &K, name: &str, default_schedule: &str) ->
             name: workload.name_any(),
         },
         suspend: annotations.get(AUTO_SUSPEND_ANNOTATION).map(String::as_str) == Some("true"),
-        suspend_note: None,
+        suspend_note: annotations
+            .get(AUTO_SUSPEND_NOTE_ANNOTATION)
+            .map(|note| note.chars().take(SUSPEND_NOTE_MAX).collect::<String>())
+            .filter(|note| !note.is_empty()),
         starting_deadline_seconds: DEFAULT_STARTING_DEADLINE_SECONDS,
         rollout_timeout_seconds: None,
         jitter_seconds: None,

@@ -217,6 +217,15 @@ fn the_suspend_annotation_suspends_the_automatic_eru() {
         !desired(&d, "web", DEFAULT_SCHEDULE).spec.suspend,
         "only \"true\" suspends"
     );
+    // a note: the first 256 characters (the schema's bound), none when empty
+    let long = "é".repeat(300);
+    let d = deployment(
+        json!({AUTO_ANNOTATION: "true", AUTO_SUSPEND_ANNOTATION: "true", AUTO_SUSPEND_NOTE_ANNOTATION: long}),
+    );
+    let note = desired(&d, "web", DEFAULT_SCHEDULE).spec.suspend_note.unwrap();
+    assert_eq!(note, "é".repeat(256));
+    let d = deployment(json!({AUTO_ANNOTATION: "true", AUTO_SUSPEND_NOTE_ANNOTATION: ""}));
+    assert_eq!(desired(&d, "web", DEFAULT_SCHEDULE).spec.suspend_note, None);
 }
 
 #[test]
