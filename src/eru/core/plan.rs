@@ -195,8 +195,9 @@ impl Plan {
         self.next_fire.filter(|_| !self.observed.cluster.spec.suspend)
     }
 
-    /// The next `count` slots after now with their restart instants (after jitter) and the
-    /// blackout covering each, if one does; none while suspended, none for an invalid schedule.
+    /// The next `count` restarts after now: their slots (a passed one whose jittered instant is
+    /// still ahead among them), restart instants and the blackout covering each, if one does;
+    /// none while suspended, none for an invalid schedule.
     pub fn upcoming(&self, count: usize) -> Vec<Upcoming> {
         let cluster = &self.observed.cluster;
         let (Ok(schedule), false) = (&cluster.schedule, cluster.spec.suspend) else {
@@ -210,18 +211,24 @@ impl Plan {
             &cluster.h_key,
         )
         .unwrap_or_default();
-        schedule
-            .upcoming(self.observed.now, count)
-            .into_iter()
-            .map(|slot| {
-                let restart_at = cluster.spec.fire_at(&cluster.uid, slot);
-                Upcoming {
+        let now = self.observed.now;
+        // a slot's restart is at most `jitter_seconds` after it
+        let mut cursor = now - Duration::seconds(cluster.spec.jitter_seconds.max(0));
+        let mut upcoming = Vec::with_capacity(count);
+        while upcoming.len() < count
+            && let Some(slot) = schedule.next_after(cursor)
+        {
+            cursor = slot;
+            let restart_at = cluster.spec.fire_at(&cluster.uid, slot);
+            if restart_at > now {
+                upcoming.push(Upcoming {
                     slot,
                     restart_at,
                     blackout: blackouts.find(restart_at).map(|hit| hit.note),
-                }
-            })
-            .collect()
+                });
+            }
+        }
+        upcoming
     }
 
     /// When what was decided since the last take was decided: the records' instant.

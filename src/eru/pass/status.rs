@@ -12,9 +12,12 @@ use crate::eru::{
 };
 use crate::{
     conditions::condition,
-    journal::{EruSummary, RECENT, RestartRow, SlotRecordRow, Ts},
+    journal::{EruSummary, RestartRow, SlotRecordRow, Ts},
     machine::Phase,
 };
+
+/// How many slots to come the status shows (`status.upcoming`).
+const UPCOMING: usize = 5;
 
 /// The status to write: phase and slot from the machine, conditions from what was observed and
 /// the restart patch's result, history fields from the journal's summary.
@@ -55,7 +58,7 @@ pub fn status(eru: &CachedEru, plan: &Plan, known: &Known, summary: &EruSummary,
         held: plan.held.as_ref().map(held_status),
         recent: summary.recent.iter().map(recent_slot).collect(),
         upcoming: plan
-            .upcoming(RECENT as usize)
+            .upcoming(UPCOMING)
             .into_iter()
             .map(|u| UpcomingSlot {
                 slot: u.slot,

@@ -626,6 +626,18 @@ fn upcoming_slots_carry_their_jitter_and_the_blackout_that_will_skip_them() {
         assert_eq!(covered[i].1, None, "{covered:?}");
     }
 
+    // a slot just passed whose jittered restart is still ahead is upcoming, as nextScheduleTime
+    // says; one whose restart has begun is not
+    let offset = ledger::jitter_offset("u1", t(6, 0), 30);
+    for (now, listed) in [
+        (t(6, 0) + offset - Duration::milliseconds(1), true),
+        (t(6, 0) + offset, false),
+    ] {
+        o.now = now;
+        let first = plan(o.clone()).upcoming(1)[0].slot;
+        assert_eq!(first == t(6, 0), listed, "at {now}: {first}");
+    }
+
     // suspended: nothing is upcoming (its slots will be skipped), as nextScheduleTime
     eru.spec.suspend = true;
     o.cluster.spec = epoch_spec(&eru.spec);
