@@ -1103,3 +1103,29 @@ fn downtime_overlaps_an_open_restart_it_outlives_not_one_it_only_touches() {
         Some((deadline - ms(1), t(4, 0, 0)))
     );
 }
+
+/// An epoch's spec is journaled as JSON and read back for every later accounting (mutation:
+/// `is_zero` always true would drop a jitter from the journal, so past slots' restart instants
+/// would be read back wrong; always false would write `jitterSeconds: 0` into every row, which
+/// older rows and versions do not have).
+#[test]
+fn an_epoch_spec_reads_back_as_journaled_and_leaves_its_defaults_out() {
+    let jittered = EpochSpec {
+        jitter_seconds: 600,
+        suspend_note: Some("INC-7".into()),
+        ..spec("0 3 * * *")
+    };
+    let json = serde_json::to_value(&jittered).unwrap();
+    assert_eq!(json["jitterSeconds"], 600);
+    assert_eq!(serde_json::from_value::<EpochSpec>(json).unwrap(), jittered);
+    let plain = serde_json::to_value(spec("0 3 * * *")).unwrap();
+    assert_eq!(
+        plain,
+        serde_json::json!({"schedule": "0 3 * * *", "suspend": false, "startingDeadlineSeconds": 300, "target": "web"}),
+        "a zero jitter, no blackouts, no dry run and no note are left out"
+    );
+    assert_eq!(
+        serde_json::from_value::<EpochSpec>(plain).unwrap(),
+        spec("0 3 * * *")
+    );
+}
