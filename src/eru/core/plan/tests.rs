@@ -297,6 +297,12 @@ fn a_rollout_a_lost_journal_left_in_progress_is_taken_over() {
         .filter(|k| *k != "other")
         .collect();
     assert_eq!(kinds, ["decided", "patched", "finished"], "its end is recorded");
+    // journaled with the deadline its slot had (mutation: `slot - startingDeadlineSeconds`)
+    let deadline = pass.decision.records.iter().find_map(|r| match r {
+        EruRecord::Decided { deadline, .. } => Some(*deadline),
+        _ => None,
+    });
+    assert_eq!(deadline, Some(t(5, 0) + Duration::seconds(300)));
     // taken over by a transition of the machine, journaled as any other
     let moves: Vec<(&str, &str, &str)> = (pass.decision.transitions.iter())
         .map(|t| (t.from, t.to, t.event))
@@ -644,4 +650,62 @@ fn upcoming_slots_carry_their_jitter_and_the_blackout_that_will_skip_them() {
     let p = plan(o);
     assert_eq!(p.upcoming(5), []);
     assert_eq!(p.next_restart(), None);
+}
+
+/// A refused patch is retried after the backoff of its attempt (mutations: the attempt not
+/// counted, `attempts - 1` or `* 1`, and the retry before the failure: `at - delay`).
+#[test]
+fn each_refused_patch_is_retried_after_the_backoff_of_its_attempt() {
+    let eru = eru("* * * * *", 1);
+    let mut o = observed(&eru, t(5, 0) + Duration::milliseconds(3), Some(t(4, 0)));
+    let mut retries = Vec::new();
+    for attempt in 1..=3 {
+        let mut p = plan(o.clone());
+        if p.state.asks_place().is_some() {
+            p.after(Fed::Place(Grant::Granted));
+        }
+        let at = o.now + Duration::milliseconds(5);
+        p.after(Fed::PatchFailed {
+            message: "denied".into(),
+            at,
+        });
+        let State::Restarting { restart } = &p.state else {
+            panic!("attempt {attempt}: {:?}", p.state);
+        };
+        assert_eq!(restart.attempts, attempt, "attempts are counted");
+        let retry_at = restart.next_attempt_at.expect("a retry");
+        assert_eq!(retry_at, at + retry_delay(attempt), "attempt {attempt}");
+        assert!(retry_at > at);
+        retries.push(retry_at - at);
+        // the next pass, at the retry: the journal holds the open restart with its attempts
+        o.journal.open_restart = Some(OpenRestart {
+            restart: restart.clone(),
+            decided_at: t(5, 0) + Duration::milliseconds(3),
+            patched_at: None,
+        });
+        o.now = retry_at;
+    }
+    assert!(
+        retries.windows(2).all(|w| w[0] < w[1]),
+        "backing off: {retries:?}"
+    );
+}
+
+/// A slot waiting for a fleet place wakes its Eru just after its deadline, to record it
+/// `fleet_capacity` if no place came (mutation: `deadline - 1 ms`, a pass that finds the
+/// deadline not yet passed and asks to be woken in the past again).
+#[test]
+fn a_queued_slot_wakes_its_eru_just_after_its_deadline() {
+    // a yearly schedule (03:05 on the 22nd of November): no other slot wakes it sooner
+    let eru = eru("5 3 22 11 *", 1);
+    let o = observed(&eru, t(5, 0) + Duration::milliseconds(3), Some(t(4, 0)));
+    let mut p = plan(o);
+    assert!(p.state.asks_place().is_some(), "{:?}", p.state);
+    p.after(Fed::Place(Grant::Queued {
+        ahead: 2,
+        in_flight: 1,
+    }));
+    let queued = p.queued.clone().expect("queued");
+    assert_eq!(queued.deadline, t(5, 0) + Duration::seconds(300));
+    assert_eq!(p.wake(), Some(queued.deadline + Duration::milliseconds(1)));
 }
