@@ -604,6 +604,8 @@ fn upcoming_slots_carry_their_jitter_and_the_blackout_that_will_skip_them() {
         end: Some(t(10, 0)),
     }]);
     let upcoming = plan(o.clone()).upcoming(5);
+    // the first is the next restart the status shows
+    assert_eq!(plan(o.clone()).next_restart(), Some(upcoming[0].restart_at));
     let slots: Vec<DateTime<Utc>> = upcoming.iter().map(|u| u.slot).collect();
     assert_eq!(slots, [t(6, 0), t(7, 0), t(8, 0), t(9, 0), t(10, 0)]);
     for u in &upcoming {
