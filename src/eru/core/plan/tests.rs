@@ -711,3 +711,94 @@ fn a_queued_slot_wakes_its_eru_just_after_its_deadline() {
     assert_eq!(queued.deadline, t(5, 0) + Duration::seconds(300));
     assert_eq!(p.wake(), Some(queued.deadline + Duration::milliseconds(1)));
 }
+
+/// A dry run is the operator's (`--dry-run`) or the spec's, either alone (mutation: `|=` → `&=`
+/// would patch a spec's dry run unless the operator's was set too, and the other way round).
+#[test]
+fn a_due_slot_is_a_dry_run_when_the_spec_or_the_operator_says_so() {
+    let dry_run = |pass: &Pass| {
+        let journaled = pass
+            .decision
+            .records
+            .iter()
+            .any(|r| matches!(r, EruRecord::DryRun { slot, .. } if *slot == t(5, 0)));
+        let patched = pass
+            .decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, EruAction::PatchRestart { .. }));
+        assert_ne!(journaled, patched, "{:?}", pass.decision);
+        journaled
+    };
+    let now = t(5, 0) + Duration::milliseconds(3);
+    for (spec, operator) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut eru = eru("* * * * *", 1);
+        eru.spec.dry_run = spec;
+        let mut o = observed(&eru, now, Some(t(4, 0)));
+        o.operator.dry_run_all = operator;
+        assert_eq!(
+            dry_run(&decide(&eru, &o)),
+            spec || operator,
+            "spec {spec}, operator {operator}"
+        );
+    }
+}
+
+/// A decided restart's patch that could not be sent because no operator ran between its
+/// decision and its deadline is given up as `operator_down`; the decision's instant comes from
+/// the journal's open restart (mutation: the open restart not matched by its slot, so the
+/// window would start at the pass, after the deadline, and find no downtime).
+#[test]
+fn a_restart_decided_before_a_downtime_that_outlasted_its_deadline_is_operator_down() {
+    let eru = eru("5 3 22 11 *", 1);
+    let decided_at = t(5, 0) + Duration::milliseconds(3);
+    // (a decided restart's slot is accounted: the cursor is at it)
+    let mut o = observed(&eru, t(12, 0), Some(t(5, 0)));
+    // the operator stopped right after deciding, and came back after the deadline (03:10)
+    o.journal.runs = vec![(t(0, 0) - Duration::hours(1), t(5, 1)), (t(11, 0), t(12, 0))];
+    o.journal.open_restart = Some(OpenRestart {
+        restart: Restart {
+            slot: t(5, 0),
+            target: "web".into(),
+            deadline: t(10, 0),
+            attempts: 0,
+            last_error: None,
+            next_attempt_at: None,
+        },
+        decided_at,
+        patched_at: None,
+    });
+    let pass = decide(&eru, &o);
+    assert_eq!(records(&pass), vec![(t(5, 0), Reason::OperatorDown)]);
+}
+
+/// A refused patch is tried again at its retry instant, not a millisecond before (mutations:
+/// `next_attempt_at <= now` → `>` or `<`).
+#[test]
+fn a_refused_patch_is_tried_again_at_its_retry_instant() {
+    let eru = eru("5 3 22 11 *", 1);
+    let retry_at = t(5, 2);
+    let mut o = observed(&eru, retry_at, Some(t(5, 0)));
+    o.journal.open_restart = Some(OpenRestart {
+        restart: Restart {
+            slot: t(5, 0),
+            target: "web".into(),
+            deadline: t(10, 0),
+            attempts: 1,
+            last_error: Some("denied".into()),
+            next_attempt_at: Some(retry_at),
+        },
+        decided_at: t(5, 0) + Duration::milliseconds(3),
+        patched_at: None,
+    });
+    let patches = |o: &Observed| {
+        let pass = decide(&eru, o);
+        pass.decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, EruAction::PatchRestart { slot, .. } if *slot == t(5, 0)))
+    };
+    assert!(patches(&o), "at its retry instant");
+    o.now = retry_at - Duration::milliseconds(1);
+    assert!(!patches(&o), "a millisecond before");
+}
