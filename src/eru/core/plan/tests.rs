@@ -802,3 +802,65 @@ fn a_refused_patch_is_tried_again_at_its_retry_instant() {
     o.now = retry_at - Duration::milliseconds(1);
     assert!(!patches(&o), "a millisecond before");
 }
+
+/// Only a lost journal's rollout is taken over: with a ledger (the journal has this Eru), a
+/// status still showing a restart in progress is a stale one, never adopted again (mutation:
+/// `||` → `&&` in `rolling_out_unjournaled`).
+#[test]
+fn a_stale_status_is_not_a_rollout_to_take_over_while_the_journal_has_the_eru() {
+    let eru = eru("0 0 1 1 *", 1);
+    let mut o = observed(&eru, t(5, 2), Some(t(5, 0)));
+    o.cluster.shown = Some(shown(&EruStatus {
+        phase: Some("RollingOut".into()),
+        accounted_through: Some(t(5, 0)),
+        last_restart: Some(LastRestart {
+            slot: t(5, 0),
+            started_at: t(5, 0),
+            decided_at: Some(t(5, 0)),
+            patched_at: Some(t(5, 0)),
+            finished_at: None,
+            outcome: "in_progress".into(),
+            reason: None,
+            duration_seconds: None,
+        }),
+        ..EruStatus::default()
+    }));
+    o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
+    let pass = decide(&eru, &o);
+    assert!(
+        !pass
+            .decision
+            .records
+            .iter()
+            .any(|r| matches!(r, EruRecord::Decided { .. } | EruRecord::Patched { .. })),
+        "{:?}",
+        pass.decision.records
+    );
+    assert!(!pass.decision.transitions.iter().any(|t| t.event == "Adopt"));
+}
+
+/// A pending restart's rollout is judged by the timeout of the workload it restarts, not of the
+/// one the spec names now (the spec retargeted meanwhile; mutation: the `Restarting` arm
+/// dropped from `rollout_timeout`).
+#[test]
+fn a_pending_restart_keeps_the_rollout_timeout_of_its_own_target() {
+    let eru = eru("5 3 22 11 *", 1);
+    let mut o = observed(&eru, t(5, 1), Some(t(5, 0)));
+    let mut old = target(None);
+    old.rollout_timeout_seconds = 100;
+    o.cluster.targets.insert("old".into(), old);
+    o.journal.open_restart = Some(OpenRestart {
+        restart: Restart {
+            slot: t(5, 0),
+            target: "old".into(),
+            deadline: t(10, 0),
+            attempts: 1,
+            last_error: Some("denied".into()),
+            next_attempt_at: Some(t(6, 0)),
+        },
+        decided_at: t(5, 0),
+        patched_at: None,
+    });
+    assert_ne!(o.cluster.targets["web"].rollout_timeout_seconds, 100);
+    assert_eq!(plan(o).rollout_timeout, Duration::seconds(100));
+}
