@@ -839,9 +839,9 @@ fn a_stale_status_is_not_a_rollout_to_take_over_while_the_journal_has_the_eru() 
     assert!(!pass.decision.transitions.iter().any(|t| t.event == "Adopt"));
 }
 
-/// A pending restart's rollout is judged by the timeout of the workload it restarts, not of the
-/// one the spec names now (the spec retargeted meanwhile; mutation: the `Restarting` arm
-/// dropped from `rollout_timeout`).
+/// A restart's rollout is judged by the timeout of the workload it restarts, not of the one the
+/// spec names now (the spec retargeted meanwhile; mutations: the `Restarting` or the
+/// `RollingOut` arm dropped from `rollout_timeout`).
 #[test]
 fn a_pending_restart_keeps_the_rollout_timeout_of_its_own_target() {
     let eru = eru("5 3 22 11 *", 1);
@@ -862,5 +862,10 @@ fn a_pending_restart_keeps_the_rollout_timeout_of_its_own_target() {
         patched_at: None,
     });
     assert_ne!(o.cluster.targets["web"].rollout_timeout_seconds, 100);
-    assert_eq!(plan(o).rollout_timeout, Duration::seconds(100));
+    assert_eq!(plan(o.clone()).rollout_timeout, Duration::seconds(100));
+    // and once it landed, while it rolls out (the `RollingOut` arm)
+    o.journal.open_restart.as_mut().unwrap().patched_at = Some(t(5, 1));
+    let landed = plan(o);
+    assert!(matches!(landed.state, State::RollingOut { .. }), "{:?}", landed.state);
+    assert_eq!(landed.rollout_timeout, Duration::seconds(100));
 }
