@@ -866,6 +866,124 @@ fn a_pending_restart_keeps_the_rollout_timeout_of_its_own_target() {
     // and once it landed, while it rolls out (the `RollingOut` arm)
     o.journal.open_restart.as_mut().unwrap().patched_at = Some(t(5, 1));
     let landed = plan(o);
-    assert!(matches!(landed.state, State::RollingOut { .. }), "{:?}", landed.state);
+    assert!(
+        matches!(landed.state, State::RollingOut { .. }),
+        "{:?}",
+        landed.state
+    );
     assert_eq!(landed.rollout_timeout, Duration::seconds(100));
+}
+
+/// A lost journal is seeded with the status's cursor as the status tells it: a status written
+/// before the cursor was kept tells it by its latest restart (mutation: the seed's
+/// `accounted_through` taken from the status's cursor field alone).
+#[test]
+fn a_lost_journal_is_seeded_with_the_latest_instant_the_status_accounts() {
+    let eru = eru("* * * * *", 1);
+    let now = t(10, 0) + Duration::milliseconds(5);
+    let mut o = observed(&eru, now, None);
+    o.journal.runs = vec![(t(8, 30), now)];
+    o.cluster.shown = Some(shown(&EruStatus {
+        accounted_through: None,
+        last_restart: Some(LastRestart {
+            slot: t(3, 0),
+            started_at: t(3, 0),
+            decided_at: Some(t(3, 0)),
+            patched_at: Some(t(3, 0)),
+            finished_at: Some(t(3, 1)),
+            outcome: "succeeded".into(),
+            reason: None,
+            duration_seconds: Some(1.0),
+        }),
+        ..EruStatus::default()
+    }));
+    let pass = decide(&eru, &o);
+    let seed = pass.decision.records.iter().find_map(|r| match r {
+        EruRecord::Seed(s) => Some(s.accounted_through),
+        _ => None,
+    });
+    assert_eq!(seed, Some(Some(t(3, 0))));
+}
+
+/// A spec that took effect exactly at the lost journal's cursor leaves no gap to report
+/// (mutation: `from > cursor` → `>=`, an empty gap reported).
+#[test]
+fn a_spec_from_the_cursor_itself_leaves_no_gap() {
+    let eru = eru("* * * * *", 3);
+    let now = t(10, 0) + Duration::milliseconds(5);
+    let mut o = observed(&eru, now, None);
+    o.journal.epochs.clear();
+    o.cluster.spec_written_at = Some(t(4, 0));
+    o.cluster.shown = Some(shown(&EruStatus {
+        accounted_through: Some(t(4, 0)),
+        ..EruStatus::default()
+    }));
+    let pass = decide(&eru, &o);
+    assert!(
+        !pass
+            .decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, EruAction::ReportGap { .. })),
+        "{:?}",
+        pass.decision.actions
+    );
+}
+
+/// A journal restored from an older backup: the status's cursor is ahead of the journal's, and
+/// the journal's is moved to it, so nothing the status accounts is accounted again (mutation:
+/// `cursor > journal's` → `<`, never advanced).
+#[test]
+fn a_journal_behind_the_status_is_advanced_to_the_status_cursor() {
+    let eru = eru("* * * * *", 1);
+    let now = t(4, 30);
+    let mut o = observed(&eru, now, Some(t(2, 0)));
+    o.cluster.shown = Some(shown(&EruStatus {
+        accounted_through: Some(t(4, 0)),
+        ..EruStatus::default()
+    }));
+    let pass = decide(&eru, &o);
+    assert!(
+        pass.decision.records.contains(&EruRecord::Advance(t(4, 0))),
+        "{:?}",
+        pass.decision.records
+    );
+    assert!(records(&pass).iter().all(|(slot, _)| *slot > t(4, 0)));
+    // already there: no advance to journal
+    let mut o = observed(&eru, now, Some(t(4, 0)));
+    o.cluster.shown = Some(shown(&EruStatus {
+        accounted_through: Some(t(4, 0)),
+        ..EruStatus::default()
+    }));
+    let pass = decide(&eru, &o);
+    assert!(
+        !pass
+            .decision
+            .records
+            .iter()
+            .any(|r| matches!(r, EruRecord::Advance(_)))
+    );
+}
+
+/// With its ledger in the journal, the stretch before this journal's first run is downtime
+/// (`operator_down`), never a lost journal's: only a journal without the Eru, seeded from the
+/// status, has a stretch it cannot account (mutations: the guard made `true` or `||`).
+#[test]
+fn before_the_first_run_of_a_journal_with_the_ledger_is_operator_down() {
+    let eru = eru("* * * * *", 1);
+    let now = t(10, 0) + Duration::milliseconds(5);
+    let mut o = observed(&eru, now, Some(t(4, 0)));
+    o.journal.runs = vec![(t(8, 30), now)];
+    o.cluster.shown = Some(shown(&EruStatus {
+        accounted_through: Some(t(4, 0)),
+        ..EruStatus::default()
+    }));
+    let got = records(&decide(&eru, &o));
+    let down: Vec<DateTime<Utc>> = got
+        .iter()
+        .filter(|(_, r)| *r == Reason::OperatorDown)
+        .map(|(slot, _)| *slot)
+        .collect();
+    assert_eq!(down, [t(5, 0), t(6, 0), t(7, 0), t(8, 0)], "{got:?}");
+    assert!(!got.iter().any(|(_, r)| *r == Reason::JournalLost), "{got:?}");
 }
