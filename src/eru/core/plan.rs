@@ -36,6 +36,10 @@ pub struct Queued {
     pub in_flight: usize,
 }
 
+/// How many passed slots [`Plan::upcoming`] looks at for a restart still ahead (a jitter longer
+/// than the schedule's period has many).
+const UPCOMING_LOOKBACK: usize = 64;
+
 /// A slot to come: its restart instant and the blackout that will skip it, if one covers it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Upcoming {
@@ -212,12 +216,23 @@ impl Plan {
         )
         .unwrap_or_default();
         let now = self.observed.now;
-        // a slot's restart is at most `jitter_seconds` after it
+        // a slot's restart is at most `jitter_seconds` after it: the passed slots of that
+        // stretch whose restart is still ahead come first. A jitter longer than the schedule's
+        // period puts many passed slots there; past a bounded number the rest are left out and
+        // the slots after now follow (each of those is ahead).
         let mut cursor = now - Duration::seconds(cluster.spec.jitter_seconds.max(0));
         let mut upcoming = Vec::with_capacity(count);
+        let mut passed = 0;
         while upcoming.len() < count
             && let Some(slot) = schedule.next_after(cursor)
         {
+            if slot <= now {
+                passed += 1;
+                if passed > UPCOMING_LOOKBACK {
+                    cursor = now;
+                    continue;
+                }
+            }
             cursor = slot;
             let restart_at = cluster.spec.fire_at(&cluster.uid, slot);
             if restart_at > now {

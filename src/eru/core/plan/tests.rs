@@ -987,3 +987,18 @@ fn before_the_first_run_of_a_journal_with_the_ledger_is_operator_down() {
     assert_eq!(down, [t(5, 0), t(6, 0), t(7, 0), t(8, 0)], "{got:?}");
     assert!(!got.iter().any(|(_, r)| *r == Reason::JournalLost), "{got:?}");
 }
+
+/// A jitter far longer than the schedule's period (every second, up to a day later) leaves
+/// tens of thousands of passed slots whose restarts may still be ahead: a pass looks at a
+/// bounded number of them and still lists restarts to come.
+#[test]
+fn upcoming_slots_are_found_in_bounded_work_whatever_the_jitter() {
+    let mut eru = eru("* * * * * *", 1);
+    eru.spec.jitter_seconds = Some(86_400);
+    let mut o = observed(&eru, t(5, 30), Some(t(5, 29)));
+    o.cluster.spec = epoch_spec(&eru.spec);
+    o.journal.epochs[0].spec = o.cluster.spec.clone();
+    let upcoming = plan(o).upcoming(5);
+    assert_eq!(upcoming.len(), 5, "{upcoming:?}");
+    assert!(upcoming.iter().all(|u| u.restart_at > t(5, 30)), "{upcoming:?}");
+}
