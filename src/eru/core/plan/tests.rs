@@ -989,16 +989,39 @@ fn before_the_first_run_of_a_journal_with_the_ledger_is_operator_down() {
 }
 
 /// A jitter far longer than the schedule's period (every second, up to a day later) leaves
-/// tens of thousands of passed slots whose restarts may still be ahead: a pass looks at a
-/// bounded number of them and still lists restarts to come.
+/// tens of thousands of passed slots whose restarts may still be ahead: a pass looks at the
+/// first 64 of them only, then at the slots after now (mutations: the passed slots not counted,
+/// or the bound moved by one). The instant is picked so that the 64th passed slot's restart is
+/// still ahead, so the bound shows in the list.
 #[test]
 fn upcoming_slots_are_found_in_bounded_work_whatever_the_jitter() {
+    const DAY: i64 = 86_400;
     let mut eru = eru("* * * * * *", 1);
-    eru.spec.jitter_seconds = Some(86_400);
-    let mut o = observed(&eru, t(5, 30), Some(t(5, 29)));
+    eru.spec.jitter_seconds = Some(DAY);
+    let fire = |slot: DateTime<Utc>| slot + ledger::jitter_offset("u1", slot, DAY);
+    let second = Duration::seconds(1);
+    // the i-th passed slot a pass at `now` looks at (1-based), from now - 1 day
+    let passed = |now: DateTime<Utc>, i: i64| now - Duration::seconds(DAY) + second * i as i32;
+    let now = (0..200_000)
+        .map(|k| t(5, 30) + second * k)
+        .find(|now| fire(passed(*now, 64)) > *now)
+        .expect("an instant whose 64th passed slot restarts later");
+    let expected: Vec<DateTime<Utc>> = (1..=64)
+        .map(|i| passed(now, i))
+        .filter(|slot| fire(*slot) > now)
+        .chain((1..).map(|i| now + second * i))
+        .take(5)
+        .collect();
+    assert!(expected.contains(&passed(now, 64)), "{expected:?}");
+    let mut o = observed(&eru, now, Some(now - second));
     o.cluster.spec = epoch_spec(&eru.spec);
     o.journal.epochs[0].spec = o.cluster.spec.clone();
     let upcoming = plan(o).upcoming(5);
-    assert_eq!(upcoming.len(), 5, "{upcoming:?}");
-    assert!(upcoming.iter().all(|u| u.restart_at > t(5, 30)), "{upcoming:?}");
+    let slots: Vec<DateTime<Utc>> = upcoming.iter().map(|u| u.slot).collect();
+    assert_eq!(slots, expected);
+    assert!(
+        upcoming
+            .iter()
+            .all(|u| u.restart_at == fire(u.slot) && u.restart_at > now)
+    );
 }
