@@ -88,6 +88,54 @@ fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) 
     }
 }
 
+/// The status's latest restart of `slot`, patched at its slot, `finished` then (succeeded) or
+/// still in progress.
+fn last_restart(slot: DateTime<Utc>, finished: Option<DateTime<Utc>>) -> LastRestart {
+    LastRestart {
+        slot,
+        started_at: slot,
+        decided_at: Some(slot),
+        patched_at: Some(slot),
+        finished_at: finished,
+        outcome: if finished.is_some() {
+            "succeeded"
+        } else {
+            "in_progress"
+        }
+        .into(),
+        reason: None,
+        duration_seconds: finished.map(|at| (at - slot).as_seconds_f64()),
+    }
+}
+
+/// The journal's open restart of `slot` on `target` with its `deadline`, decided at
+/// `decided_at`, not patched, no attempt failed yet.
+fn open(
+    (slot, target, deadline): (DateTime<Utc>, &str, DateTime<Utc>),
+    decided_at: DateTime<Utc>,
+) -> OpenRestart {
+    OpenRestart {
+        restart: Restart {
+            slot,
+            target: target.into(),
+            deadline,
+            attempts: 0,
+            last_error: None,
+            next_attempt_at: None,
+        },
+        decided_at,
+        patched_at: None,
+    }
+}
+
+/// `open` after `attempts` refused patches, the next one due at `next_attempt_at`.
+fn retrying(mut open: OpenRestart, attempts: u32, next_attempt_at: DateTime<Utc>) -> OpenRestart {
+    open.restart.attempts = attempts;
+    open.restart.last_error = Some("denied".into());
+    open.restart.next_attempt_at = Some(next_attempt_at);
+    open
+}
+
 /// What one pass decided, the fleet giving the place a due slot asks for.
 struct Pass {
     state: State,
@@ -171,16 +219,7 @@ fn a_lost_journal_is_seeded_from_the_status_and_its_stretch_is_journal_lost() {
     o.cluster.shown = Some(shown(&EruStatus {
         accounted_through: Some(t(4, 0)),
         missed_slots: 7,
-        last_restart: Some(LastRestart {
-            slot: t(3, 0),
-            started_at: t(3, 0),
-            decided_at: Some(t(3, 0)),
-            patched_at: Some(t(3, 0)),
-            finished_at: Some(t(3, 1)),
-            outcome: "succeeded".into(),
-            reason: None,
-            duration_seconds: Some(1.0),
-        }),
+        last_restart: Some(last_restart(t(3, 0), Some(t(3, 1)))),
         ..EruStatus::default()
     }));
     // the lost journal restarted 05:00 (the template says so): not again, not recorded again
@@ -207,7 +246,7 @@ fn a_lost_journal_is_seeded_from_the_status_and_its_stretch_is_journal_lost() {
 }
 
 #[test]
-fn a_spec_changed_after_a_lost_journals_cursor_leaves_a_reported_gap() {
+fn a_spec_changed_after_a_lost_journals_cursor_leaves_a_reported_gap_and_none_at_it() {
     let eru = eru("* * * * *", 3);
     let now = t(10, 0) + Duration::milliseconds(5);
     let mut o = observed(&eru, now, None);
@@ -227,6 +266,19 @@ fn a_spec_changed_after_a_lost_journals_cursor_leaves_a_reported_gap() {
     );
     assert!(records(&pass).iter().all(|(slot, _)| *slot > t(7, 30)));
     assert!(pass.decision.records.contains(&EruRecord::Advance(t(7, 30))));
+    // a spec that took effect exactly at the cursor leaves no gap to report (mutation:
+    // `from > cursor` → `>=`, an empty gap reported)
+    o.cluster.spec_written_at = Some(t(4, 0));
+    let pass = decide(&eru, &o);
+    assert!(
+        !pass
+            .decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, EruAction::ReportGap { .. })),
+        "{:?}",
+        pass.decision.actions
+    );
 }
 
 #[test]
@@ -237,18 +289,7 @@ fn a_restart_in_flight_comes_from_the_journal_and_lands() {
         phase: Some("Waiting".into()),
         ..EruStatus::default()
     }));
-    o.journal.open_restart = Some(OpenRestart {
-        restart: Restart {
-            slot: t(5, 0),
-            target: "web".into(),
-            deadline: t(10, 0),
-            attempts: 0,
-            last_error: None,
-            next_attempt_at: None,
-        },
-        decided_at: t(5, 0),
-        patched_at: None,
-    });
+    o.journal.open_restart = Some(open((t(5, 0), "web", t(10, 0)), t(5, 0)));
     o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
     let pass = decide(&eru, &o);
     // landed (the template carries it) and, the target being settled, rolled out
@@ -270,16 +311,7 @@ fn a_rollout_a_lost_journal_left_in_progress_is_taken_over() {
     o.cluster.shown = Some(shown(&EruStatus {
         phase: Some("RollingOut".into()),
         accounted_through: Some(t(5, 0)),
-        last_restart: Some(LastRestart {
-            slot: t(5, 0),
-            started_at: t(5, 0),
-            decided_at: Some(t(5, 0)),
-            patched_at: Some(t(5, 0)),
-            finished_at: None,
-            outcome: "in_progress".into(),
-            reason: None,
-            duration_seconds: None,
-        }),
+        last_restart: Some(last_restart(t(5, 0), None)),
         ..EruStatus::default()
     }));
     o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
@@ -388,18 +420,7 @@ fn a_not_rollable_target_skips_the_slot_with_the_note_and_gives_up_a_pending_res
 
     // decided before it became not rollable, not landed: given up with the note
     o.journal.ledger.as_mut().unwrap().accounted_through = Some(t(5, 0));
-    o.journal.open_restart = Some(OpenRestart {
-        restart: Restart {
-            slot: t(5, 0),
-            target: "StatefulSet/web".into(),
-            deadline: t(10, 0),
-            attempts: 0,
-            last_error: None,
-            next_attempt_at: None,
-        },
-        decided_at: t(5, 0),
-        patched_at: None,
-    });
+    o.journal.open_restart = Some(open((t(5, 0), "StatefulSet/web", t(10, 0)), t(5, 0)));
     o.now = now + Duration::seconds(1);
     let pass = decide(&eru, &o);
     assert_eq!(pass.state, State::Waiting {});
@@ -433,18 +454,7 @@ fn slots_and_a_decided_restart_lost_to_a_journal_outage_are_journal_unavailable(
     assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot == t(0, 15)));
 
     // the restart of 03:00:00 was decided, then nothing could be journaled until past its deadline
-    o.journal.open_restart = Some(OpenRestart {
-        restart: Restart {
-            slot: t(0, 0),
-            target: "web".into(),
-            deadline: t(0, 2),
-            attempts: 0,
-            last_error: None,
-            next_attempt_at: None,
-        },
-        decided_at: t(0, 0),
-        patched_at: None,
-    });
+    o.journal.open_restart = Some(open((t(0, 0), "web", t(0, 2)), t(0, 0)));
     let pass = decide(&eru, &o);
     let gave_up = pass.decision.records.iter().find_map(|r| match r {
         EruRecord::GaveUp { record, .. } => Some((record.first, record.reason, record.window)),
@@ -756,18 +766,7 @@ fn a_restart_decided_before_a_downtime_that_outlasted_its_deadline_is_operator_d
     let mut o = observed(&eru, t(12, 0), Some(t(5, 0)));
     // the operator stopped right after deciding, and came back after the deadline (03:10)
     o.journal.runs = vec![(t(0, 0) - Duration::hours(1), t(5, 1)), (t(11, 0), t(12, 0))];
-    o.journal.open_restart = Some(OpenRestart {
-        restart: Restart {
-            slot: t(5, 0),
-            target: "web".into(),
-            deadline: t(10, 0),
-            attempts: 0,
-            last_error: None,
-            next_attempt_at: None,
-        },
-        decided_at,
-        patched_at: None,
-    });
+    o.journal.open_restart = Some(open((t(5, 0), "web", t(10, 0)), decided_at));
     let pass = decide(&eru, &o);
     assert_eq!(records(&pass), vec![(t(5, 0), Reason::OperatorDown)]);
 }
@@ -779,18 +778,11 @@ fn a_refused_patch_is_tried_again_at_its_retry_instant() {
     let eru = eru("5 3 22 11 *", 1);
     let retry_at = t(5, 2);
     let mut o = observed(&eru, retry_at, Some(t(5, 0)));
-    o.journal.open_restart = Some(OpenRestart {
-        restart: Restart {
-            slot: t(5, 0),
-            target: "web".into(),
-            deadline: t(10, 0),
-            attempts: 1,
-            last_error: Some("denied".into()),
-            next_attempt_at: Some(retry_at),
-        },
-        decided_at: t(5, 0) + Duration::milliseconds(3),
-        patched_at: None,
-    });
+    o.journal.open_restart = Some(retrying(
+        open((t(5, 0), "web", t(10, 0)), t(5, 0) + Duration::milliseconds(3)),
+        1,
+        retry_at,
+    ));
     let patches = |o: &Observed| {
         let pass = decide(&eru, o);
         pass.decision
@@ -813,16 +805,7 @@ fn a_stale_status_is_not_a_rollout_to_take_over_while_the_journal_has_the_eru() 
     o.cluster.shown = Some(shown(&EruStatus {
         phase: Some("RollingOut".into()),
         accounted_through: Some(t(5, 0)),
-        last_restart: Some(LastRestart {
-            slot: t(5, 0),
-            started_at: t(5, 0),
-            decided_at: Some(t(5, 0)),
-            patched_at: Some(t(5, 0)),
-            finished_at: None,
-            outcome: "in_progress".into(),
-            reason: None,
-            duration_seconds: None,
-        }),
+        last_restart: Some(last_restart(t(5, 0), None)),
         ..EruStatus::default()
     }));
     o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
@@ -849,18 +832,7 @@ fn a_pending_restart_keeps_the_rollout_timeout_of_its_own_target() {
     let mut old = target(None);
     old.rollout_timeout_seconds = 100;
     o.cluster.targets.insert("old".into(), old);
-    o.journal.open_restart = Some(OpenRestart {
-        restart: Restart {
-            slot: t(5, 0),
-            target: "old".into(),
-            deadline: t(10, 0),
-            attempts: 1,
-            last_error: Some("denied".into()),
-            next_attempt_at: Some(t(6, 0)),
-        },
-        decided_at: t(5, 0),
-        patched_at: None,
-    });
+    o.journal.open_restart = Some(retrying(open((t(5, 0), "old", t(10, 0)), t(5, 0)), 1, t(6, 0)));
     assert_ne!(o.cluster.targets["web"].rollout_timeout_seconds, 100);
     assert_eq!(plan(o.clone()).rollout_timeout, Duration::seconds(100));
     // and once it landed, while it rolls out (the `RollingOut` arm)
@@ -885,16 +857,7 @@ fn a_lost_journal_is_seeded_with_the_latest_instant_the_status_accounts() {
     o.journal.runs = vec![(t(8, 30), now)];
     o.cluster.shown = Some(shown(&EruStatus {
         accounted_through: None,
-        last_restart: Some(LastRestart {
-            slot: t(3, 0),
-            started_at: t(3, 0),
-            decided_at: Some(t(3, 0)),
-            patched_at: Some(t(3, 0)),
-            finished_at: Some(t(3, 1)),
-            outcome: "succeeded".into(),
-            reason: None,
-            duration_seconds: Some(1.0),
-        }),
+        last_restart: Some(last_restart(t(3, 0), Some(t(3, 1)))),
         ..EruStatus::default()
     }));
     let pass = decide(&eru, &o);
@@ -903,31 +866,6 @@ fn a_lost_journal_is_seeded_with_the_latest_instant_the_status_accounts() {
         _ => None,
     });
     assert_eq!(seed, Some(Some(t(3, 0))));
-}
-
-/// A spec that took effect exactly at the lost journal's cursor leaves no gap to report
-/// (mutation: `from > cursor` → `>=`, an empty gap reported).
-#[test]
-fn a_spec_from_the_cursor_itself_leaves_no_gap() {
-    let eru = eru("* * * * *", 3);
-    let now = t(10, 0) + Duration::milliseconds(5);
-    let mut o = observed(&eru, now, None);
-    o.journal.epochs.clear();
-    o.cluster.spec_written_at = Some(t(4, 0));
-    o.cluster.shown = Some(shown(&EruStatus {
-        accounted_through: Some(t(4, 0)),
-        ..EruStatus::default()
-    }));
-    let pass = decide(&eru, &o);
-    assert!(
-        !pass
-            .decision
-            .actions
-            .iter()
-            .any(|a| matches!(a, EruAction::ReportGap { .. })),
-        "{:?}",
-        pass.decision.actions
-    );
 }
 
 /// A journal restored from an older backup: the status's cursor is ahead of the journal's, and
