@@ -4,10 +4,9 @@
 //! `mtsre.meitu.com/eru-timezone` (or `--default-schedule`); `mtsre.meitu.com/eru-suspend: "true"`
 //! suspends it, and `mtsre.meitu.com/eru-suspend-note` says why. Removing the annotation, or any
 //! value but "true", deletes that Eru. A user-made Eru of the same name is never touched: the
-//! conflict is reported with an Event. Such Events (and
-//! `EruInvalid`, for annotations the CRD schema refuses) are emitted when the problem appears or
-//! changes, not on every update of the workload's status; a refused apply is not retried until the
-//! annotations change.
+//! conflict is reported with an Event. Such Events (and `EruInvalid`, for annotations the CRD
+//! schema refuses) are emitted when the problem appears or changes, not on every update of the
+//! workload's status; a refused apply is not retried until the annotations change.
 //!
 //! **Names.** Workloads of different kinds may share a name (a Deployment `web` and a StatefulSet
 //! `web`). The first to ask gets the Eru `web`; a later one, finding `web` to be another
