@@ -108,6 +108,18 @@ fn last_restart(slot: DateTime<Utc>, finished: Option<DateTime<Utc>>) -> LastRes
     }
 }
 
+/// What the cluster shows of a restart of 03:05 rolling out: the status (RollingOut, its restart
+/// in progress) and the target's template carrying the slot.
+fn rolling_out_at_5(o: &mut Observed) {
+    o.cluster.shown = Some(shown(&EruStatus {
+        phase: Some("RollingOut".into()),
+        accounted_through: Some(t(5, 0)),
+        last_restart: Some(last_restart(t(5, 0), None)),
+        ..EruStatus::default()
+    }));
+    o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
+}
+
 /// The journal's open restart of `slot` on `target` with its `deadline`, decided at
 /// `decided_at`, not patched, no attempt failed yet.
 fn open(
@@ -308,13 +320,7 @@ fn a_restart_in_flight_comes_from_the_journal_and_lands() {
 fn a_rollout_a_lost_journal_left_in_progress_is_taken_over() {
     let eru = eru("0 0 1 1 *", 1);
     let mut o = observed(&eru, t(5, 2), None);
-    o.cluster.shown = Some(shown(&EruStatus {
-        phase: Some("RollingOut".into()),
-        accounted_through: Some(t(5, 0)),
-        last_restart: Some(last_restart(t(5, 0), None)),
-        ..EruStatus::default()
-    }));
-    o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
+    rolling_out_at_5(&mut o);
     let pass = decide(&eru, &o);
     let kinds: Vec<&str> = pass
         .decision
@@ -802,13 +808,7 @@ fn a_refused_patch_is_tried_again_at_its_retry_instant() {
 fn a_stale_status_is_not_a_rollout_to_take_over_while_the_journal_has_the_eru() {
     let eru = eru("0 0 1 1 *", 1);
     let mut o = observed(&eru, t(5, 2), Some(t(5, 0)));
-    o.cluster.shown = Some(shown(&EruStatus {
-        phase: Some("RollingOut".into()),
-        accounted_through: Some(t(5, 0)),
-        last_restart: Some(last_restart(t(5, 0), None)),
-        ..EruStatus::default()
-    }));
-    o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
+    rolling_out_at_5(&mut o);
     let pass = decide(&eru, &o);
     assert!(
         !pass
@@ -874,13 +874,16 @@ fn a_lost_journal_is_seeded_with_the_latest_instant_the_status_accounts() {
 #[test]
 fn a_journal_behind_the_status_is_advanced_to_the_status_cursor() {
     let eru = eru("* * * * *", 1);
-    let now = t(4, 30);
-    let mut o = observed(&eru, now, Some(t(2, 0)));
-    o.cluster.shown = Some(shown(&EruStatus {
-        accounted_through: Some(t(4, 0)),
-        ..EruStatus::default()
-    }));
-    let pass = decide(&eru, &o);
+    // the journal's cursor at `journal`, the status's at 04:00
+    let pass_with = |journal: DateTime<Utc>| {
+        let mut o = observed(&eru, t(4, 30), Some(journal));
+        o.cluster.shown = Some(shown(&EruStatus {
+            accounted_through: Some(t(4, 0)),
+            ..EruStatus::default()
+        }));
+        decide(&eru, &o)
+    };
+    let pass = pass_with(t(2, 0));
     assert!(
         pass.decision.records.contains(&EruRecord::Advance(t(4, 0))),
         "{:?}",
@@ -888,12 +891,7 @@ fn a_journal_behind_the_status_is_advanced_to_the_status_cursor() {
     );
     assert!(records(&pass).iter().all(|(slot, _)| *slot > t(4, 0)));
     // already there: no advance to journal
-    let mut o = observed(&eru, now, Some(t(4, 0)));
-    o.cluster.shown = Some(shown(&EruStatus {
-        accounted_through: Some(t(4, 0)),
-        ..EruStatus::default()
-    }));
-    let pass = decide(&eru, &o);
+    let pass = pass_with(t(4, 0));
     assert!(
         !pass
             .decision
