@@ -160,6 +160,16 @@ layout = [
           [(f'sum by (request) (increase(eru_api_throttled_total{{{J}}}[$__rate_interval]))', "429 to {{request}}"),
            (f'sum(increase(eru_events_dropped_total{{{J}}}[$__rate_interval]))', "Events dropped")],
           description="The API server's 429 answers (API Priority and Fairness: the operator's priority level had no seat and no queue place) by request: restart patches are sent again after the Retry-After until their slot's deadline, statuses up to 8 times, Events never. Events dropped: the queue was full or the answer was 429. Sustained 429s to restart patches: docs/operations.md, \"A fleet restart and the API server\"."),
+    row("Notifications"),
+    panel("Notification delivery", "timeseries", 16, 8,
+          [(f'sum by (sink) (increase(eru_notifications_delivered_total{{{J}}}[$__rate_interval]))', "delivered to {{sink}}"),
+           (f'sum by (sink) (increase(eru_notifications_retried_total{{{J}}}[$__rate_interval]))', "retried to {{sink}}"),
+           (f'sum by (sink, reason) (increase(eru_notifications_dropped_total{{{J}}}[$__rate_interval]))', "dropped to {{sink}}: {{reason}}")],
+          description="Notification events a receiver took, whose sending failed and is tried again (1 s, doubling, up to --notification-backoff-max), and given up: expired (older than --notification-max-age), outbox_full, unknown_sink. Only with --notifications-file (docs/operations.md, \"Notifications\").",
+          runbook="EruNotificationsDropped"),
+    panel("Notifications pending", "stat", 8, 8,
+          [(f'max(eru_notifications_pending{{{J}}})', "pending")],
+          description="Notification events in the outbox not delivered yet (the leader's count). Growing: a receiver is down or refuses; the operator log names the sink and the error."),
 ]
 
 # grid positions: left to right, a new line when the row is full; ids in order

@@ -67,7 +67,25 @@ fn eru_options(args: &RunArgs) -> anyhow::Result<eru::pass::context::Options> {
             poll: args.gate_poll_interval,
             cache_ttl: args.gate_cache_ttl,
         },
+        notifications: notifications(args)?,
     })
+}
+
+/// The notifications file's sinks and routes; a bad file stops the start with why (never a URL
+/// or a key: the file is a Secret's).
+fn notifications(args: &RunArgs) -> anyhow::Result<Option<eru::pass::context::Notifications>> {
+    let Some(path) = &args.notifications_file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("--notifications-file {}: {e}", path.display()))?;
+    let notifier = crate::notify::Notifier::parse(&text)
+        .map_err(|e| anyhow::anyhow!("--notifications-file {}: {e}", path.display()))?;
+    info!(sinks = ?notifier.sink_names().collect::<Vec<_>>(), "notifications configured");
+    Ok(Some(eru::pass::context::Notifications {
+        notifier: Arc::new(notifier),
+        wake: Arc::new(tokio::sync::Notify::new()),
+    }))
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -131,24 +149,54 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     readiness.crds.store(true, Ordering::Relaxed);
 
-    let retention = tokio::spawn(retention(
-        journal.clone(),
-        leadership.clone(),
-        args.retention,
-        shutdown.clone(),
-    ));
+    let leader_tasks = leader_tasks(&args, &eru_options, &journal, &ctx, &leadership, &shutdown);
     let Tasks { running, syncing } = self::controllers(&args, &ctx, &client, &shutdown, eru_options, holds);
     let synced = synced(syncing, &readiness);
     let trimming = tokio::spawn(trim_heap_every(Duration::from_secs(60), shutdown.clone()));
     futures::join!(futures::future::join_all(running), synced);
 
-    let _ = retention.await;
+    futures::future::join_all(leader_tasks).await;
     let _ = trimming.await;
     let _ = http.await;
     finish(&journal, term, elector).await?;
     journal.close().await;
     info!("stopped cleanly");
     Ok(())
+}
+
+/// What only the leader does beside the controllers: journal retention, and the notifications'
+/// delivery (with `--notifications-file`).
+fn leader_tasks(
+    args: &RunArgs,
+    eru_options: &eru::pass::context::Options,
+    journal: &Journal,
+    ctx: &Context,
+    leadership: &Leadership,
+    shutdown: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let retention = retention(
+        journal.clone(),
+        leadership.clone(),
+        args.retention,
+        shutdown.clone(),
+    );
+    let mut tasks = vec![tokio::spawn(retention)];
+    let Some(n) = eru_options.notifications.clone() else {
+        return tasks;
+    };
+    let delivery = crate::notify::deliver::Delivery {
+        journal: journal.clone(),
+        metrics: crate::notify::deliver::NotifyMetrics::new(ctx.metrics.registry(), &n.notifier),
+        notifier: n.notifier,
+        leadership: leadership.clone(),
+        wake: n.wake,
+        max_age: args.notification_max_age,
+        backoff_max: args.notification_backoff_max,
+        outbox_max: args.notification_outbox_max,
+    };
+    let delivery = crate::notify::deliver::deliver(delivery, shutdown.clone());
+    tasks.push(tokio::spawn(delivery));
+    tasks
 }
 
 /// What `/readyz` asks, once the journal is open: the leadership, then the CRDs and caches.

@@ -249,6 +249,29 @@ pub struct RunArgs {
     /// How long a gate's answer (the blocking pods of a selector, Prometheus's alerts) is reused.
     #[arg(long, env = "ERU_GATE_CACHE_TTL", default_value = "5s", value_parser = parse_duration)]
     pub gate_cache_ttl: Duration,
+
+    /// Notifications: a YAML file of sinks (webhook or slack, each with its url and a webhook's
+    /// optional hmacSecret) and routes (events, reasons, namespaces and an Eru label selector per
+    /// sink); mount it from a Secret. Read at start: a bad file stops the operator with the reason.
+    /// Without it nothing is sent and no outbox row is written (docs/operations.md,
+    /// "Notifications").
+    #[arg(long, env = "ERU_NOTIFICATIONS_FILE", value_name = "PATH")]
+    pub notifications_file: Option<PathBuf>,
+
+    /// How long a notification is tried before it is dropped (reason expired); settled ones are
+    /// deleted from the outbox after as long.
+    #[arg(long, env = "ERU_NOTIFICATION_MAX_AGE", default_value = "24h", value_parser = parse_max_age)]
+    pub notification_max_age: Duration,
+
+    /// The longest wait between two tries of a notification: the first retry waits 1 s, each
+    /// further one twice as long, up to this.
+    #[arg(long, env = "ERU_NOTIFICATION_BACKOFF_MAX", default_value = "5m", value_parser = parse_duration)]
+    pub notification_backoff_max: Duration,
+
+    /// The most notifications the outbox keeps pending; beyond it the oldest are dropped (reason
+    /// outbox_full).
+    #[arg(long, env = "ERU_NOTIFICATION_OUTBOX_MAX", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub notification_outbox_max: u32,
 }
 
 impl RunArgs {
@@ -355,6 +378,15 @@ fn parse_retention(value: &str) -> Result<Retention, String> {
         ));
     }
     Ok(Retention(Some(chrono::Duration::seconds(seconds))))
+}
+
+/// `--notification-max-age`: a retention's duration (never 0), at least a minute, at most 30 days.
+fn parse_max_age(value: &str) -> Result<Duration, String> {
+    let refuse = || format!("'{value}': a duration like 24h, 90m or 7d, from 1m to 30d");
+    match parse_retention(value) {
+        Ok(Retention(Some(age))) if age <= chrono::Duration::days(30) => age.to_std().map_err(|_| refuse()),
+        _ => Err(refuse()),
+    }
 }
 
 fn parse_log_filter(value: &str) -> Result<String, String> {

@@ -25,6 +25,7 @@ pub mod machine;
 pub mod memcached;
 pub mod memory;
 pub mod metrics;
+pub mod notify;
 pub mod podset;
 pub mod runtime;
 pub mod vocab;

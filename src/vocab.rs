@@ -193,6 +193,56 @@ pub enum GateKind {
     Alerts,
 }
 
+/// What a notification reports: a restart's end, or a slot not restarted (with its reason).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum NoticeEvent {
+    RestartSucceeded,
+    RestartFailed,
+    RestartAbandoned,
+    /// A slot record `missed`, with its reason.
+    SlotMissed,
+    /// A slot record `skipped`, with its reason.
+    SlotSkipped,
+}
+
+impl NoticeEvent {
+    /// The event of a restart that ended so (none for a dry run's, whose slot record is one).
+    pub fn of_outcome(outcome: Outcome) -> Option<Self> {
+        match outcome {
+            Outcome::Succeeded => Some(Self::RestartSucceeded),
+            Outcome::Failed => Some(Self::RestartFailed),
+            Outcome::Abandoned => Some(Self::RestartAbandoned),
+            Outcome::DryRun | Outcome::InProgress => None,
+        }
+    }
+
+    /// The event of a slot record with this result (none for a fired slot: its restart's end is).
+    pub fn of_result(result: SlotResult) -> Option<Self> {
+        match result {
+            SlotResult::Missed => Some(Self::SlotMissed),
+            SlotResult::Skipped => Some(Self::SlotSkipped),
+            SlotResult::Fired => None,
+        }
+    }
+}
+
 /// The wire name of a value, and the value of a wire name.
 macro_rules! wire_names {
     ($($kind:ty),*) => {$(
@@ -216,7 +266,7 @@ macro_rules! wire_names {
     )*};
 }
 
-wire_names!(SlotResult, Reason, Outcome, GateKind);
+wire_names!(SlotResult, Reason, Outcome, GateKind, NoticeEvent);
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,7 @@ use common::{
         template_slot, time, wait_ready,
     },
     get_json,
+    ledger::slot_records,
     ledger::{Ledger, ON_SCHEDULE, Workload, check, check_daily, check_every, every, every_since_created},
     wait_for,
 };
@@ -1052,4 +1053,259 @@ async fn a_suspension_with_a_note_and_the_status_at_a_glance() {
     let edges = [ON_SCHEDULE, &["blackout"]].concat();
     let expected = expected.require(suspended - SECOND, resumed + SECOND, "suspended", &edges);
     check(&client, &ns.name, &operator, &expected).await;
+}
+
+/// The journal's time text of `slot` (a notification key's slot).
+fn key_time(slot: chrono::DateTime<Utc>) -> String {
+    slot.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// The notifications the journal says are owed for the Eru `name` of `ns`: a key per slot record
+/// not fired, and per restart that ended (succeeded, failed, abandoned).
+fn owed(operator: &Operator, ns: &str, name: &str) -> std::collections::BTreeSet<String> {
+    let mut keys = std::collections::BTreeSet::new();
+    for r in slot_records(operator, name).unwrap() {
+        if r.result != "fired" {
+            keys.insert(format!("{ns}/{name}/{}/slot_{}", key_time(r.slot), r.result));
+        }
+    }
+    for r in items(operator, &format!("/history?name={name}&limit=1000")) {
+        let outcome = r["outcome"].as_str().unwrap_or_default();
+        if ["succeeded", "failed", "abandoned"].contains(&outcome) {
+            keys.insert(format!(
+                "{ns}/{name}/{}/restart_{outcome}",
+                key_time(time(&r["slot"]))
+            ));
+        }
+    }
+    keys
+}
+
+/// Notifications are never lost: a receiver down at first, then refusing (503) and hanging up
+/// after reading (its answer lost), and the operator SIGKILLed while the records of a restart, a
+/// suspension and a downtime wait in the outbox. Every event the journal records arrives at least
+/// once, signed; nothing arrives for an event that did not happen; a copy sent again carries the
+/// same key and content; the downtime of several slots arrives as one event.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill() {
+    use common::receiver::{Answer, Receiver};
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-notify").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let port = common::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notifications.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "sinks:\n- {{name: hook, type: webhook, url: 'http://127.0.0.1:{port}/eru', hmacSecret: s3cret}}\n\
+             routes:\n- {{sink: hook, namespaces: ['{}']}}\n",
+            ns.name
+        ),
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let flags = ["--notifications-file", file, "--notification-backoff-max", "3s"];
+    let mut operator = Operator::start(&client, &ns.name, &flags).await;
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let born = created(&erus, "web").await;
+    let suspend = |on: bool| {
+        let erus = erus.clone();
+        async move {
+            let patch = Patch::Merge(json!({"spec": {"suspend": on}}));
+            erus.patch("web", &PatchParams::default(), &patch).await.unwrap();
+        }
+    };
+    // a restart, then two suspended slots: all journaled while the receiver is down
+    common::eru::succeeded_after(&operator, "web", born).await;
+    let suspended = Utc::now();
+    suspend(true).await;
+    wait_for("two suspended slots", Duration::from_secs(30), || async {
+        let skipped = items(&operator, "/missed?name=web&reason=suspended");
+        (skipped.len() >= 2).then_some(())
+    })
+    .await;
+    suspend(false).await;
+    let resumed = Utc::now();
+    wait_for(
+        "no notification delivered yet",
+        Duration::from_secs(5),
+        || async {
+            let pending = operator.get_json("/audit")["operator"]["notifications"]["pending"].as_i64()?;
+            (pending >= 3).then_some(())
+        },
+    )
+    .await;
+    // killed with the outbox full, and down for three slots or more
+    operator.kill();
+    let killed = Utc::now();
+    tokio::time::sleep(Duration::from_secs(16)).await;
+    operator.restart().await;
+    let ready = Utc::now();
+    let receiver = Receiver::start(
+        port,
+        &[Answer::Refuse, Answer::HangUp, Answer::Refuse, Answer::HangUp],
+    );
+    wait_for("the downtime accounted", Duration::from_secs(60), || async {
+        (!items(&operator, "/missed?name=web&reason=operator_down").is_empty()).then_some(())
+    })
+    .await;
+    let back = Utc::now();
+    common::eru::succeeded_after(&operator, "web", back).await;
+    // no more slots: the journal's events are final
+    let rescheduled = Utc::now();
+    erus.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"schedule": "0 0 1 1 *"}})),
+    )
+    .await
+    .unwrap();
+    wait_for("no restart in progress", Duration::from_secs(60), || async {
+        items(&operator, "/history?name=web&outcome=in_progress")
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    let owed = owed(&operator, &ns.name, "web");
+    let received = wait_for("every owed event delivered", Duration::from_secs(60), || async {
+        let received = receiver.received();
+        let delivered: std::collections::BTreeSet<String> = (received.iter())
+            .filter(|r| r.answer == Answer::Accept)
+            .flat_map(|r| r.json["events"].as_array().cloned().unwrap_or_default())
+            .filter_map(|e| e["key"].as_str().map(str::to_string))
+            .collect();
+        let pending = operator.get_json("/audit")["operator"]["notifications"]["pending"].as_i64();
+        (owed.is_subset(&delivered) && pending == Some(0)).then_some(received)
+    })
+    .await;
+
+    // every slot's reason: the suspension's and the downtime's, the rest on schedule
+    let expected = every_since_created(
+        &client,
+        &ns.name,
+        "web",
+        Workload::Deployment("web"),
+        5,
+        rescheduled,
+    )
+    .await
+    .require(suspended, resumed + SECOND * 5, "suspended", ON_SCHEDULE)
+    .require(killed, ready, "operator_down", ON_SCHEDULE);
+    check(&client, &ns.name, &operator, &expected).await;
+    // nothing for an event that did not happen, and every event in the journal's terms
+    let owed_now = owed_keys_again(&operator, &ns.name);
+    assert_eq!(
+        owed, owed_now,
+        "the journal's events did not change while delivering"
+    );
+    let mut copies: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    for r in &received {
+        let signature = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"s3cret");
+        let given = r
+            .signature
+            .as_deref()
+            .and_then(|s| s.strip_prefix("sha256="))
+            .expect("signed");
+        let given: Vec<u8> = (0..given.len() / 2)
+            .map(|i| u8::from_str_radix(&given[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        ring::hmac::verify(&signature, r.body.as_bytes(), &given).expect("the signature verifies");
+        assert_eq!(r.json["eru"]["name"], "web", "{}", r.body);
+        for e in r.json["events"].as_array().unwrap() {
+            let key = e["key"].as_str().unwrap().to_string();
+            assert!(
+                owed.contains(&key),
+                "{key} was sent but the journal has no such event: {owed:?}"
+            );
+            copies.entry(key).or_default().push(e.clone());
+        }
+    }
+    for (key, sent) in &copies {
+        assert!(
+            sent.iter().all(|e| e == &sent[0]),
+            "copies of {key} differ: {sent:?}"
+        );
+    }
+    let answers: Vec<Answer> = received.iter().map(|r| r.answer).collect();
+    assert_eq!(
+        answers[..4],
+        [Answer::Refuse, Answer::HangUp, Answer::Refuse, Answer::HangUp],
+        "the script was played"
+    );
+    // what was read but not answered came again, under the same keys
+    let hung_up: Vec<&str> = (received.iter())
+        .filter(|r| r.answer == Answer::HangUp)
+        .flat_map(|r| r.json["events"].as_array().unwrap().iter())
+        .filter_map(|e| e["key"].as_str())
+        .collect();
+    assert!(!hung_up.is_empty());
+    for key in hung_up {
+        assert!(
+            copies[key].len() >= 2,
+            "{key} was not sent again after the hang-up"
+        );
+    }
+    // the downtime: its slots (journaled together) arrive in one message, summed up in one line
+    let down: Vec<&str> = owed
+        .iter()
+        .filter(|k| k.ends_with("slot_missed"))
+        .map(String::as_str)
+        .collect();
+    let carried = |r: &&common::receiver::Received| {
+        let keys: Vec<&str> = (r.json["events"].as_array().unwrap().iter())
+            .filter_map(|e| e["key"].as_str())
+            .collect();
+        r.answer == Answer::Accept && down.iter().all(|k| keys.contains(k))
+    };
+    let message = received
+        .iter()
+        .find(carried)
+        .unwrap_or_else(|| panic!("no message carried all of {down:?}"));
+    let slots: i64 = (message.json["events"].as_array().unwrap().iter())
+        .filter(|e| e["reason"] == "operator_down")
+        .map(|e| e["slot_count"].as_i64().unwrap())
+        .sum();
+    assert!(
+        slots >= 2,
+        "16 s down under */5 misses 2 slots or more: {}",
+        message.body
+    );
+    let summary = message.json["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("{slots} slots ")) && summary.contains("missed (operator_down)"),
+        "one line for the downtime: {summary}"
+    );
+    // the kinds of event the scenario made
+    for event in ["restart_succeeded", "slot_skipped", "slot_missed"] {
+        assert!(owed.iter().any(|k| k.ends_with(event)), "no {event} in {owed:?}");
+    }
+    let (_, metrics) = operator.get("/metrics");
+    let sample = |name: &str| {
+        (metrics.lines())
+            .find(|l| l.starts_with(&format!("{name}{{sink=\"hook\"}}")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name} for the sink:\n{metrics}"))
+    };
+    assert!(sample("eru_notifications_delivered_total") >= 1.0);
+    assert!(
+        sample("eru_notifications_retried_total") >= 2.0,
+        "the refusals and hang-ups are retries"
+    );
+}
+
+/// [`owed`] for `web`, read again.
+fn owed_keys_again(operator: &Operator, ns: &str) -> std::collections::BTreeSet<String> {
+    owed(operator, ns, "web")
 }

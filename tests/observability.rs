@@ -637,11 +637,23 @@ async fn the_charts_service_monitor_through_prometheus_operator_keys_every_query
             }
         }
     }
-    assert_eq!(rules.len(), 8, "{rule_files:?}");
+    assert_eq!(rules.len(), 9, "{rule_files:?}");
 
     // the operators, one per Eru namespace, on this machine's address, with the CA's certificate
     let host = host_ip();
     let mut operators = Vec::new();
+    // notifications to a receiver that takes them all: the delivery series have data
+    let receiver = common::receiver::Receiver::start(common::free_port(), &[]);
+    let notifications = dir.path().join("notifications.yaml");
+    std::fs::write(
+        &notifications,
+        format!(
+            "sinks: [{{name: hook, type: webhook, url: 'http://127.0.0.1:{}/'}}]\nroutes: [{{sink: hook}}]\n",
+            receiver.port
+        ),
+    )
+    .unwrap();
+    let notifications = notifications.display().to_string();
     for ns in [&a.name, &b.name] {
         let cert = dir.path().join("tls.crt").display().to_string();
         let key = dir.path().join("tls.key").display().to_string();
@@ -656,6 +668,8 @@ async fn the_charts_service_monitor_through_prometheus_operator_keys_every_query
             "1s",
             "--gate-cache-ttl",
             "1s",
+            "--notifications-file",
+            &notifications,
         ];
         let mut operator = Operator::prepare(&client, ns, &args, &[], None).await;
         operator.host = host.clone();

@@ -115,7 +115,7 @@ impl Gatekeeper {
                 evaluations.with_label_values(&[gate.as_str(), result]);
             }
         }
-        let agent = options.prometheus_url.as_ref().map(|_| agent());
+        let agent = options.prometheus_url.as_ref().map(|_| agent(PROMETHEUS_TIMEOUT));
         Self {
             client,
             watched,
@@ -310,9 +310,9 @@ impl Gatekeeper {
     }
 }
 
-/// The HTTP client of the Prometheus requests: rustls with ring (already built for kube), the
-/// system's root certificates for an `https://` URL.
-fn agent() -> ureq::Agent {
+/// An HTTP client (the Prometheus requests', the notifications'): rustls with ring (already built
+/// for kube), the system's root certificates for an `https://` URL, requests bounded by `timeout`.
+pub fn agent(timeout: StdDuration) -> ureq::Agent {
     let roots: Vec<ureq::tls::Certificate<'static>> = rustls_native_certs::load_native_certs()
         .certs
         .iter()
@@ -324,7 +324,7 @@ fn agent() -> ureq::Agent {
         .unversioned_rustls_crypto_provider(Arc::new(tokio_rustls::rustls::crypto::ring::default_provider()))
         .build();
     ureq::Agent::config_builder()
-        .timeout_global(Some(PROMETHEUS_TIMEOUT))
+        .timeout_global(Some(timeout))
         .tls_config(tls)
         .build()
         .into()

@@ -184,7 +184,8 @@ pub fn audit(
             &mut work,
         ));
     }
-    let operator = operator_facts(&rows.runs, &rows.outages, (since, until), now, blackouts);
+    let mut operator = operator_facts(&rows.runs, &rows.outages, (since, until), now, blackouts);
+    operator.notifications = rows.outbox.clone();
     let verdict = verdict(&erus, !rows.truncated, not_audited);
     Audit {
         since: Ts(since),

@@ -9,7 +9,7 @@ use sqlx::{
     error::BoxDynError,
 };
 
-use crate::vocab::{Outcome, Reason, SlotResult};
+use crate::vocab::{NoticeEvent, Outcome, Reason, SlotResult};
 
 macro_rules! text_column {
     ($($kind:ty: $what:literal),*) => {$(
@@ -38,4 +38,9 @@ macro_rules! text_column {
     )*};
 }
 
-text_column!(SlotResult: "slot result", Reason: "reason", Outcome: "restart outcome");
+text_column!(
+    SlotResult: "slot result",
+    Reason: "reason",
+    Outcome: "restart outcome",
+    NoticeEvent: "notification event"
+);

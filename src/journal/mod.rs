@@ -145,6 +145,7 @@ mod columns;
 mod connect;
 mod lock;
 mod outage;
+mod outbox;
 mod read;
 mod retention;
 mod rows;

@@ -234,6 +234,7 @@ impl Journal {
             false => None,
             true => Some(counted_by_eru(&mut tx, namespace, name).await?),
         };
+        let outbox = super::outbox::outbox_facts_on(&mut *tx, namespace).await?;
         tx.commit().await?;
         Ok(AuditRows {
             ledgers: Keyed::all(ledgers),
@@ -244,6 +245,7 @@ impl Journal {
             runs,
             outages,
             totals,
+            outbox,
         })
     }
 

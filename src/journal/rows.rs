@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::Ts;
 pub use crate::vocab::SlotResult;
-use crate::vocab::{Outcome, Reason};
+use crate::vocab::{NoticeEvent, Outcome, Reason};
 use sqlx::FromRow;
 
 /// Which object a journal row is about.
@@ -87,6 +87,85 @@ pub struct FinishedRestart {
     pub reason: Option<String>,
 }
 
+/// Which record a notification reports: it is written with that record, and only if the record
+/// is new.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoticeOf {
+    /// The slot record starting at this slot.
+    Slot(DateTime<Utc>),
+    /// The end of the restart of this slot.
+    Finished(DateTime<Utc>),
+}
+
+/// A notification for the outbox: one event for one sink.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewNotice {
+    pub sink: String,
+    pub object: ObjectKey,
+    pub of: NoticeOf,
+    pub event: NoticeEvent,
+    pub last_slot: DateTime<Utc>,
+    pub slot_count: i64,
+    /// The slot's reason, or how the restart ended and why.
+    pub reason: Option<String>,
+    pub note: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl NewNotice {
+    /// The slot the notice is about.
+    pub fn slot(&self) -> DateTime<Utc> {
+        match self.of {
+            NoticeOf::Slot(slot) | NoticeOf::Finished(slot) => slot,
+        }
+    }
+
+    /// Its idempotency key: `namespace/name/slot/event`.
+    pub fn key(&self) -> String {
+        notice_key(&self.object.namespace, &self.object.name, self.slot(), self.event)
+    }
+}
+
+/// A notification's idempotency key: `namespace/name/slot/event` (the slot as the journal writes
+/// it).
+pub fn notice_key(namespace: &str, name: &str, slot: DateTime<Utc>, event: NoticeEvent) -> String {
+    format!("{namespace}/{name}/{}/{event}", super::ts(slot))
+}
+
+/// A notification in the outbox.
+#[derive(Clone, Debug, FromRow, Serialize, PartialEq)]
+pub struct NoticeRow {
+    pub id: i64,
+    pub sink: String,
+    pub key: String,
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub event: NoticeEvent,
+    pub slot: Ts,
+    pub last_slot: Ts,
+    pub slot_count: i64,
+    pub reason: Option<String>,
+    pub note: Option<String>,
+    pub created_at: Ts,
+    pub attempts: i64,
+    pub next_attempt_at: Ts,
+    pub last_error: Option<String>,
+}
+
+/// The outbox at a glance (the audit's operator facts).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct OutboxFacts {
+    /// Notifications not delivered yet.
+    pub pending: i64,
+    /// When the oldest of them was written.
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub oldest_pending: Option<Ts>,
+    /// Delivered, and dropped, among the rows the outbox still keeps.
+    pub delivered: i64,
+    pub dropped: i64,
+}
+
 /// A spec epoch: one generation's slot-deciding spec and when it took effect.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewEpoch {
@@ -126,6 +205,9 @@ pub struct Entry {
     pub advances: Vec<(ObjectKey, DateTime<Utc>)>,
     /// Erus deleted: their ledger rows are kept until retention removes them.
     pub deleted: Vec<(String, DateTime<Utc>)>,
+    /// Notifications of the slot records and restart ends above: each is written only if the
+    /// record it reports is new.
+    pub notices: Vec<NewNotice>,
 }
 
 impl Entry {
@@ -288,6 +370,8 @@ pub struct AuditRows {
     pub outages: Vec<OutageRow>,
     /// Each Eru's slots over the whole journal, `(uid, fired, not fired)`, when asked for.
     pub totals: Option<Vec<(String, i64, i64)>>,
+    /// The notification outbox, in the audited namespace.
+    pub outbox: OutboxFacts,
 }
 
 /// An Eru's ledger row: its cursor and counters.

@@ -62,6 +62,8 @@ on_both!(
     an_outage_is_journaled_by_the_first_write_that_works_again on file,
     an_audits_window_reads_the_records_the_listing_reads,
     a_slot_record_ending_before_it_starts_is_refused,
+    notifications_are_written_with_their_new_record_and_settled_once,
+    a_full_outbox_gives_up_its_oldest,
 );
 
 fn object() -> ObjectKey {
@@ -151,6 +153,7 @@ async fn migrations_create_every_table(journal: Journal) {
     for t in [
         "eru_ledger",
         "journal_outages",
+        "notifications",
         "operator_runs",
         "restarts",
         "slots",
@@ -1210,5 +1213,124 @@ async fn a_slot_record_ending_before_it_starts_is_refused(journal: Journal) {
     assert!(
         journal.append(&entry()).await.is_ok(),
         "valid records still go in"
+    );
+}
+
+async fn pending(journal: &Journal, sink: &str) -> Vec<NoticeRow> {
+    journal.pending_notices(sink, "u1", 100).await.unwrap()
+}
+
+fn notice(sink: &str, of: NoticeOf, event: crate::vocab::NoticeEvent) -> NewNotice {
+    NewNotice {
+        sink: sink.into(),
+        object: object(),
+        of,
+        event,
+        last_slot: at(1),
+        slot_count: 1,
+        reason: Some("target_paused".into()),
+        note: None,
+        created_at: at(1),
+    }
+}
+
+/// The outbox: a notification is written only with the record it reports, and only when that
+/// record is new (a replay adds none, even once the first was delivered); a failure is tried
+/// again at its time with the error kept; a delivered or dropped one is never due again; the
+/// audit's facts count them.
+async fn notifications_are_written_with_their_new_record_and_settled_once(journal: Journal) {
+    use crate::vocab::NoticeEvent::*;
+    let mut with_notices = entry();
+    with_notices.notices = vec![
+        notice("a", NoticeOf::Slot(at(1)), SlotSkipped),
+        notice("b", NoticeOf::Slot(at(1)), SlotSkipped),
+        // no record of this slot in the entry: never written
+        notice("a", NoticeOf::Slot(at(7)), SlotMissed),
+    ];
+    journal.append(&with_notices).await.unwrap();
+    assert_eq!(
+        journal.due_notices(at(1), 10).await.unwrap(),
+        [
+            ("a".to_string(), "u1".to_string()),
+            ("b".to_string(), "u1".to_string())
+        ]
+    );
+    let due = [pending(&journal, "a").await, pending(&journal, "b").await].concat();
+    let keys: Vec<(&str, &str)> = due.iter().map(|n| (n.sink.as_str(), n.key.as_str())).collect();
+    assert_eq!(
+        keys,
+        [
+            ("a", "ns/web/2026-11-22T03:01:00.000Z/slot_skipped"),
+            ("b", "ns/web/2026-11-22T03:01:00.000Z/slot_skipped")
+        ]
+    );
+    assert!(
+        journal.due_notices(at(0), 10).await.unwrap().is_empty(),
+        "not due before it was written"
+    );
+    journal.notices_delivered(&[due[0].id], at(2)).await.unwrap();
+    journal
+        .notices_failed(&[due[1].id], at(4), "HTTP 503")
+        .await
+        .unwrap();
+    // the same records again (a replayed pass): nothing new
+    journal.append(&with_notices).await.unwrap();
+    assert!(journal.due_notices(at(3), 10).await.unwrap().is_empty());
+    assert_eq!(journal.due_notices(at(4), 10).await.unwrap().len(), 1);
+    let retried = pending(&journal, "b").await;
+    assert_eq!(retried.len(), 1);
+    assert_eq!(
+        (retried[0].attempts, retried[0].last_error.as_deref()),
+        (1, Some("HTTP 503"))
+    );
+    let facts = journal.outbox_facts(Some("ns")).await.unwrap();
+    assert_eq!((facts.pending, facts.delivered, facts.dropped), (1, 1, 0));
+    assert_eq!(facts.oldest_pending, Some(Ts(at(1))));
+    assert_eq!(journal.outbox_facts(Some("other")).await.unwrap().pending, 0);
+    journal
+        .notices_dropped(&[retried[0].id], at(5), "expired")
+        .await
+        .unwrap();
+    // settling a settled row changes nothing
+    journal.notices_delivered(&[retried[0].id], at(6)).await.unwrap();
+    let facts = journal.outbox_facts(None).await.unwrap();
+    assert_eq!((facts.pending, facts.delivered, facts.dropped), (0, 1, 1));
+    assert!(journal.due_notices(at(50), 10).await.unwrap().is_empty());
+    // the end of a restart: written with its finish, once
+    let mut finished = entry();
+    finished.restarts_finished = vec![FinishedRestart {
+        uid: "u1".into(),
+        slot: at(0),
+        finished_at: at(3),
+        outcome: Outcome::Failed,
+        reason: Some("timed out".into()),
+    }];
+    finished.notices = vec![notice("a", NoticeOf::Finished(at(0)), RestartFailed)];
+    journal.append(&finished).await.unwrap();
+    journal.append(&finished).await.unwrap();
+    let due = pending(&journal, "a").await;
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!(due[0].key, "ns/web/2026-11-22T03:00:00.000Z/restart_failed");
+    // settled rows go once older than the cutoff; pending ones stay
+    assert_eq!(journal.prune_notices(at(10), 100).await.unwrap(), 2);
+    assert_eq!(journal.outbox_facts(None).await.unwrap().pending, 1);
+}
+
+async fn a_full_outbox_gives_up_its_oldest(journal: Journal) {
+    use crate::vocab::NoticeEvent::SlotSkipped;
+    let mut e = Entry::default();
+    for minute in 1..=5 {
+        e.slots
+            .push(slot_row(at(minute), SlotResult::Skipped, Reason::TargetPaused));
+        e.notices
+            .push(notice("a", NoticeOf::Slot(at(minute)), SlotSkipped));
+    }
+    journal.append(&e).await.unwrap();
+    assert!(journal.notices_over(5).await.unwrap().is_empty());
+    let over = journal.notices_over(3).await.unwrap();
+    let due = pending(&journal, "a").await;
+    assert_eq!(
+        over,
+        vec![(due[0].id, "a".to_string()), (due[1].id, "a".to_string())]
     );
 }

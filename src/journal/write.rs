@@ -281,6 +281,7 @@ async fn finished_on(
         .rows_affected();
         done.restarts_finished += added;
         if added > 0 {
+            notices_on(conn, entry, &f.uid, NoticeOf::Finished(f.slot)).await?;
             let delta = deltas.of(&f.uid);
             match f.outcome {
                 Outcome::Succeeded => {
@@ -332,6 +333,7 @@ async fn slots_on(
         .rows_affected();
         done.slots += added;
         if added > 0 {
+            notices_on(conn, entry, &s.object.uid, NoticeOf::Slot(s.slot)).await?;
             let delta = deltas.keyed(&s.object);
             delta.through = later(delta.through, s.last_slot);
             if s.result == SlotResult::Fired {
@@ -341,6 +343,33 @@ async fn slots_on(
                 delta.last_missed = later(delta.last_missed, s.last_slot);
             }
         }
+    }
+    Ok(())
+}
+
+/// The entry's notifications of the record `of` of the Eru `uid`, which was just added: into the
+/// outbox, in the record's transaction (a notification already there, by sink and key, stays).
+async fn notices_on(conn: &mut sqlx::AnyConnection, entry: &Entry, uid: &str, of: NoticeOf) -> Result<()> {
+    for n in entry.notices.iter().filter(|n| n.object.uid == uid && n.of == of) {
+        sqlx::query(
+            "INSERT INTO notifications (sink, key, uid, namespace, name, event, slot, last_slot, slot_count,
+               reason, note, created_at, next_attempt_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) ON CONFLICT (sink, key) DO NOTHING",
+        )
+        .bind(&n.sink)
+        .bind(n.key())
+        .bind(uid)
+        .bind(&n.object.namespace)
+        .bind(&n.object.name)
+        .bind(n.event)
+        .bind(ts(n.slot()))
+        .bind(ts(n.last_slot))
+        .bind(n.slot_count)
+        .bind(n.reason.as_deref().map(free_text))
+        .bind(n.note.as_deref().map(free_text))
+        .bind(ts(n.created_at))
+        .execute(&mut *conn)
+        .await?;
     }
     Ok(())
 }

@@ -8,6 +8,7 @@
 
 pub mod eru;
 pub mod ledger;
+pub mod receiver;
 
 use std::{
     future::Future,

@@ -37,9 +37,19 @@ pub async fn commit(
 ) -> Result<Appended> {
     let ctx = &context.ctx;
     let object = object_key(KIND, eru);
-    let entry = entry(&object, &decision.records, now);
+    let mut entry = entry(&object, &decision.records, now);
+    let labels = eru.metadata.labels.clone().unwrap_or_default();
+    notices(
+        context,
+        &mut entry,
+        &object,
+        Some(&labels),
+        &decision.records,
+        now,
+    );
     let appended = ctx.journal(KIND, eru, &decision.transitions, entry).await?;
     if appended.records() > 0 {
+        wake_delivery(context);
         count(context, &object, &decision.records, now);
         announce(context, eru.object_ref(&()), &decision.records);
     }
@@ -55,8 +65,11 @@ pub async fn commit_records(
     records: &[EruRecord],
     now: DateTime<Utc>,
 ) -> Result<Appended> {
-    let appended = context.ctx.append(&entry(object, records, now)).await?;
+    let mut entry = entry(object, records, now);
+    notices(context, &mut entry, object, None, records, now);
+    let appended = context.ctx.append(&entry).await?;
     if appended.records() > 0 {
+        wake_delivery(context);
         count(context, object, records, now);
         let reference = ObjectReference {
             api_version: Some(Eru::api_version(&()).into_owned()),
@@ -69,6 +82,28 @@ pub async fn commit_records(
         announce(context, reference, records);
     }
     Ok(appended)
+}
+
+/// The notifications the routes pick for `records` (none without `--notifications-file`): into the
+/// outbox with the records, each only if its record is new.
+fn notices(
+    context: &EruContext,
+    entry: &mut Entry,
+    object: &ObjectKey,
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+    records: &[EruRecord],
+    now: DateTime<Utc>,
+) {
+    if let Some(n) = &context.options.notifications {
+        entry.notices = n.notifier.notices(object, labels, records, now);
+    }
+}
+
+/// Tells the delivery task a commit added records (their notifications, if any, are due now).
+fn wake_delivery(context: &EruContext) {
+    if let Some(n) = &context.options.notifications {
+        n.wake.notify_one();
+    }
 }
 
 fn slot_row(object: &ObjectKey, r: &SlotRecord, now: DateTime<Utc>) -> NewSlot {

@@ -32,6 +32,16 @@ pub struct Options {
     pub blackouts: Arc<ClusterBlackouts>,
     /// `--prometheus-url`, the gates' poll interval and cache.
     pub gates: crate::eru::gates::GateOptions,
+    /// `--notifications-file`: the routes that pick the events a commit writes to the outbox,
+    /// and the delivery task to wake.
+    pub notifications: Option<Notifications>,
+}
+
+/// The notifications' routes and the delivery task's wake-up.
+#[derive(Clone, Debug)]
+pub struct Notifications {
+    pub notifier: Arc<crate::notify::Notifier>,
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 /// The slots health gates hold now, by Eru uid (with the Eru's namespace and name): the

@@ -73,6 +73,7 @@ pub(super) fn operator_facts(
             .filter_map(|o| clip((o.started_at.0, o.ended_at.0)))
             .collect(),
         cluster_blackouts: blackouts.iter().map(|b| blackout_item(b, since, until)).collect(),
+        notifications: Default::default(),
     }
 }
 

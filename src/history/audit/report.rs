@@ -213,6 +213,9 @@ pub struct OperatorFacts {
     pub journal_outages: Vec<Window>,
     /// The cluster-wide blackouts as configured now, with their windows in this window.
     pub cluster_blackouts: Vec<BlackoutItem>,
+    /// The notification outbox now (in the audited namespace): what is still to be delivered.
+    #[serde(default)]
+    pub notifications: crate::journal::OutboxFacts,
 }
 
 /// One operator run.

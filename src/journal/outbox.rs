@@ -1,0 +1,158 @@
+//! The notification outbox: rows written with the ledger records they report
+//! ([`super::Entry::notices`]), read and settled here by the leader's delivery task
+//! (`src/notify/deliver.rs`). A row is pending until it is delivered or dropped; settled rows are
+//! deleted once older than the outbox's maximum age.
+
+use chrono::{DateTime, Utc};
+
+use super::*;
+
+/// `$first, $first+1, …` for `n` values.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const PENDING: &str = "delivered_at IS NULL AND dropped_at IS NULL";
+
+impl Journal {
+    /// The sinks and Erus (uid) with a pending notification due at `now`, at most `limit`, the
+    /// longest waiting first.
+    pub async fn due_notices(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<(String, String)>> {
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT sink, uid FROM notifications WHERE {PENDING} AND next_attempt_at <= $1
+             GROUP BY sink, uid ORDER BY min(id) LIMIT $2"
+        )))
+        .bind(ts(now))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The pending notifications of the Eru `uid` for `sink`, due or not (one message carries
+    /// them all), oldest first, at most `limit`.
+    pub async fn pending_notices(&self, sink: &str, uid: &str, limit: u32) -> Result<Vec<NoticeRow>> {
+        let rows = sqlx::query_as::<_, Keyed<NoticeRow>>(sqlx::AssertSqlSafe(format!(
+            "SELECT id, sink, key, uid, namespace, name, event, slot, last_slot, slot_count, reason, note,
+               created_at, attempts, next_attempt_at, last_error
+             FROM notifications WHERE {PENDING} AND sink = $1 AND uid = $2 ORDER BY id LIMIT $3"
+        )))
+        .bind(sink)
+        .bind(uid)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Keyed::all(rows))
+    }
+
+    /// Marks the notifications `ids` delivered at `at`.
+    pub async fn notices_delivered(&self, ids: &[i64], at: DateTime<Utc>) -> Result<()> {
+        self.settle(ids, "delivered_at = $1", &[ts(at)]).await
+    }
+
+    /// Marks the notifications `ids` failed at `at`: tried again at `next`, `error` kept.
+    pub async fn notices_failed(&self, ids: &[i64], next: DateTime<Utc>, error: &str) -> Result<()> {
+        let error = error.replace('\0', "\u{FFFD}");
+        (self.settle(
+            ids,
+            "attempts = attempts + 1, next_attempt_at = $1, last_error = $2",
+            &[ts(next), error],
+        ))
+        .await
+    }
+
+    /// Marks the notifications `ids` dropped at `at` for `reason` (never sent again).
+    pub async fn notices_dropped(&self, ids: &[i64], at: DateTime<Utc>, reason: &str) -> Result<()> {
+        (self.settle(
+            ids,
+            "dropped_at = $1, drop_reason = $2",
+            &[ts(at), reason.to_string()],
+        ))
+        .await
+    }
+
+    /// Sets `set` (whose values are `values`, `$1…`) on the pending rows `ids`.
+    async fn settle(&self, ids: &[i64], set: &str, values: &[String]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
+            "UPDATE notifications SET {set} WHERE {PENDING} AND id IN ({})",
+            placeholders(values.len() + 1, ids.len())
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for value in values {
+            query = query.bind(value);
+        }
+        for id in ids {
+            query = query.bind(*id);
+        }
+        query.execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The oldest pending notifications beyond the newest `cap` (id and sink): what a full outbox
+    /// drops.
+    pub async fn notices_over(&self, cap: u32) -> Result<Vec<(i64, String)>> {
+        let pending: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM notifications WHERE {PENDING}"
+        )))
+        .fetch_one(&self.pool)
+        .await?;
+        let over = pending - i64::from(cap);
+        if over <= 0 {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT id, sink FROM notifications WHERE {PENDING} ORDER BY id LIMIT $1"
+        )))
+        .bind(over)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Deletes at most `batch` settled notifications settled before `cutoff`; returns how many.
+    pub async fn prune_notices(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
+        Ok(sqlx::query(
+            "DELETE FROM notifications WHERE id IN (SELECT id FROM notifications
+               WHERE coalesce(delivered_at, dropped_at) < $1 LIMIT $2)",
+        )
+        .bind(ts(cutoff))
+        .bind(i64::from(batch))
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
+    }
+
+    /// The outbox at a glance, in `namespace` (all when `None`).
+    pub async fn outbox_facts(&self, namespace: Option<&str>) -> Result<OutboxFacts> {
+        outbox_facts_on(&self.pool, namespace).await
+    }
+}
+
+/// [`Journal::outbox_facts`] on `executor` (a pool, or the audit's read transaction).
+pub(super) async fn outbox_facts_on<'e>(
+    executor: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    namespace: Option<&str>,
+) -> Result<OutboxFacts> {
+    let (pending, oldest, delivered, dropped): (i64, Option<String>, i64, i64) =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT coalesce(sum(CASE WHEN {PENDING} THEN 1 ELSE 0 END), 0),
+                min(CASE WHEN {PENDING} THEN created_at END),
+                coalesce(sum(CASE WHEN delivered_at IS NOT NULL THEN 1 ELSE 0 END), 0),
+                coalesce(sum(CASE WHEN dropped_at IS NOT NULL THEN 1 ELSE 0 END), 0)
+         FROM notifications WHERE ($1 IS NULL OR namespace = $1)"
+        )))
+        .bind(namespace)
+        .fetch_one(executor)
+        .await?;
+    Ok(OutboxFacts {
+        pending,
+        oldest_pending: oldest.as_deref().and_then(parse_ts).map(Ts),
+        delivered,
+        dropped,
+    })
+}

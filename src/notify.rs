@@ -1,0 +1,295 @@
+//! Notifications (`--notifications-file`): what happened to each slot, sent to webhooks and Slack
+//! at least once. The file (mounted from a Secret: its URLs and signing keys are never logged)
+//! names the sinks and the routes that pick events for them. A pass that journals a slot record
+//! or a restart's end writes the events its routes pick into the journal's outbox in the same
+//! transaction ([`Notifier::notices`]); the leader's delivery task sends them
+//! ([`deliver::deliver`]), retrying with backoff, one message per Eru and sink per round.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
+use serde::Deserialize;
+
+use crate::{
+    eru::core::{ledger::SlotRecord, messages::EruRecord},
+    journal::{NewNotice, NoticeOf, ObjectKey},
+    vocab::{NoticeEvent, Outcome, Reason},
+};
+
+pub mod deliver;
+mod message;
+
+/// The longest sink name (it is a metric label and part of every outbox row).
+const SINK_NAME_MAX: usize = 63;
+
+/// A sink's kind: how a message is shaped.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkKind {
+    /// JSON: the Eru and its events, each with its idempotency key; signed when `hmacSecret` is set.
+    Webhook,
+    /// Slack's incoming webhooks: `{"text": …}`.
+    Slack,
+}
+
+/// Where messages go.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Sink {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: SinkKind,
+    /// Never logged nor shown: a Slack URL is its own credential.
+    pub url: String,
+    /// The key of the `X-Eru-Signature: sha256=<hex HMAC of the body>` header (webhooks only).
+    #[serde(default)]
+    pub hmac_secret: Option<String>,
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sink")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("url", &"***")
+            .field("hmac_secret", &self.hmac_secret.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+/// Which events go to a sink. Every field narrows; an absent one matches all.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Route {
+    pub sink: String,
+    #[serde(default)]
+    pub events: Option<Vec<NoticeEvent>>,
+    /// Slot events with one of these reasons (restart events have none and always pass).
+    #[serde(default)]
+    pub reasons: Option<Vec<Reason>>,
+    #[serde(default)]
+    pub namespaces: Option<Vec<String>>,
+    /// The Eru's labels (a deleted Eru's records match only a route without one).
+    #[serde(default)]
+    pub selector: Option<LabelSelector>,
+}
+
+/// The file: sinks and routes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    sinks: Vec<Sink>,
+    #[serde(default)]
+    routes: Vec<Route>,
+}
+
+/// A route, its selector compiled.
+#[derive(Clone, Debug)]
+struct Compiled {
+    route: Route,
+    selector: Option<Selector>,
+}
+
+/// The sinks and routes, checked.
+#[derive(Clone, Debug)]
+pub struct Notifier {
+    sinks: Arc<BTreeMap<String, Sink>>,
+    routes: Vec<Compiled>,
+}
+
+/// One event of a journaled record, before routing.
+struct Event<'a> {
+    of: NoticeOf,
+    event: NoticeEvent,
+    record: Option<&'a SlotRecord>,
+    reason: Option<String>,
+}
+
+impl Notifier {
+    /// Reads the notifications file; every sink and route is checked, so a bad file is refused
+    /// whole, with what is wrong (never a URL or a secret).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: File = serde_yaml::from_str(text).map_err(|e| format!("not a notifications file: {e}"))?;
+        let mut sinks = BTreeMap::new();
+        for sink in file.sinks {
+            check_sink(&sink)?;
+            if sinks.contains_key(&sink.name) {
+                return Err(format!("sink {:?} is named twice", sink.name));
+            }
+            sinks.insert(sink.name.clone(), sink);
+        }
+        let mut routes = Vec::new();
+        for (i, route) in file.routes.into_iter().enumerate() {
+            if !sinks.contains_key(&route.sink) {
+                return Err(format!("routes[{i}]: no sink is named {:?}", route.sink));
+            }
+            let selector = match &route.selector {
+                None => None,
+                Some(s) => Some(
+                    Selector::try_from(s.clone()).map_err(|e| format!("routes[{i}].selector: {}", e.0))?,
+                ),
+            };
+            routes.push(Compiled { route, selector });
+        }
+        Ok(Self {
+            sinks: Arc::new(sinks),
+            routes,
+        })
+    }
+
+    /// The configured sink named `name`.
+    pub fn sink(&self, name: &str) -> Option<&Sink> {
+        self.sinks.get(name)
+    }
+
+    /// The sinks' names (the metrics' label values).
+    pub fn sink_names(&self) -> impl Iterator<Item = &str> {
+        self.sinks.keys().map(String::as_str)
+    }
+
+    /// The outbox rows of `records` of the Eru `object` (labelled `labels`, `None` once
+    /// deleted): an event per record, to each sink a route picks it for (once per sink).
+    pub fn notices(
+        &self,
+        object: &ObjectKey,
+        labels: Option<&BTreeMap<String, String>>,
+        records: &[EruRecord],
+        now: DateTime<Utc>,
+    ) -> Vec<NewNotice> {
+        let mut notices = Vec::new();
+        for event in events(records) {
+            let reason = event.record.map(|r| r.reason);
+            let mut sinks: Vec<&str> = (self.routes.iter())
+                .filter(|c| picks(c, object, labels, event.event, reason))
+                .map(|c| c.route.sink.as_str())
+                .collect();
+            sinks.sort_unstable();
+            sinks.dedup();
+            for sink in sinks {
+                notices.push(NewNotice {
+                    sink: sink.to_string(),
+                    object: object.clone(),
+                    of: event.of,
+                    event: event.event,
+                    last_slot: event.record.map_or(slot_of(event.of), |r| r.last),
+                    slot_count: event.record.map_or(1, |r| r.count),
+                    reason: event.reason.clone(),
+                    note: event.record.and_then(|r| r.note.clone()),
+                    created_at: now,
+                });
+            }
+        }
+        notices
+    }
+}
+
+fn slot_of(of: NoticeOf) -> DateTime<Utc> {
+    match of {
+        NoticeOf::Slot(slot) | NoticeOf::Finished(slot) => slot,
+    }
+}
+
+/// Whether `route` picks `event` (with the slot's `reason`) of the Eru `object`.
+fn picks(
+    route: &Compiled,
+    object: &ObjectKey,
+    labels: Option<&BTreeMap<String, String>>,
+    event: NoticeEvent,
+    reason: Option<Reason>,
+) -> bool {
+    let r = &route.route;
+    r.events.as_ref().is_none_or(|e| e.contains(&event))
+        && (reason.is_none() || r.reasons.as_ref().is_none_or(|rs| rs.contains(&reason.unwrap())))
+        && r.namespaces
+            .as_ref()
+            .is_none_or(|n| n.contains(&object.namespace))
+        && route
+            .selector
+            .as_ref()
+            .is_none_or(|s| labels.is_some_and(|l| s.matches(l)))
+}
+
+/// The events of journaled records: a slot record not fired (missed or skipped, with its
+/// reason), a restart's end.
+fn events(records: &[EruRecord]) -> Vec<Event<'_>> {
+    let mut events = Vec::new();
+    for record in records {
+        match record {
+            EruRecord::Slots(slots) => {
+                for r in slots {
+                    if let Some(event) = NoticeEvent::of_result(r.reason.result()) {
+                        events.push(Event {
+                            of: NoticeOf::Slot(r.first),
+                            event,
+                            record: Some(r),
+                            reason: Some(r.reason.as_str().to_string()),
+                        });
+                    }
+                }
+            }
+            EruRecord::Finished {
+                slot,
+                outcome,
+                reason,
+                ..
+            } => events.extend(finished(*slot, *outcome, reason.as_deref())),
+            EruRecord::GaveUp { slot, reason, record } => {
+                events.extend(finished(*slot, Outcome::Abandoned, Some(reason)));
+                if let Some(event) = NoticeEvent::of_result(record.reason.result()) {
+                    events.push(Event {
+                        of: NoticeOf::Slot(record.first),
+                        event,
+                        record: Some(record),
+                        reason: Some(record.reason.as_str().to_string()),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    events
+}
+
+/// The event of a restart that ended with `outcome` (for `why`).
+fn finished(slot: DateTime<Utc>, outcome: Outcome, why: Option<&str>) -> Option<Event<'static>> {
+    Some(Event {
+        of: NoticeOf::Finished(slot),
+        event: NoticeEvent::of_outcome(outcome)?,
+        record: None,
+        reason: why.map(str::to_string),
+    })
+}
+
+/// A sink as the file may name it: a short DNS label (it is a metric label), an http(s) URL.
+fn check_sink(sink: &Sink) -> Result<(), String> {
+    let name = &sink.name;
+    let label = !name.is_empty()
+        && name.len() <= SINK_NAME_MAX
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if !label {
+        return Err(format!(
+            "sink {name:?}: a name is lower-case letters, digits and '-', at most {SINK_NAME_MAX}"
+        ));
+    }
+    if !(sink.url.starts_with("http://") || sink.url.starts_with("https://")) {
+        return Err(format!(
+            "sink {name:?}: its url is not an http:// or https:// URL"
+        ));
+    }
+    if sink.hmac_secret.is_some() && sink.kind != SinkKind::Webhook {
+        return Err(format!("sink {name:?}: hmacSecret signs webhook sinks only"));
+    }
+    if sink.hmac_secret.as_deref() == Some("") {
+        return Err(format!("sink {name:?}: hmacSecret is empty"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,160 @@
+//! A message: one Eru's pending events for one sink, shaped for it (a JSON webhook, signed when
+//! it has a key; Slack's `{"text": …}`), and its sending.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{Sink, SinkKind};
+use crate::journal::{NoticeRow, Ts};
+use crate::vocab::{NoticeEvent, SlotResult};
+
+/// Longest a receiver may take to answer one message.
+pub(super) const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The webhook's body.
+#[derive(Serialize)]
+struct Body<'a> {
+    /// `eru-operator`: what sent it.
+    source: &'static str,
+    eru: EruRef<'a>,
+    /// One line per event, as Slack shows them.
+    summary: String,
+    events: Vec<EventItem<'a>>,
+}
+
+#[derive(Serialize)]
+struct EruRef<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    uid: &'a str,
+}
+
+/// One event: `key` (`namespace/name/slot/event`) is the same on every delivery of it.
+#[derive(Serialize)]
+struct EventItem<'a> {
+    key: &'a str,
+    event: NoticeEvent,
+    slot: Ts,
+    last_slot: Ts,
+    slot_count: i64,
+    reason: Option<&'a str>,
+    note: Option<&'a str>,
+    /// When it was journaled.
+    at: Ts,
+}
+
+/// One line about a run of events alike (one event, reason and note), `rows` oldest first.
+fn line(rows: &[&NoticeRow]) -> String {
+    let (first, last) = (rows[0], rows[rows.len() - 1]);
+    let why = first
+        .reason
+        .as_deref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    let what = match first.event {
+        NoticeEvent::RestartSucceeded => "restart succeeded",
+        NoticeEvent::RestartFailed => "restart failed",
+        NoticeEvent::RestartAbandoned => "restart abandoned",
+        NoticeEvent::SlotMissed => SlotResult::Missed.as_str(),
+        NoticeEvent::SlotSkipped => SlotResult::Skipped.as_str(),
+    };
+    let count: i64 = rows.iter().map(|r| r.slot_count).sum();
+    let slots = if count > 1 {
+        format!("{count} slots {} to {}", first.slot, last.last_slot)
+    } else {
+        format!("slot {}", first.slot)
+    };
+    let note = first
+        .note
+        .as_deref()
+        .map(|n| format!(": {n}"))
+        .unwrap_or_default();
+    format!("{slots}: {what}{why}{note}")
+}
+
+/// The summary of `rows` (one Eru's, oldest first): its name, then a line per run of events
+/// alike (an outage's slots, missed for one reason, are one line).
+fn summary(rows: &[NoticeRow]) -> String {
+    let first = &rows[0];
+    let mut text = format!("Eru {}/{}:", first.namespace, first.name);
+    let alike = |a: &NoticeRow, b: &NoticeRow| (a.event, &a.reason, &a.note) == (b.event, &b.reason, &b.note);
+    let mut run: Vec<&NoticeRow> = Vec::new();
+    for row in rows {
+        if run.last().is_some_and(|last| !alike(last, row)) {
+            text.push_str(&format!("\n- {}", line(&run)));
+            run.clear();
+        }
+        run.push(row);
+    }
+    text.push_str(&format!("\n- {}", line(&run)));
+    text
+}
+
+/// The body of the message of `rows` (one Eru's, non-empty) to `sink`.
+pub(super) fn body(sink: &Sink, rows: &[NoticeRow]) -> String {
+    let first = &rows[0];
+    match sink.kind {
+        SinkKind::Slack => serde_json::json!({ "text": summary(rows) }).to_string(),
+        SinkKind::Webhook => serde_json::to_string(&Body {
+            source: "eru-operator",
+            eru: EruRef {
+                namespace: &first.namespace,
+                name: &first.name,
+                uid: &first.uid,
+            },
+            summary: summary(rows),
+            events: rows
+                .iter()
+                .map(|r| EventItem {
+                    key: &r.key,
+                    event: r.event,
+                    slot: r.slot,
+                    last_slot: r.last_slot,
+                    slot_count: r.slot_count,
+                    reason: r.reason.as_deref(),
+                    note: r.note.as_deref(),
+                    at: r.created_at,
+                })
+                .collect(),
+        })
+        .expect("a message serializes"),
+    }
+}
+
+/// `sha256=<hex>` of the HMAC-SHA256 of `body` under `secret`.
+pub(super) fn signature(secret: &str, body: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+    let tag = ring::hmac::sign(&key, body.as_bytes());
+    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// POSTs `body` to `sink` (blocking). The error never names the URL: a Slack URL is a
+/// credential, so it says what failed and how.
+pub(super) fn send(agent: &ureq::Agent, sink: &Sink, body: &str) -> Result<(), String> {
+    let mut request = agent.post(&sink.url).header("Content-Type", "application/json");
+    if let Some(secret) = &sink.hmac_secret {
+        request = request.header("X-Eru-Signature", signature(secret, body));
+    }
+    match request.send(body) {
+        Ok(_) => Ok(()),
+        Err(ureq::Error::StatusCode(code)) => Err(format!("the receiver answered HTTP {code}")),
+        Err(ureq::Error::Timeout(_)) => Err(format!("no answer within {}s", SEND_TIMEOUT.as_secs())),
+        Err(ureq::Error::Io(e)) => Err(format!("connection failed: {}", e.kind())),
+        Err(ureq::Error::HostNotFound) => Err("the receiver's host was not found".to_string()),
+        Err(ureq::Error::ConnectionFailed) => Err("connection failed".to_string()),
+        Err(e) => Err(format!("the request failed: {}", hide(&e.to_string(), &sink.url))),
+    }
+}
+
+/// `text` without `url`, its host or any part of its path (an error's text may quote them).
+fn hide(text: &str, url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let mut parts: Vec<&str> = rest.split(['/', '?', '@', '#']).filter(|p| p.len() > 2).collect();
+    parts.push(url);
+    parts.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    parts
+        .into_iter()
+        .fold(text.to_string(), |text, part| text.replace(part, "***"))
+}

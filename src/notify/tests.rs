@@ -1,0 +1,221 @@
+use chrono::{TimeZone, Utc};
+
+use super::*;
+use crate::eru::core::ledger::SlotRecord;
+
+fn object(namespace: &str) -> ObjectKey {
+    ObjectKey {
+        kind: "Eru",
+        namespace: namespace.into(),
+        name: "web".into(),
+        uid: "u-1".into(),
+    }
+}
+
+const FILE: &str = r#"
+sinks:
+  - name: oncall
+    type: slack
+    url: https://hooks.slack.example/services/T0/B0/s3cret
+  - name: audit
+    type: webhook
+    url: http://receiver.example/eru
+    hmacSecret: k3y
+routes:
+  - sink: oncall
+    events: [restart_failed, slot_missed]
+    reasons: [operator_down]
+    namespaces: [prod]
+  - sink: audit
+    selector: {matchLabels: {team: payments}}
+  - sink: audit
+"#;
+
+#[test]
+fn a_file_is_read_and_its_routes_pick_events_once_per_sink() {
+    let notifier = Notifier::parse(FILE).unwrap();
+    assert_eq!(notifier.sink_names().collect::<Vec<_>>(), ["audit", "oncall"]);
+    let slot = Utc.with_ymd_and_hms(2026, 11, 27, 3, 0, 0).unwrap();
+    let missed = SlotRecord {
+        first: slot,
+        last: slot + chrono::Duration::hours(2),
+        count: 3,
+        reason: Reason::OperatorDown,
+        window: None,
+        target: "Deployment/web".into(),
+        note: None,
+    };
+    let skipped = SlotRecord::one(
+        slot + chrono::Duration::hours(3),
+        Reason::Suspended,
+        None,
+        "Deployment/web",
+    );
+    let records = [
+        EruRecord::Slots(vec![missed, skipped]),
+        EruRecord::Finished {
+            slot,
+            outcome: Outcome::Failed,
+            finished_at: None,
+            patched_at: slot,
+            reason: Some("progress deadline exceeded".into()),
+        },
+    ];
+    let labels = BTreeMap::from([("team".to_string(), "payments".to_string())]);
+    let notices = notifier.notices(&object("prod"), Some(&labels), &records, slot);
+    let got: Vec<(String, String, String)> = notices
+        .iter()
+        .map(|n| (n.sink.clone(), n.key(), n.reason.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "audit".into(),
+                "prod/web/2026-11-27T03:00:00.000Z/slot_missed".into(),
+                "operator_down".into()
+            ),
+            (
+                "oncall".into(),
+                "prod/web/2026-11-27T03:00:00.000Z/slot_missed".into(),
+                "operator_down".into()
+            ),
+            (
+                "audit".into(),
+                "prod/web/2026-11-27T06:00:00.000Z/slot_skipped".into(),
+                "suspended".into()
+            ),
+            (
+                "audit".into(),
+                "prod/web/2026-11-27T03:00:00.000Z/restart_failed".into(),
+                "progress deadline exceeded".into()
+            ),
+            (
+                "oncall".into(),
+                "prod/web/2026-11-27T03:00:00.000Z/restart_failed".into(),
+                "progress deadline exceeded".into()
+            ),
+        ]
+    );
+    assert_eq!(
+        (notices[0].slot_count, notices[0].last_slot),
+        (3, slot + chrono::Duration::hours(2))
+    );
+    // another namespace: the on-call route does not pick it; the catch-all route does
+    let elsewhere = notifier.notices(&object("dev"), None, &records, slot);
+    assert!(elsewhere.iter().all(|n| n.sink == "audit"), "{elsewhere:?}");
+    assert_eq!(elsewhere.len(), 3);
+}
+
+#[test]
+fn a_selector_route_needs_the_erus_labels() {
+    let file = "sinks: [{name: a, type: webhook, url: 'http://r/x'}]\nroutes: [{sink: a, selector: {matchLabels: {team: x}}}]";
+    let notifier = Notifier::parse(file).unwrap();
+    let slot = Utc.with_ymd_and_hms(2026, 11, 27, 3, 0, 0).unwrap();
+    let records = [EruRecord::Slots(vec![SlotRecord::one(
+        slot,
+        Reason::EruDeleted,
+        None,
+        "Deployment/web",
+    )])];
+    assert!(
+        notifier.notices(&object("prod"), None, &records, slot).is_empty(),
+        "deleted: no labels"
+    );
+    let labels = BTreeMap::from([("team".to_string(), "x".to_string())]);
+    assert_eq!(
+        notifier
+            .notices(&object("prod"), Some(&labels), &records, slot)
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn fired_slots_and_dry_runs_are_not_events() {
+    let notifier =
+        Notifier::parse("sinks: [{name: a, type: webhook, url: 'http://r/x'}]\nroutes: [{sink: a}]").unwrap();
+    let slot = Utc.with_ymd_and_hms(2026, 11, 27, 3, 0, 0).unwrap();
+    let records = [
+        EruRecord::Slots(vec![SlotRecord::one(
+            slot,
+            Reason::Scheduled,
+            None,
+            "Deployment/web",
+        )]),
+        EruRecord::Finished {
+            slot,
+            outcome: Outcome::DryRun,
+            finished_at: None,
+            patched_at: slot,
+            reason: None,
+        },
+    ];
+    assert!(notifier.notices(&object("prod"), None, &records, slot).is_empty());
+}
+
+#[test]
+fn a_bad_file_is_refused_with_why_and_never_its_secrets() {
+    let cases = [
+        (
+            "sinks: [{name: A, type: slack, url: 'https://h/s3cret'}]",
+            "lower-case",
+        ),
+        (
+            "sinks: [{name: a, type: slack, url: 'ftp://h/s3cret'}]",
+            "not an http",
+        ),
+        (
+            "sinks: [{name: a, type: slack, url: 'https://h/s3cret', hmacSecret: k}]",
+            "webhook sinks only",
+        ),
+        (
+            "sinks: [{name: a, type: webhook, url: 'https://h/s3cret'}, {name: a, type: webhook, url: 'https://h/s3cret'}]",
+            "named twice",
+        ),
+        (
+            "sinks: [{name: a, type: webhook, url: 'https://h/s3cret'}]\nroutes: [{sink: b}]",
+            "no sink is named \"b\"",
+        ),
+        (
+            "sinks: [{name: a, type: webhook, url: 'https://h/s3cret'}]\nroutes: [{sink: a, events: [slot_lost]}]",
+            "routes",
+        ),
+        (
+            "sinks: [{name: a, type: pager, url: 'https://h/s3cret'}]",
+            "unknown variant",
+        ),
+        (
+            "sinks: [{name: a, type: webhook, url: 'https://h/s3cret', extra: 1}]",
+            "unknown field",
+        ),
+    ];
+    for (file, why) in cases {
+        let error = Notifier::parse(file).unwrap_err();
+        assert!(error.contains(why), "{file}: {error}");
+        assert!(
+            !error.contains("s3cret"),
+            "{file}: the error shows the URL: {error}"
+        );
+    }
+    let shown = format!("{:?}", Notifier::parse(FILE).unwrap());
+    assert!(!shown.contains("s3cret") && !shown.contains("k3y"), "{shown}");
+}
+
+#[test]
+fn a_signature_is_the_hmac_sha256_of_the_body() {
+    // RFC 4231, test case 2
+    assert_eq!(
+        message::signature("Jefe", "what do ya want for nothing?"),
+        "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    );
+}
+
+#[test]
+fn the_backoff_doubles_to_five_minutes() {
+    let max = std::time::Duration::from_secs(300);
+    let seconds: Vec<i64> = (0..12).map(|a| deliver::backoff(a, max).num_seconds()).collect();
+    assert_eq!(seconds, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+    assert_eq!(deliver::backoff(i64::MAX, max).num_seconds(), 300);
+    assert_eq!(deliver::backoff(-1, max).num_seconds(), 1);
+}
