@@ -14,7 +14,6 @@ use common::{
         template_slot, time, wait_ready,
     },
     get_json,
-    ledger::slot_records,
     ledger::{Ledger, ON_SCHEDULE, Workload, check, check_daily, check_every, every, every_since_created},
     wait_for,
 };
@@ -1055,32 +1054,6 @@ async fn a_suspension_with_a_note_and_the_status_at_a_glance() {
     check(&client, &ns.name, &operator, &expected).await;
 }
 
-/// The journal's time text of `slot` (a notification key's slot).
-fn key_time(slot: chrono::DateTime<Utc>) -> String {
-    slot.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-}
-
-/// The notifications the journal says are owed for the Eru `name` of `ns`: a key per slot record
-/// not fired, and per restart that ended (succeeded, failed, abandoned).
-fn owed(operator: &Operator, ns: &str, name: &str) -> std::collections::BTreeSet<String> {
-    let mut keys = std::collections::BTreeSet::new();
-    for r in slot_records(operator, name).unwrap() {
-        if r.result != "fired" {
-            keys.insert(format!("{ns}/{name}/{}/slot_{}", key_time(r.slot), r.result));
-        }
-    }
-    for r in items(operator, &format!("/history?name={name}&limit=1000")) {
-        let outcome = r["outcome"].as_str().unwrap_or_default();
-        if ["succeeded", "failed", "abandoned"].contains(&outcome) {
-            keys.insert(format!(
-                "{ns}/{name}/{}/restart_{outcome}",
-                key_time(time(&r["slot"]))
-            ));
-        }
-    }
-    keys
-}
-
 /// Notifications are never lost: a receiver down at first, then refusing (503) and hanging up
 /// after reading (its answer lost), and the operator SIGKILLed while the records of a restart, a
 /// suspension and a downtime wait in the outbox. Every event the journal records arrives at least
@@ -1178,16 +1151,13 @@ async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill
             .then_some(())
     })
     .await;
-    let owed = owed(&operator, &ns.name, "web");
-    let received = wait_for("every owed event delivered", Duration::from_secs(60), || async {
+    let (received, owed) = wait_for("every owed event delivered", Duration::from_secs(60), || async {
+        // what was sent, then what is owed: an event sent was journaled before
         let received = receiver.received();
-        let delivered: std::collections::BTreeSet<String> = (received.iter())
-            .filter(|r| r.answer == Answer::Accept)
-            .flat_map(|r| r.json["events"].as_array().cloned().unwrap_or_default())
-            .filter_map(|e| e["key"].as_str().map(str::to_string))
-            .collect();
+        let owed = common::receiver::owed(&operator, &ns.name, "web");
+        let delivered = common::receiver::delivered(&received);
         let pending = operator.get_json("/audit")["operator"]["notifications"]["pending"].as_i64();
-        (owed.is_subset(&delivered) && pending == Some(0)).then_some(received)
+        (owed.is_subset(&delivered) && pending == Some(0)).then_some((received, owed))
     })
     .await;
 
@@ -1205,39 +1175,13 @@ async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill
     .require(killed, ready, "operator_down", ON_SCHEDULE);
     check(&client, &ns.name, &operator, &expected).await;
     // nothing for an event that did not happen, and every event in the journal's terms
-    let owed_now = owed_keys_again(&operator, &ns.name);
+    let owed_now = common::receiver::owed(&operator, &ns.name, "web");
     assert_eq!(
         owed, owed_now,
         "the journal's events did not change while delivering"
     );
-    let mut copies: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
-    for r in &received {
-        let signature = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"s3cret");
-        let given = r
-            .signature
-            .as_deref()
-            .and_then(|s| s.strip_prefix("sha256="))
-            .expect("signed");
-        let given: Vec<u8> = (0..given.len() / 2)
-            .map(|i| u8::from_str_radix(&given[2 * i..2 * i + 2], 16).unwrap())
-            .collect();
-        ring::hmac::verify(&signature, r.body.as_bytes(), &given).expect("the signature verifies");
-        assert_eq!(r.json["eru"]["name"], "web", "{}", r.body);
-        for e in r.json["events"].as_array().unwrap() {
-            let key = e["key"].as_str().unwrap().to_string();
-            assert!(
-                owed.contains(&key),
-                "{key} was sent but the journal has no such event: {owed:?}"
-            );
-            copies.entry(key).or_default().push(e.clone());
-        }
-    }
-    for (key, sent) in &copies {
-        assert!(
-            sent.iter().all(|e| e == &sent[0]),
-            "copies of {key} differ: {sent:?}"
-        );
-    }
+    let copies = common::receiver::verify(&received, &owed, b"s3cret");
+    assert!(received.iter().all(|r| r.json["eru"]["name"] == "web"));
     let answers: Vec<Answer> = received.iter().map(|r| r.answer).collect();
     assert_eq!(
         answers[..4],
@@ -1303,9 +1247,4 @@ async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill
         sample("eru_notifications_retried_total") >= 2.0,
         "the refusals and hang-ups are retries"
     );
-}
-
-/// [`owed`] for `web`, read again.
-fn owed_keys_again(operator: &Operator, ns: &str) -> std::collections::BTreeSet<String> {
-    owed(operator, ns, "web")
 }

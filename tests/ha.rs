@@ -20,7 +20,10 @@ use common::{
 };
 use eru_operator::eru::Eru;
 use k8s_openapi::api::{apps::v1::Deployment, events::v1::Event};
-use kube::{Api, Client};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams},
+};
 use serde_json::{Value, json};
 
 /// client-go's default, the operator's: a standby waits this long after the last change of the
@@ -258,9 +261,18 @@ async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
     deployment(&client, &ns.name, "web", 2, json!({})).await;
     wait_ready(&deployments, "web", 2).await;
     let url = common::fresh_database("failover");
+    // notifications to a receiver that is down until the last failover: every event is journaled
+    // by one leader and delivered by another
+    let port = common::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notifications.yaml");
+    let sink = format!("{{name: hook, type: webhook, url: 'http://127.0.0.1:{port}/', hmacSecret: k}}");
+    std::fs::write(&file, format!("sinks: [{sink}]\nroutes: [{{sink: hook}}]\n")).unwrap();
+    let file = file.display().to_string();
     let mut replicas = Vec::new();
     for i in 0..2 {
-        let flags = elected(&ns.name, &format!("replica-{i}"));
+        let mut flags = elected(&ns.name, &format!("replica-{i}"));
+        flags.extend(["--notifications-file", &file, "--notification-backoff-max", "2s"].map(String::from));
         replicas.push(Operator::start_on(&client, &ns.name, &strs(&flags), &[], Some(&url)).await);
     }
     let spec = json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"}});
@@ -362,6 +374,34 @@ async fn failover_on_postgres_restarts_every_slot_once_or_says_why() {
     }
     println!("{} slots: {reasons:?}", slots.len());
     assert!(reasons.get("restarted").copied().unwrap_or(0) >= 5, "{reasons:?}");
+
+    // the receiver comes up (refusing once): the last leader delivers what five leaders journaled
+    use common::receiver::{Answer, Receiver, delivered, owed, verify};
+    // (no more slots, so no more events: suspended, each slot would be one)
+    let yearly = Patch::Merge(json!({"spec": {"schedule": "0 0 1 1 *"}}));
+    erus.patch("web", &PatchParams::default(), &yearly).await.unwrap();
+    let receiver = Receiver::start(port, &[Answer::Refuse]);
+    let (received, owed) = wait_for("every owed event delivered", Duration::from_secs(60), || async {
+        // what was sent, then what is owed: an event sent was journaled before
+        let received = receiver.received();
+        let owed = owed(&replicas[leader], &ns.name, "web");
+        let pending = replicas[leader].get_json("/audit")["operator"]["notifications"]["pending"].as_i64();
+        (owed.is_subset(&delivered(&received)) && pending == Some(0)).then_some((received, owed))
+    })
+    .await;
+    let copies = verify(&received, &owed, b"k");
+    let journaled_by_earlier_leaders = (copies.values())
+        .filter(|c| {
+            c[0]["at"]
+                .as_str()
+                .is_some_and(|at| time(&json!(at)) < *kills.last().unwrap())
+        })
+        .count();
+    assert!(journaled_by_earlier_leaders > 0, "{copies:?}");
+    println!(
+        "{} notification events, {journaled_by_earlier_leaders} journaled before the last failover, delivered by the last leader",
+        copies.len()
+    );
 }
 
 /// The state letter of process `pid` (`T`: stopped), from `/proc/<pid>/stat`.

@@ -13,7 +13,16 @@ use std::{
     time::{Duration, Instant},
 };
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
 use serde_json::Value;
+
+use super::{
+    Operator,
+    eru::{items, time},
+    ledger::slot_records,
+};
 
 /// How the receiver answers one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,4 +153,77 @@ fn serve(stream: TcpStream, answer: Answer) -> Option<Received> {
         body,
         signature,
     })
+}
+
+/// The journal's time text of `slot` (a notification key's slot).
+fn key_time(slot: DateTime<Utc>) -> String {
+    slot.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// The notifications the journal says are owed for the Eru `name` of `ns`, as the docs define
+/// them: a key per slot record not fired, and per restart that ended (succeeded, failed,
+/// abandoned).
+pub fn owed(operator: &Operator, ns: &str, name: &str) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for r in slot_records(operator, name).unwrap() {
+        if r.result != "fired" {
+            keys.insert(format!("{ns}/{name}/{}/slot_{}", key_time(r.slot), r.result));
+        }
+    }
+    for r in items(operator, &format!("/history?name={name}&limit=1000")) {
+        let outcome = r["outcome"].as_str().unwrap_or_default();
+        if ["succeeded", "failed", "abandoned"].contains(&outcome) {
+            keys.insert(format!(
+                "{ns}/{name}/{}/restart_{outcome}",
+                key_time(time(&r["slot"]))
+            ));
+        }
+    }
+    keys
+}
+
+/// The keys the receiver took (answered 200).
+pub fn delivered(received: &[Received]) -> BTreeSet<String> {
+    (received.iter())
+        .filter(|r| r.answer == Answer::Accept)
+        .flat_map(|r| r.json["events"].as_array().cloned().unwrap_or_default())
+        .filter_map(|e| e["key"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Checks what the receiver read against the events `owed`: every request signed with `secret`
+/// (HMAC-SHA256 of the body), every owed event taken, no event that is not owed, and the copies
+/// of one event alike. Returns the copies by key.
+pub fn verify(received: &[Received], owed: &BTreeSet<String>, secret: &[u8]) -> BTreeMap<String, Vec<Value>> {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let mut copies: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for r in received {
+        let given = r
+            .signature
+            .as_deref()
+            .and_then(|s| s.strip_prefix("sha256="))
+            .expect("signed");
+        let given: Vec<u8> = (0..given.len() / 2)
+            .map(|i| u8::from_str_radix(&given[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        ring::hmac::verify(&key, r.body.as_bytes(), &given).expect("the signature verifies");
+        for e in r.json["events"].as_array().unwrap() {
+            let key = e["key"].as_str().unwrap().to_string();
+            assert!(
+                owed.contains(&key),
+                "{key} was sent but the journal has no such event: {owed:?}"
+            );
+            copies.entry(key).or_default().push(e.clone());
+        }
+    }
+    for (key, sent) in &copies {
+        assert!(
+            sent.iter().all(|e| e == &sent[0]),
+            "copies of {key} differ: {sent:?}"
+        );
+    }
+    let taken = delivered(received);
+    let missing: Vec<&String> = owed.difference(&taken).collect();
+    assert!(missing.is_empty(), "never delivered: {missing:?}");
+    copies
 }
