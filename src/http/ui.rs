@@ -316,6 +316,7 @@ fn operator(audit: &Audit, (waiting, in_flight): (i64, i64)) -> Markup {
                     @for b in &op.cluster_blackouts { span { (b.name.as_deref().unwrap_or("unnamed")) " (" (b.spec) ") " } } }
                 li data-fact="fleet" { b { "Fleet now: " } (in_flight) " restarts in flight, " (waiting) " due slots waiting for a place, "
                     span data-count="held" { (audit.verdict.held) } " held by health gates" }
+                li data-fact="notifications" { b { "Notifications now: " } (op.notifications.summary()) }
             }
         }
     }

@@ -166,6 +166,19 @@ pub struct OutboxFacts {
     pub dropped: i64,
 }
 
+impl OutboxFacts {
+    /// In words: `3 pending, the oldest from …; 120 delivered, 0 dropped`.
+    pub fn summary(&self) -> String {
+        let oldest = (self.oldest_pending)
+            .map(|t| format!(", the oldest from {t}"))
+            .unwrap_or_default();
+        format!(
+            "{} pending{oldest}; {} delivered, {} dropped",
+            self.pending, self.delivered, self.dropped
+        )
+    }
+}
+
 /// A spec epoch: one generation's slot-deciding spec and when it took effect.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewEpoch {

@@ -132,15 +132,7 @@ impl Audit {
             .iter()
             .map(|r| format!("{} ({} .. {})", text(&r.instance), r.started_at, r.last_heartbeat))
             .collect();
-        let _ = writeln!(
-            out,
-            "{bullet}{strong}operator runs{strong}: {}",
-            if runs.is_empty() {
-                "none".into()
-            } else {
-                runs.join(", ")
-            }
-        );
+        let _ = writeln!(out, "{bullet}{strong}operator runs{strong}: {}", listed(&runs));
         if let Some(w) = &op.no_journal {
             let _ = writeln!(
                 out,
@@ -161,11 +153,7 @@ impl Audit {
         let _ = writeln!(
             out,
             "{bullet}{strong}leader handovers{strong}: {}",
-            if handovers.is_empty() {
-                "none".into()
-            } else {
-                handovers.join(", ")
-            }
+            listed(&handovers)
         );
         let _ = writeln!(
             out,
@@ -186,13 +174,23 @@ impl Audit {
         let _ = writeln!(
             out,
             "{bullet}{strong}cluster-wide blackouts{strong}: {}",
-            if blackouts.is_empty() {
-                "none".into()
-            } else {
-                blackouts.join(", ")
-            }
+            listed(&blackouts)
+        );
+        let _ = writeln!(
+            out,
+            "{bullet}{strong}notifications now{strong}: {}",
+            op.notifications.summary()
         );
         out
+    }
+}
+
+/// `items` joined by commas, or "none".
+fn listed(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
     }
 }
 
