@@ -217,18 +217,7 @@ fn events(records: &[EruRecord]) -> Vec<Event<'_>> {
     let mut events = Vec::new();
     for record in records {
         match record {
-            EruRecord::Slots(slots) => {
-                for r in slots {
-                    if let Some(event) = NoticeEvent::of_result(r.reason.result()) {
-                        events.push(Event {
-                            of: NoticeOf::Slot(r.first),
-                            event,
-                            record: Some(r),
-                            reason: Some(r.reason.as_str().to_string()),
-                        });
-                    }
-                }
-            }
+            EruRecord::Slots(slots) => events.extend(slots.iter().filter_map(slot)),
             EruRecord::Finished {
                 slot,
                 outcome,
@@ -237,19 +226,22 @@ fn events(records: &[EruRecord]) -> Vec<Event<'_>> {
             } => events.extend(finished(*slot, *outcome, reason.as_deref())),
             EruRecord::GaveUp { slot, reason, record } => {
                 events.extend(finished(*slot, Outcome::Abandoned, Some(reason)));
-                if let Some(event) = NoticeEvent::of_result(record.reason.result()) {
-                    events.push(Event {
-                        of: NoticeOf::Slot(record.first),
-                        event,
-                        record: Some(record),
-                        reason: Some(record.reason.as_str().to_string()),
-                    });
-                }
+                events.extend(self::slot(record));
             }
             _ => {}
         }
     }
     events
+}
+
+/// The event of a slot record not fired.
+fn slot(r: &SlotRecord) -> Option<Event<'_>> {
+    Some(Event {
+        of: NoticeOf::Slot(r.first),
+        event: NoticeEvent::of_result(r.reason.result())?,
+        record: Some(r),
+        reason: Some(r.reason.as_str().to_string()),
+    })
 }
 
 /// The event of a restart that ended with `outcome` (for `why`).
