@@ -13,7 +13,7 @@ use kube::core::{Selector, SelectorExt};
 use serde::Deserialize;
 
 use crate::{
-    eru::core::{ledger::SlotRecord, messages::EruRecord},
+    eru::core::{hold::Held, ledger::SlotRecord, messages::EruRecord, schedule::slot_text as text},
     journal::{NewNotice, NoticeOf, ObjectKey},
     vocab::{NoticeEvent, Outcome, Reason},
 };
@@ -74,7 +74,14 @@ pub struct Route {
     /// The Eru's labels (a deleted Eru's records match only a route without one).
     #[serde(default)]
     pub selector: Option<LabelSelector>,
+    /// `slot_held` once a health gate has held the slot this long (`30m`, `90s`, `2h`; default
+    /// 30m, when the `EruSlotHeldLong` alert fires).
+    #[serde(default)]
+    pub held_longer_than: Option<String>,
 }
+
+/// How long a slot is held before a route without `heldLongerThan` sends `slot_held`.
+const HELD_DEFAULT: chrono::Duration = chrono::Duration::minutes(30);
 
 /// The file: sinks and routes.
 #[derive(Clone, Debug, Deserialize)]
@@ -85,11 +92,12 @@ struct File {
     routes: Vec<Route>,
 }
 
-/// A route, its selector compiled.
+/// A route, its selector and hold threshold read.
 #[derive(Clone, Debug)]
 struct Compiled {
     route: Route,
     selector: Option<Selector>,
+    held_after: chrono::Duration,
 }
 
 /// The sinks and routes, checked.
@@ -99,12 +107,19 @@ pub struct Notifier {
     routes: Vec<Compiled>,
 }
 
-/// One event of a journaled record, before routing.
-struct Event<'a> {
+/// One event, before routing.
+struct Event {
     of: NoticeOf,
     event: NoticeEvent,
-    record: Option<&'a SlotRecord>,
-    reason: Option<String>,
+    /// The slot's reason (a slot record's; a hold's gate), which a route's `reasons` filter.
+    reason: Option<Reason>,
+    /// The outbox's reason text: the slot's reason, or why a restart ended so.
+    why: Option<String>,
+    last_slot: DateTime<Utc>,
+    count: i64,
+    note: Option<String>,
+    /// How long the slot has been held (`slot_held` only).
+    held_for: Option<chrono::Duration>,
 }
 
 impl Notifier {
@@ -131,7 +146,17 @@ impl Notifier {
                     Selector::try_from(s.clone()).map_err(|e| format!("routes[{i}].selector: {}", e.0))?,
                 ),
             };
-            routes.push(Compiled { route, selector });
+            let held_after = match &route.held_longer_than {
+                None => HELD_DEFAULT,
+                Some(text) => parse_age(text).ok_or_else(|| {
+                    format!("routes[{i}].heldLongerThan: {text:?} is not a duration like 90s, 30m or 2h")
+                })?,
+            };
+            routes.push(Compiled {
+                route,
+                selector,
+                held_after,
+            });
         }
         Ok(Self {
             sinks: Arc::new(sinks),
@@ -150,19 +175,29 @@ impl Notifier {
     }
 
     /// The outbox rows of `records` of the Eru `object` (labelled `labels`, `None` once
-    /// deleted): an event per record, to each sink a route picks it for (once per sink).
+    /// deleted), and of the slot `held` by a health gate: an event per record (a hold's once it
+    /// has lasted as long as a route asks), to each sink a route picks it for (once per sink).
     pub fn notices(
         &self,
         object: &ObjectKey,
         labels: Option<&BTreeMap<String, String>>,
-        records: &[EruRecord],
+        (records, held): (&[EruRecord], Option<&Held>),
         now: DateTime<Utc>,
     ) -> Vec<NewNotice> {
         let mut notices = Vec::new();
-        for event in events(records) {
-            let reason = event.record.map(|r| r.reason);
+        let held = held.map(|h| Event {
+            of: NoticeOf::Held(h.slot),
+            event: NoticeEvent::SlotHeld,
+            reason: Some(h.reason),
+            why: Some(h.reason.as_str().to_string()),
+            last_slot: h.slot,
+            count: 1,
+            note: Some(format!("held since {}: {}", text(h.since), h.note)),
+            held_for: Some(now - h.since),
+        });
+        for event in events(records).into_iter().chain(held) {
             let mut sinks: Vec<&str> = (self.routes.iter())
-                .filter(|c| picks(c, object, labels, event.event, reason))
+                .filter(|c| picks(c, object, labels, &event))
                 .map(|c| c.route.sink.as_str())
                 .collect();
             sinks.sort_unstable();
@@ -173,10 +208,10 @@ impl Notifier {
                     object: object.clone(),
                     of: event.of,
                     event: event.event,
-                    last_slot: event.record.map_or(slot_of(event.of), |r| r.last),
-                    slot_count: event.record.map_or(1, |r| r.count),
-                    reason: event.reason.clone(),
-                    note: event.record.and_then(|r| r.note.clone()),
+                    last_slot: event.last_slot,
+                    slot_count: event.count,
+                    reason: event.why.clone(),
+                    note: event.note.clone(),
                     created_at: now,
                 });
             }
@@ -185,23 +220,18 @@ impl Notifier {
     }
 }
 
-fn slot_of(of: NoticeOf) -> DateTime<Utc> {
-    match of {
-        NoticeOf::Slot(slot) | NoticeOf::Finished(slot) => slot,
-    }
-}
-
-/// Whether `route` picks `event` (with the slot's `reason`) of the Eru `object`.
+/// Whether `route` picks `event` of the Eru `object`.
 fn picks(
     route: &Compiled,
     object: &ObjectKey,
     labels: Option<&BTreeMap<String, String>>,
-    event: NoticeEvent,
-    reason: Option<Reason>,
+    event: &Event,
 ) -> bool {
     let r = &route.route;
-    r.events.as_ref().is_none_or(|e| e.contains(&event))
-        && (reason.is_none() || r.reasons.as_ref().is_none_or(|rs| rs.contains(&reason.unwrap())))
+    r.events.as_ref().is_none_or(|e| e.contains(&event.event))
+        && event
+            .reason
+            .is_none_or(|reason| r.reasons.as_ref().is_none_or(|rs| rs.contains(&reason)))
         && r.namespaces
             .as_ref()
             .is_none_or(|n| n.contains(&object.namespace))
@@ -209,11 +239,12 @@ fn picks(
             .selector
             .as_ref()
             .is_none_or(|s| labels.is_some_and(|l| s.matches(l)))
+        && event.held_for.is_none_or(|held| held >= route.held_after)
 }
 
 /// The events of journaled records: a slot record not fired (missed or skipped, with its
 /// reason), a restart's end.
-fn events(records: &[EruRecord]) -> Vec<Event<'_>> {
+fn events(records: &[EruRecord]) -> Vec<Event> {
     let mut events = Vec::new();
     for record in records {
         match record {
@@ -235,23 +266,47 @@ fn events(records: &[EruRecord]) -> Vec<Event<'_>> {
 }
 
 /// The event of a slot record not fired.
-fn slot(r: &SlotRecord) -> Option<Event<'_>> {
+fn slot(r: &SlotRecord) -> Option<Event> {
     Some(Event {
         of: NoticeOf::Slot(r.first),
         event: NoticeEvent::of_result(r.reason.result())?,
-        record: Some(r),
-        reason: Some(r.reason.as_str().to_string()),
+        reason: Some(r.reason),
+        why: Some(r.reason.as_str().to_string()),
+        last_slot: r.last,
+        count: r.count,
+        note: r.note.clone(),
+        held_for: None,
     })
 }
 
 /// The event of a restart that ended with `outcome` (for `why`).
-fn finished(slot: DateTime<Utc>, outcome: Outcome, why: Option<&str>) -> Option<Event<'static>> {
+fn finished(slot: DateTime<Utc>, outcome: Outcome, why: Option<&str>) -> Option<Event> {
     Some(Event {
         of: NoticeOf::Finished(slot),
         event: NoticeEvent::of_outcome(outcome)?,
-        record: None,
-        reason: why.map(str::to_string),
+        reason: None,
+        why: why.map(str::to_string),
+        last_slot: slot,
+        count: 1,
+        note: None,
+        held_for: None,
     })
+}
+
+/// `90s`, `30m`, `2h`: from a second to a week.
+fn parse_age(text: &str) -> Option<chrono::Duration> {
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (n, unit) = text.split_at(split);
+    let n: i64 = n.parse().ok()?;
+    let seconds = match unit {
+        "s" => n,
+        "m" => n.checked_mul(60)?,
+        "h" => n.checked_mul(3600)?,
+        _ => return None,
+    };
+    (1..=7 * 86_400)
+        .contains(&seconds)
+        .then(|| chrono::Duration::seconds(seconds))
 }
 
 /// A sink as the file may name it: a short DNS label (it is a metric label), an http(s) URL.

@@ -115,9 +115,17 @@ pub enum Reason {
     /// A health gate held the slot until its starting deadline: pods matching the blocking-pod
     /// selector ran (the note names them and the hold).
     BlockingPods,
+    /// A health gate held the slot until its starting deadline: a PodDisruptionBudget selecting
+    /// the target's pods allowed no disruption (the note names it and the hold).
+    PdbBlocked,
     /// A health gate held the slot until its starting deadline because its answer was unknown
     /// (Prometheus unreachable, `onUnknown: Hold`): the note has the error and the hold.
     GateUnknown,
+    /// A need condition said the restart would not help (every pod younger than
+    /// `minPodAgeSeconds`): the note has the evidence.
+    NotNeeded,
+    /// The need conditions could not be evaluated and `onUnknown: Skip`: the note has the error.
+    NeedUnknown,
 }
 
 impl Reason {
@@ -191,6 +199,8 @@ pub enum GateKind {
     BlockingPods,
     /// `gates.alerts`.
     Alerts,
+    /// `gates.podDisruptionBudgets`.
+    PodDisruptionBudgets,
 }
 
 /// What a notification reports: a restart's end, or a slot not restarted (with its reason).
@@ -220,6 +230,9 @@ pub enum NoticeEvent {
     SlotMissed,
     /// A slot record `skipped`, with its reason.
     SlotSkipped,
+    /// A due slot a health gate has held longer than a route's `heldLongerThan` (not a record:
+    /// the slot is recorded when it runs or its deadline passes).
+    SlotHeld,
 }
 
 impl NoticeEvent {

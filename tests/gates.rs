@@ -17,7 +17,7 @@ use std::{
 use chrono::{DateTime, Duration as Span, SubsecRound, Timelike, Utc};
 use common::{
     Operator, TestNamespace, client,
-    eru::{create_eru, created, deployment, status, template_slot, wait_ready},
+    eru::{create_eru, created, deployment, settle, status, template_slot, wait_ready},
     free_port,
     ledger::{Ledger, SlotRecord, check, slot_records},
     wait_for,
@@ -26,7 +26,7 @@ use eru_operator::eru::{Eru, EruStatus};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kube::{
     Api, Client,
-    api::{DeleteParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 
@@ -135,10 +135,31 @@ async fn a_blocking_pod_holds_a_slot_until_it_goes_or_the_deadline_passes() {
     for name in ["released", "outlasted"] {
         wait_ready(&deployments, name, 1).await;
     }
+    // notifications of holds that last 3 s, and of everything else
+    let receiver = common::receiver::Receiver::start(common::free_port(), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notifications.yaml");
+    let hook = format!(
+        "{{name: hook, type: webhook, url: 'http://127.0.0.1:{}/'}}",
+        receiver.port
+    );
+    std::fs::write(
+        &file,
+        format!("sinks: [{hook}]\nroutes: [{{sink: hook, heldLongerThan: 3s}}]\n"),
+    )
+    .unwrap();
+    let file = file.display().to_string();
     let operator = Operator::start(
         &client,
         &ns.name,
-        &["--gate-poll-interval", "1s", "--gate-cache-ttl", "1s"],
+        &[
+            "--gate-poll-interval",
+            "1s",
+            "--gate-cache-ttl",
+            "1s",
+            "--notifications-file",
+            &file,
+        ],
     )
     .await;
     // a migration for each Eru, running before their slots
@@ -278,6 +299,249 @@ async fn a_blocking_pod_holds_a_slot_until_it_goes_or_the_deadline_passes() {
     let _ = pods
         .delete("migrate-outlasted", &DeleteParams::default().grace_period(0))
         .await;
+
+    // the holds were told once each, with the gate's reason and the pod; then how each ended
+    let key = |name: &str, event: &str| {
+        format!(
+            "{}/{name}/{}/{event}",
+            ns.name,
+            slot.format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        )
+    };
+    let wanted = [
+        key("released", "slot_held"),
+        key("outlasted", "slot_held"),
+        key("outlasted", "slot_skipped"),
+        key("released", "restart_succeeded"),
+    ];
+    let events = wait_for("the holds' notifications", Duration::from_secs(60), || async {
+        let events: Vec<Value> = (receiver.received().iter())
+            .flat_map(|r| r.json["events"].as_array().cloned().unwrap_or_default())
+            .collect();
+        let keys: Vec<&str> = events.iter().filter_map(|e| e["key"].as_str()).collect();
+        wanted
+            .iter()
+            .all(|k| keys.contains(&k.as_str()))
+            .then_some(events)
+    })
+    .await;
+    for name in ["released", "outlasted"] {
+        let held: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["key"] == key(name, "slot_held"))
+            .collect();
+        assert!(held.iter().all(|e| e == &held[0]), "{held:?}");
+        assert_eq!(held[0]["reason"], "blocking_pods", "{}", held[0]);
+        let note = held[0]["note"].as_str().unwrap();
+        assert!(
+            note.contains(&format!("migrate-{name}")) && note.starts_with("held since "),
+            "{note}"
+        );
+    }
+    let held_events = events.iter().filter(|e| e["event"] == "slot_held").count();
+    let distinct: std::collections::BTreeSet<&str> = (events.iter())
+        .filter(|e| e["event"] == "slot_held")
+        .filter_map(|e| e["key"].as_str())
+        .collect();
+    assert_eq!(
+        distinct.len(),
+        2,
+        "a hold is one event, whatever the passes: {events:?}"
+    );
+    assert!(held_events >= 2);
+}
+
+/// A PodDisruptionBudget at zero holds a slot (the gate is opt-in): relaxed, the slot runs, once;
+/// kept at zero past the deadline, the slot is recorded skipped/pdb_blocked naming the budget. A
+/// budget of other pods holds nothing.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_pod_disruption_budget_at_zero_holds_a_slot_until_it_has_room() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "gates-pdb").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let names = ["relaxed", "outlasted", "unrelated"];
+    for name in names {
+        deployment(&client, &ns.name, name, 2, json!({})).await;
+    }
+    for name in names {
+        wait_ready(&deployments, name, 2).await;
+    }
+    // "relaxed" and "outlasted": budgets allowing no disruption of their two pods; "unrelated":
+    // at zero too, but its budget selects other pods
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns.name);
+    for (budget, app) in [
+        ("relaxed", "relaxed"),
+        ("outlasted", "outlasted"),
+        ("other", "not-unrelated"),
+    ] {
+        let pdb = json!({"metadata": {"name": budget},
+                         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": app}}}});
+        budgets
+            .create(&PostParams::default(), &serde_json::from_value(pdb).unwrap())
+            .await
+            .unwrap();
+    }
+    wait_for("the budgets counted at zero", Duration::from_secs(60), || async {
+        let list = budgets.list(&Default::default()).await.ok()?;
+        let at_zero = (list.items.iter())
+            .filter_map(|b| b.status.as_ref())
+            .filter(|s| s.current_healthy == Some(2) && s.disruptions_allowed == Some(0))
+            .count();
+        (at_zero == 2).then_some(())
+    })
+    .await;
+    let operator = Operator::start(
+        &client,
+        &ns.name,
+        &["--gate-poll-interval", "1s", "--gate-cache-ttl", "1s"],
+    )
+    .await;
+    let (slot, schedule) = one_slot(8);
+    let gates = json!({"podDisruptionBudgets": true});
+    gated_eru(&client, &ns.name, "relaxed", &schedule, 300, gates.clone()).await;
+    gated_eru(&client, &ns.name, "outlasted", &schedule, 12, gates.clone()).await;
+    gated_eru(&client, &ns.name, "unrelated", &schedule, 300, gates).await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    created_before(&erus, &names, slot).await;
+
+    let shown = held(&erus, "relaxed", slot, "pdb_blocked").await;
+    let note = &shown.held.as_ref().unwrap().note;
+    assert_eq!(
+        note,
+        "PodDisruptionBudgets allowing no disruption: relaxed (2 healthy, 2 desired)"
+    );
+    held(&erus, "outlasted", slot, "pdb_blocked").await;
+    // a budget of other pods: the slot runs at once
+    assert!(
+        recorded(&operator, "unrelated", slot, Duration::from_secs(60))
+            .await
+            .fired()
+    );
+    assert_eq!(template_slot(&deployments.get("relaxed").await.unwrap()), None);
+
+    // "outlasted" keeps its budget at zero past its deadline
+    let record = recorded(&operator, "outlasted", slot, Duration::from_secs(60)).await;
+    assert_eq!(
+        (record.result.as_str(), record.reason.as_deref()),
+        ("skipped", Some("pdb_blocked")),
+        "{record:?}"
+    );
+    let note = record.note.clone().unwrap_or_default();
+    assert!(
+        note.starts_with("PodDisruptionBudgets allowing no disruption: outlasted (2 healthy, 2 desired)")
+            && note.contains("held from "),
+        "{note}"
+    );
+    assert_eq!(template_slot(&deployments.get("outlasted").await.unwrap()), None);
+
+    // the budget of "relaxed" allows one disruption: its slot runs, once
+    let relax = Patch::Merge(json!({"spec": {"minAvailable": 1}}));
+    budgets
+        .patch("relaxed", &PatchParams::default(), &relax)
+        .await
+        .unwrap();
+    let record = recorded(&operator, "relaxed", slot, Duration::from_secs(60)).await;
+    assert!(record.fired(), "{record:?}");
+
+    check_one(&client, &ns.name, &operator, ("relaxed", slot, "fired")).await;
+    check_one(&client, &ns.name, &operator, ("outlasted", slot, "pdb_blocked")).await;
+    check_one(&client, &ns.name, &operator, ("unrelated", slot, "fired")).await;
+    let evaluations = operator.get("/metrics").1;
+    assert!(
+        evaluations.contains(r#"eru_gate_evaluations_total{gate="pod_disruption_budgets",result="closed"}"#),
+        "{evaluations}"
+    );
+}
+
+/// `need.minPodAgeSeconds`: while every pod of the target is younger, a due slot is skipped
+/// `not_needed` with the oldest pod named; once one is old enough, the slot runs; the pod the
+/// restart made is young again, so the next slots are not needed either.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_restart_runs_only_once_a_pod_is_older_than_min_pod_age() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "need-age").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let started = |pod: &Pod| eru_operator::runtime::time_of(pod.metadata.creation_timestamp.as_ref()?);
+    let first_pod = pods.list(&Default::default()).await.unwrap().items;
+    let [first_pod] = first_pod.as_slice() else {
+        panic!("one pod: {first_pod:?}")
+    };
+    let born = started(first_pod).unwrap();
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"},
+               "need": {"minPodAgeSeconds": 20}}),
+    )
+    .await
+    .unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    // the first restart: once the first pod is 20 s old
+    let restarted = common::eru::succeeded_after(&operator, "web", born).await;
+    assert!(
+        restarted >= born + Span::seconds(15),
+        "restarted at {restarted}, its pod started at {born}"
+    );
+    let second_pod = wait_for("the restart's pod", Duration::from_secs(30), || async {
+        let list = pods.list(&Default::default()).await.ok()?;
+        (list.items.iter())
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(started)
+            .find(|at| *at > born)
+    })
+    .await;
+    // and the one after it, once that pod is 20 s old
+    let again = common::eru::succeeded_after(&operator, "web", restarted).await;
+    assert!(
+        again >= second_pod + Span::seconds(15),
+        "restarted at {again}, its pod started at {second_pod}"
+    );
+    let settled = settle(&erus, &operator, "web").await;
+
+    // every slot: not_needed while the pods were young, the two restarts, and nothing else but
+    // a slot given up to a rollout in progress
+    let created_at = created(&erus, "web").await;
+    let window = (created_at + Span::seconds(1), settled);
+    let allowed: &[&str] = &["fired", "not_needed", "concurrent_rollout", "superseded"];
+    let expected = Ledger::deployment("web", "web", window, common::ledger::every(5, window.0, window.1))
+        .expect(window.0, window.1, allowed)
+        .require_some(window.0, restarted - Span::seconds(1), "not_needed")
+        .require_some(
+            restarted + Span::seconds(1),
+            again - Span::seconds(1),
+            "not_needed",
+        );
+    let records = check(&client, &ns.name, &operator, &expected).await;
+    for r in records
+        .iter()
+        .filter(|r| r.reason.as_deref() == Some("not_needed"))
+    {
+        let note = r.note.as_deref().unwrap_or_default();
+        assert!(
+            note.starts_with(
+                "every pod of Deployment/web is younger than 20 s (minPodAgeSeconds): the oldest of 1, web-"
+            ),
+            "{r:?}"
+        );
+        // a pod younger than 20 s at the slot's pass: the slot came before its 20th second
+        let pod = if r.slot < restarted { born } else { second_pod };
+        assert!(
+            r.slot < pod + Span::seconds(20),
+            "{r:?} came after the pod's 20th second ({pod})"
+        );
+    }
+    // no slot was skipped while a pod was old enough
+    for r in records.iter().filter(|r| r.fired()) {
+        assert!(r.slot == restarted || r.slot == again, "{r:?}");
+    }
 }
 
 /// A Prometheus server of its own on loopback, killed on drop, evaluating one rule file the test
@@ -513,7 +777,7 @@ async fn the_api_server_refuses_gates_that_cannot_work() {
     };
     let empty = refused(json!({"gates": {}})).await.expect("refused");
     assert!(
-        empty.contains("gates needs blockingPodSelector or alerts"),
+        empty.contains("gates needs blockingPodSelector, alerts or podDisruptionBudgets: true"),
         "{empty}"
     );
     let all = refused(json!({"gates": {"blockingPodSelector": {}}}))
@@ -524,6 +788,22 @@ async fn the_api_server_refuses_gates_that_cannot_work() {
         .await
         .expect("refused");
     assert!(unknown.contains("onUnknown"), "{unknown}");
+    // a budget gate switched off is no gate; a need without a condition is no need
+    let off = refused(json!({"gates": {"podDisruptionBudgets": false}}))
+        .await
+        .expect("refused");
+    assert!(
+        off.contains("gates needs blockingPodSelector, alerts or podDisruptionBudgets: true"),
+        "{off}"
+    );
+    let need = refused(json!({"need": {"onUnknown": "Skip"}}))
+        .await
+        .expect("refused");
+    assert!(need.contains("need needs minPodAgeSeconds"), "{need}");
+    let age = refused(json!({"need": {"minPodAgeSeconds": 0}}))
+        .await
+        .expect("refused");
+    assert!(age.contains("minPodAgeSeconds"), "{age}");
     // an invalid regexp passes the schema: the Eru is Invalid, with why
     let operator = Operator::start(&client, &ns.name, &[]).await;
     create_eru(

@@ -118,6 +118,7 @@ async fn an_eru_install_may_restart_workloads_and_nothing_more() {
         ("patch", "daemonsets.apps"),
         ("watch", "deployments.apps"),
         ("list", "pods"),
+        ("list", "poddisruptionbudgets.policy"),
         ("patch", "erus.mtsre.meitu.com"),
         ("create", "tokenreviews.authentication.k8s.io"),
     ] {

@@ -186,10 +186,44 @@ pub struct EruSpec {
 
     /// Health gates: while one is closed, a due slot is **held** (it waits, unaccounted) and runs
     /// once they all open, if before its starting deadline; else it is recorded skipped with the
-    /// gate's reason (`blocking_pods`, `alert_firing`, `gate_unknown`) and what held it.
+    /// gate's reason (`blocking_pods`, `pdb_blocked`, `alert_firing`, `gate_unknown`) and what held it.
     // boxed: rare, and every cached Eru carries the field
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gates: Option<Box<Gates>>,
+
+    /// Need conditions: restart only when it helps. Asked when a slot is due and its gates are
+    /// open; when they say the restart would not help, the slot is recorded skipped
+    /// `not_needed` with the evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub need: Option<Box<NeedConditions>>,
+}
+
+/// When a scheduled restart is needed (see docs/eru.md, Need conditions).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, kube::KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.minPodAgeSeconds)").message("need needs minPodAgeSeconds"))]
+pub struct NeedConditions {
+    /// Skip the slot (`not_needed`) when every running pod of the target (the pods its pod
+    /// template's labels select) is younger than this: a deploy that replaced them did what the
+    /// restart would. At most 30 days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 2_592_000))]
+    pub min_pod_age_seconds: Option<i64>,
+    /// When the pods cannot be read (the API server did not answer): `Restart` (default) runs the
+    /// slot as if no condition were set; `Skip` records it skipped `need_unknown` with the error.
+    /// An unknown answer is never recorded as `not_needed`.
+    #[serde(default)]
+    pub on_unknown: NeedOnUnknown,
+}
+
+/// What a need condition whose answer is unknown does.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum NeedOnUnknown {
+    /// Restart, as without the condition.
+    #[default]
+    Restart,
+    /// Skip the slot (`need_unknown`).
+    Skip,
 }
 
 /// A label name (`[a-zA-Z_][a-zA-Z0-9_]*`, as Prometheus has them).
@@ -199,8 +233,8 @@ pub const ALERT_LABEL_PATTERN: &str = r"^[a-zA-Z_][a-zA-Z0-9_]*$";
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, kube::KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("has(self.blockingPodSelector) || has(self.alerts)")
-        .message("gates needs blockingPodSelector or alerts"),
+    validation = Rule::new("has(self.blockingPodSelector) || has(self.alerts) || (has(self.podDisruptionBudgets) && self.podDisruptionBudgets)")
+        .message("gates needs blockingPodSelector, alerts or podDisruptionBudgets: true"),
     validation = Rule::new(
         "!has(self.blockingPodSelector) || (has(self.blockingPodSelector.matchLabels) && size(self.blockingPodSelector.matchLabels) > 0) || (has(self.blockingPodSelector.matchExpressions) && size(self.blockingPodSelector.matchExpressions) > 0)"
     )
@@ -216,6 +250,13 @@ pub struct Gates {
     /// cluster-wide gates (the operator's blackouts file) see every alert.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alerts: Option<AlertGate>,
+    /// Hold a due slot while a PodDisruptionBudget of the target's namespace that selects the
+    /// target's pods allows no disruption (`status.disruptionsAllowed` 0). A rolling restart
+    /// does not evict, so the Deployment controller ignores budgets; this gate makes the restart
+    /// wait for one. A budget that never allows a disruption (one replica, `minAvailable: 1`)
+    /// holds every slot until its starting deadline: opt in per Eru.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pod_disruption_budgets: bool,
 }
 
 /// Which firing alerts hold a slot: every alert whose name matches `name` (a regular expression,
@@ -415,7 +456,7 @@ pub struct HeldSlot {
     /// The last pass that found a gate closed.
     pub checked_at: DateTime<Utc>,
     pub deadline: DateTime<Utc>,
-    /// `blocking_pods`, `alert_firing` or `gate_unknown`.
+    /// `blocking_pods`, `pdb_blocked`, `alert_firing` or `gate_unknown`.
     pub reason: String,
     /// What holds it: the pods, the alerts, or the error asking Prometheus.
     pub note: String,

@@ -1,5 +1,7 @@
-//! Health gates, the shell: whether a due slot may start. Two gates, asked only when a slot may
+//! Health gates, the shell: whether a due slot may start. Three gates, asked only when a slot may
 //! be due (see [`super::pass::observe`]):
+//! - **PodDisruptionBudgets** (opt in): the budgets of the target's namespace whose selector
+//!   matches the target's pod template labels, closed while one allows no disruption;
 //! - **blocking pods**: pods matching an Eru's `gates.blockingPodSelector` in its namespace that
 //!   have not finished (phase not `Succeeded`/`Failed`), listed from the API server;
 //! - **alerts**: Prometheus's `/api/v1/alerts` (alerts the rules evaluate now, `firing` ones
@@ -19,19 +21,27 @@ use std::{
     time::{Duration as StdDuration, Instant},
 };
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, Client, api::ListParams, core::Selector};
+use k8s_openapi::api::{core::v1::Pod, policy::v1::PodDisruptionBudget};
+use kube::{
+    Api, Client,
+    api::ListParams,
+    core::{Selector, SelectorExt},
+};
 use prometheus::IntCounterVec;
 use regex::Regex;
 use serde::Deserialize;
 
 use super::{
-    AlertGate, Gates, OnUnknown,
-    core::hold::{self, Answer},
+    AlertGate, Gates, NeedConditions, NeedOnUnknown, OnUnknown, TargetKind,
+    core::{
+        hold::{self, Answer},
+        need::{self, Need},
+    },
 };
 use strum::VariantArray;
 
 use crate::metrics::{Metrics, register};
+use crate::runtime::time_of;
 use crate::vocab::{GateKind, Reason};
 
 /// Pods or alerts a note names at most.
@@ -82,6 +92,9 @@ struct AlertsData {
 type Cached<T> = (Instant, Result<T, String>);
 /// (namespace, or empty for every namespace; selector) → the unfinished pods it matched.
 type PodAnswers = HashMap<(String, String), Cached<Vec<String>>>;
+/// (namespace, target kind, name) → the PodDisruptionBudgets selecting its pods that allow no
+/// disruption now, as a note names them.
+type BudgetAnswers = HashMap<(String, TargetKind, String), Cached<Vec<String>>>;
 
 /// Asks the gates, through a short-lived cache.
 pub struct Gatekeeper {
@@ -91,6 +104,7 @@ pub struct Gatekeeper {
     options: GateOptions,
     agent: Option<ureq::Agent>,
     pods: Mutex<PodAnswers>,
+    budgets: Mutex<BudgetAnswers>,
     /// The firing alerts; an async lock so concurrent passes wait for one request.
     alerts: tokio::sync::Mutex<Option<Cached<Arc<Vec<Alert>>>>>,
     /// `eru_gate_evaluations_total{gate, result}`: one per gate asked for a due slot.
@@ -122,6 +136,7 @@ impl Gatekeeper {
             options,
             agent,
             pods: Mutex::default(),
+            budgets: Mutex::default(),
             alerts: tokio::sync::Mutex::new(None),
             evaluations,
         }
@@ -137,7 +152,7 @@ impl Gatekeeper {
     pub async fn check(
         &self,
         namespace: &str,
-        target: &str,
+        (kind, target): (TargetKind, &str),
         own: Option<&Gates>,
         cluster: Option<&Gates>,
     ) -> Answer {
@@ -149,29 +164,21 @@ impl Gatekeeper {
         ];
         for (gates, pods_in) in scopes {
             let Some(gates) = gates else { continue };
-            if let Some(selector) = &gates.blocking_pod_selector {
-                let scope = pods_in.or(self.watched.as_deref());
-                let answer = self.blocking_pods(scope, selector).await;
-                self.count(
-                    GateKind::BlockingPods,
-                    answer.as_ref().map(|pods| !pods.is_empty()),
-                );
+            // a closed gate answers at once; an unknown one only if none is closed
+            let pods = match &gates.blocking_pod_selector {
+                Some(selector) => self.pod_gate(selector, pods_in).await,
+                None => Ok(None),
+            };
+            let budgets = match gates.pod_disruption_budgets && !matches!(pods, Ok(Some(_))) {
+                true => (self.budget_gate(namespace, (kind, target), pods_in.is_none())).await,
+                false => Ok(None),
+            };
+            for answer in [pods, budgets] {
                 match answer {
-                    Ok(pods) if pods.is_empty() => {}
-                    Ok(pods) => {
-                        let place = match (pods_in, scope) {
-                            (Some(_), Some(ns)) => format!("in {ns}"),
-                            (None, Some(ns)) => format!("in {ns} (cluster-wide gate)"),
-                            (_, None) => "in the cluster (cluster-wide gate)".to_string(),
-                        };
-                        return Answer::Closed {
-                            reason: Reason::BlockingPods,
-                            note: format!("blocking pods running {place}: {}", some_of(&pods, NAMED)),
-                        };
-                    }
-                    // the API server did not answer: hold (a pod gate has no proceed option)
+                    Ok(Some(closed)) => return closed,
+                    Ok(None) => {}
                     Err(error) => {
-                        unknown.get_or_insert(format!("listing blocking pods failed: {error}"));
+                        unknown.get_or_insert(error);
                     }
                 }
             }
@@ -208,6 +215,62 @@ impl Gatekeeper {
             },
             None => Answer::Open,
         }
+    }
+
+    /// The blocking-pod gate of `selector`, in `pods_in` (a cluster-wide gate: `None`, the
+    /// namespaces the operator watches): closed with the pods named, open (`None`), or unknown
+    /// (the API server did not answer: a pod gate has no proceed option).
+    async fn pod_gate(
+        &self,
+        selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+        pods_in: Option<&str>,
+    ) -> Result<Option<Answer>, String> {
+        let scope = pods_in.or(self.watched.as_deref());
+        let answer = self.blocking_pods(scope, selector).await;
+        self.count(
+            GateKind::BlockingPods,
+            answer.as_ref().map(|pods| !pods.is_empty()),
+        );
+        let pods = answer.map_err(|error| format!("listing blocking pods failed: {error}"))?;
+        if pods.is_empty() {
+            return Ok(None);
+        }
+        let place = match (pods_in, scope) {
+            (Some(_), Some(ns)) => format!("in {ns}"),
+            (None, Some(ns)) => format!("in {ns} (cluster-wide gate)"),
+            (_, None) => "in the cluster (cluster-wide gate)".to_string(),
+        };
+        Ok(Some(Answer::Closed {
+            reason: Reason::BlockingPods,
+            note: format!("blocking pods running {place}: {}", some_of(&pods, NAMED)),
+        }))
+    }
+
+    /// The PodDisruptionBudget gate of the target (`kind`, `name`) in `namespace`: closed with
+    /// the budgets at zero named, open (`None`), or unknown.
+    async fn budget_gate(
+        &self,
+        namespace: &str,
+        (kind, name): (TargetKind, &str),
+        cluster_wide: bool,
+    ) -> Result<Option<Answer>, String> {
+        let answer = self.budgets_at_zero(namespace, kind, name).await;
+        self.count(
+            GateKind::PodDisruptionBudgets,
+            answer.as_ref().map(|b| !b.is_empty()),
+        );
+        let budgets = answer.map_err(|error| format!("reading PodDisruptionBudgets failed: {error}"))?;
+        if budgets.is_empty() {
+            return Ok(None);
+        }
+        let scope = if cluster_wide { " (cluster-wide gate)" } else { "" };
+        Ok(Some(Answer::Closed {
+            reason: Reason::PdbBlocked,
+            note: format!(
+                "PodDisruptionBudgets allowing no disruption{scope}: {}",
+                some_of(&budgets, NAMED)
+            ),
+        }))
     }
 
     /// Counts one evaluation of `gate`: closed, open, or unknown.
@@ -258,6 +321,150 @@ impl Gatekeeper {
         cache.retain(|_, (at, _)| at.elapsed() < self.options.cache_ttl);
         cache.insert(key, (Instant::now(), answer.clone()));
         answer
+    }
+
+    /// The PodDisruptionBudgets of `namespace` selecting the pods of the target (`kind`, `name`:
+    /// its pod template's labels) that allow no disruption now, each as `name (H healthy, D
+    /// desired)`. A budget its controller has not counted since its last change is an unknown
+    /// answer, not an open one.
+    async fn budgets_at_zero(
+        &self,
+        namespace: &str,
+        kind: TargetKind,
+        name: &str,
+    ) -> Result<Vec<String>, String> {
+        let key = (namespace.to_string(), kind, name.to_string());
+        if let Some((at, answer)) = self.budgets.lock().expect("gate cache").get(&key)
+            && at.elapsed() < self.options.cache_ttl
+        {
+            return answer.clone();
+        }
+        let answer = self.read_budgets(namespace, kind, name).await;
+        let mut cache = self.budgets.lock().expect("gate cache");
+        cache.retain(|_, (at, _)| at.elapsed() < self.options.cache_ttl);
+        cache.insert(key, (Instant::now(), answer.clone()));
+        answer
+    }
+
+    async fn read_budgets(
+        &self,
+        namespace: &str,
+        kind: TargetKind,
+        name: &str,
+    ) -> Result<Vec<String>, String> {
+        let labels = self.template_labels(namespace, kind, name).await?;
+        let api: Api<PodDisruptionBudget> = Api::namespaced(self.client.clone(), namespace);
+        let budgets = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut at_zero = Vec::new();
+        for budget in budgets.items {
+            let Some(selector) = budget.spec.as_ref().and_then(|s| s.selector.clone()) else {
+                continue; // a budget without a selector selects no pod
+            };
+            let selector = Selector::try_from(selector).map_err(|e| e.to_string())?;
+            if !selector.matches(&labels) {
+                continue;
+            }
+            let budget_name = budget.metadata.name.clone().unwrap_or_default();
+            let status = budget.status.as_ref();
+            let counted =
+                status.and_then(|s| s.observed_generation) >= budget.metadata.generation && status.is_some();
+            let Some(status) = status.filter(|_| counted) else {
+                return Err(format!("PodDisruptionBudget {budget_name} is not counted yet"));
+            };
+            if status.disruptions_allowed.unwrap_or(0) <= 0 {
+                at_zero.push(format!(
+                    "{budget_name} ({} healthy, {} desired)",
+                    status.current_healthy.unwrap_or(0),
+                    status.desired_healthy.unwrap_or(0)
+                ));
+            }
+        }
+        at_zero.sort();
+        Ok(at_zero)
+    }
+
+    /// The need conditions' answer for the target (`kind`, `name`) of an Eru in `namespace` at
+    /// `now`: `minPodAgeSeconds` against its running pods' start times.
+    pub async fn need(
+        &self,
+        namespace: &str,
+        (kind, name): (TargetKind, &str),
+        conditions: &NeedConditions,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Need {
+        let Some(seconds) = conditions.min_pod_age_seconds else {
+            return Need::Needed;
+        };
+        let target = format!("{kind:?}/{name}");
+        match self.pod_starts(namespace, kind, name).await {
+            Ok(pods) => need::by_pod_age(&pods, chrono::Duration::seconds(seconds), now, &target),
+            Err(error) => {
+                let note = format!("reading the pods of {target} failed: {error}");
+                match conditions.on_unknown {
+                    NeedOnUnknown::Skip => Need::Unknown(note),
+                    NeedOnUnknown::Restart => {
+                        tracing::warn!(namespace, %target, %note, "need condition unknown; onUnknown: Restart restarts");
+                        Need::Needed
+                    }
+                }
+            }
+        }
+    }
+
+    /// The running pods of the target (`kind`, `name`) in `namespace` (those its pod template's
+    /// labels select, not finished, not being deleted) and when each was created.
+    async fn pod_starts(
+        &self,
+        namespace: &str,
+        kind: TargetKind,
+        name: &str,
+    ) -> Result<Vec<(String, chrono::DateTime<chrono::Utc>)>, String> {
+        let labels = self.template_labels(namespace, kind, name).await?;
+        if labels.is_empty() {
+            return Err(format!(
+                "the pod template of {kind:?}/{name} has no labels to find its pods by"
+            ));
+        }
+        let selector: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let params = ListParams::default()
+            .labels(&selector.join(","))
+            .fields("status.phase!=Succeeded,status.phase!=Failed");
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pods = api.list_metadata(&params).await.map_err(|e| e.to_string())?;
+        Ok((pods.items.into_iter())
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| {
+                Some((
+                    p.metadata.name?,
+                    time_of(p.metadata.creation_timestamp.as_ref()?)?,
+                ))
+            })
+            .collect())
+    }
+
+    /// The pod template's labels of the workload `kind`/`name` in `namespace` (what a budget's
+    /// selector is matched against: the labels its pods carry).
+    async fn template_labels(
+        &self,
+        namespace: &str,
+        kind: TargetKind,
+        name: &str,
+    ) -> Result<std::collections::BTreeMap<String, String>, String> {
+        use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+        let client = self.client.clone();
+        let template = match kind {
+            TargetKind::Deployment => (Api::<Deployment>::namespaced(client, namespace).get(name).await)
+                .map(|d| d.spec.map(|s| s.template)),
+            TargetKind::StatefulSet => (Api::<StatefulSet>::namespaced(client, namespace).get(name).await)
+                .map(|d| d.spec.map(|s| s.template)),
+            TargetKind::DaemonSet => (Api::<DaemonSet>::namespaced(client, namespace).get(name).await)
+                .map(|d| d.spec.map(|s| s.template)),
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(template.and_then(|t| t.metadata?.labels).unwrap_or_default())
     }
 
     /// The names of the firing alerts `gate` matches for an Eru in `namespace` targeting
@@ -404,8 +611,8 @@ pub fn alert_name(pattern: &str) -> Result<regex::Regex, String> {
 /// What the API server's schema cannot check of `gates` (its regexp), and, for the operator's
 /// file (which no schema checks), what it does check: at least one gate, no empty selector.
 pub fn check_gates(gates: &Gates) -> Result<(), String> {
-    if gates.blocking_pod_selector.is_none() && gates.alerts.is_none() {
-        return Err("gates needs blockingPodSelector or alerts".into());
+    if gates.blocking_pod_selector.is_none() && gates.alerts.is_none() && !gates.pod_disruption_budgets {
+        return Err("gates needs blockingPodSelector, alerts or podDisruptionBudgets: true".into());
     }
     if let Some(selector) = &gates.blocking_pod_selector {
         let labels = selector.match_labels.as_ref().is_some_and(|l| !l.is_empty());

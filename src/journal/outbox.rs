@@ -93,9 +93,9 @@ impl Journal {
         Ok(())
     }
 
-    /// The oldest pending notifications beyond the newest `cap` (id and sink): what a full outbox
-    /// drops.
-    pub async fn notices_over(&self, cap: u32) -> Result<Vec<(i64, String)>> {
+    /// How many notifications are pending, and the oldest of them beyond the newest `cap` (id and
+    /// sink): what a full outbox drops.
+    pub async fn notices_over(&self, cap: u32) -> Result<(i64, Vec<(i64, String)>)> {
         let pending: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT count(*) FROM notifications WHERE {PENDING}"
         )))
@@ -103,7 +103,7 @@ impl Journal {
         .await?;
         let over = pending - i64::from(cap);
         if over <= 0 {
-            return Ok(Vec::new());
+            return Ok((pending, Vec::new()));
         }
         let rows: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT id, sink FROM notifications WHERE {PENDING} ORDER BY id LIMIT $1"
@@ -111,7 +111,7 @@ impl Journal {
         .bind(over)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows)
+        Ok((pending, rows))
     }
 
     /// Deletes at most `batch` settled notifications settled before `cutoff`; returns how many.

@@ -95,6 +95,8 @@ pub enum NoticeOf {
     Slot(DateTime<Utc>),
     /// The end of the restart of this slot.
     Finished(DateTime<Utc>),
+    /// This slot, held by a health gate (no record: written once per sink, by its key).
+    Held(DateTime<Utc>),
 }
 
 /// A notification for the outbox: one event for one sink.
@@ -116,7 +118,7 @@ impl NewNotice {
     /// The slot the notice is about.
     pub fn slot(&self) -> DateTime<Utc> {
         match self.of {
-            NoticeOf::Slot(slot) | NoticeOf::Finished(slot) => slot,
+            NoticeOf::Slot(slot) | NoticeOf::Finished(slot) | NoticeOf::Held(slot) => slot,
         }
     }
 

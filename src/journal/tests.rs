@@ -1311,9 +1311,24 @@ async fn notifications_are_written_with_their_new_record_and_settled_once(journa
     let due = pending(&journal, "a").await;
     assert_eq!(due.len(), 1, "{due:?}");
     assert_eq!(due[0].key, "ns/web/2026-11-22T03:00:00.000Z/restart_failed");
+    // a hold: no record, written once per sink by its key, however many passes find it
+    let held = Entry {
+        notices: vec![notice("a", NoticeOf::Held(at(8)), SlotHeld)],
+        ..Entry::default()
+    };
+    journal.append(&held).await.unwrap();
+    journal.append(&held).await.unwrap();
+    let keys: Vec<String> = pending(&journal, "a").await.into_iter().map(|n| n.key).collect();
+    assert_eq!(
+        keys,
+        [
+            "ns/web/2026-11-22T03:00:00.000Z/restart_failed",
+            "ns/web/2026-11-22T03:08:00.000Z/slot_held"
+        ]
+    );
     // settled rows go once older than the cutoff; pending ones stay
     assert_eq!(journal.prune_notices(at(10), 100).await.unwrap(), 2);
-    assert_eq!(journal.outbox_facts(None).await.unwrap().pending, 1);
+    assert_eq!(journal.outbox_facts(None).await.unwrap().pending, 2);
 }
 
 async fn a_full_outbox_gives_up_its_oldest(journal: Journal) {
@@ -1326,8 +1341,9 @@ async fn a_full_outbox_gives_up_its_oldest(journal: Journal) {
             .push(notice("a", NoticeOf::Slot(at(minute)), SlotSkipped));
     }
     journal.append(&e).await.unwrap();
-    assert!(journal.notices_over(5).await.unwrap().is_empty());
-    let over = journal.notices_over(3).await.unwrap();
+    assert_eq!(journal.notices_over(5).await.unwrap(), (5, vec![]));
+    let (count, over) = journal.notices_over(3).await.unwrap();
+    assert_eq!(count, 5);
     let due = pending(&journal, "a").await;
     assert_eq!(
         over,

@@ -127,6 +127,9 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
     restarts_on(conn, entry, &mut done, &mut deltas).await?;
     finished_on(conn, entry, &mut done, &mut deltas).await?;
     slots_on(conn, entry, &mut done, &mut deltas).await?;
+    for n in entry.notices.iter().filter(|n| matches!(n.of, NoticeOf::Held(_))) {
+        notice_on(conn, n).await?;
+    }
     for (object, through) in &entry.advances {
         let delta = deltas.keyed(object);
         delta.through = later(delta.through, *through);
@@ -348,29 +351,35 @@ async fn slots_on(
 }
 
 /// The entry's notifications of the record `of` of the Eru `uid`, which was just added: into the
-/// outbox, in the record's transaction (a notification already there, by sink and key, stays).
+/// outbox, in the record's transaction.
 async fn notices_on(conn: &mut sqlx::AnyConnection, entry: &Entry, uid: &str, of: NoticeOf) -> Result<()> {
     for n in entry.notices.iter().filter(|n| n.object.uid == uid && n.of == of) {
-        sqlx::query(
-            "INSERT INTO notifications (sink, key, uid, namespace, name, event, slot, last_slot, slot_count,
-               reason, note, created_at, next_attempt_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) ON CONFLICT (sink, key) DO NOTHING",
-        )
-        .bind(&n.sink)
-        .bind(n.key())
-        .bind(uid)
-        .bind(&n.object.namespace)
-        .bind(&n.object.name)
-        .bind(n.event)
-        .bind(ts(n.slot()))
-        .bind(ts(n.last_slot))
-        .bind(n.slot_count)
-        .bind(n.reason.as_deref().map(free_text))
-        .bind(n.note.as_deref().map(free_text))
-        .bind(ts(n.created_at))
-        .execute(&mut *conn)
-        .await?;
+        notice_on(conn, n).await?;
     }
+    Ok(())
+}
+
+/// One notification into the outbox (one already there, by sink and key, stays as it is).
+async fn notice_on(conn: &mut sqlx::AnyConnection, n: &NewNotice) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO notifications (sink, key, uid, namespace, name, event, slot, last_slot, slot_count,
+           reason, note, created_at, next_attempt_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) ON CONFLICT (sink, key) DO NOTHING",
+    )
+    .bind(&n.sink)
+    .bind(n.key())
+    .bind(&n.object.uid)
+    .bind(&n.object.namespace)
+    .bind(&n.object.name)
+    .bind(n.event)
+    .bind(ts(n.slot()))
+    .bind(ts(n.last_slot))
+    .bind(n.slot_count)
+    .bind(n.reason.as_deref().map(free_text))
+    .bind(n.note.as_deref().map(free_text))
+    .bind(ts(n.created_at))
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 

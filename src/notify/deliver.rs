@@ -146,7 +146,8 @@ impl Delivery {
         now: DateTime<Utc>,
         last_prune: &mut Option<DateTime<Utc>>,
     ) -> crate::Result<bool> {
-        let over = self.journal.notices_over(self.outbox_max).await?;
+        let (pending, over) = self.journal.notices_over(self.outbox_max).await?;
+        self.metrics.pending.set(pending - over.len() as i64);
         for (sink, ids) in by_sink(over.into_iter()) {
             self.drop_rows(&sink, &ids, now, Dropped::OutboxFull).await?;
         }
@@ -171,9 +172,6 @@ impl Delivery {
                 self.send(agent, &sink, &kept, now).await?;
             }
         }
-        self.metrics
-            .pending
-            .set(self.journal.outbox_facts(None).await?.pending);
         if last_prune.is_none_or(|at| now - at > chrono::Duration::minutes(10)) {
             *last_prune = Some(now);
             let pruned = self.journal.prune_notices(now - max_age, 1000).await?;

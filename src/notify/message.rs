@@ -58,6 +58,7 @@ fn line(rows: &[&NoticeRow]) -> String {
         NoticeEvent::RestartAbandoned => "restart abandoned",
         NoticeEvent::SlotMissed => SlotResult::Missed.as_str(),
         NoticeEvent::SlotSkipped => SlotResult::Skipped.as_str(),
+        NoticeEvent::SlotHeld => "held by a health gate",
     };
     let count: i64 = rows.iter().map(|r| r.slot_count).sum();
     let slots = if count > 1 {

@@ -1,7 +1,7 @@
 use chrono::{TimeZone, Utc};
 
 use super::*;
-use crate::eru::core::ledger::SlotRecord;
+use crate::eru::core::{hold::Held, ledger::SlotRecord};
 
 fn object(namespace: &str) -> ObjectKey {
     ObjectKey {
@@ -62,7 +62,7 @@ fn a_file_is_read_and_its_routes_pick_events_once_per_sink() {
         },
     ];
     let labels = BTreeMap::from([("team".to_string(), "payments".to_string())]);
-    let notices = notifier.notices(&object("prod"), Some(&labels), &records, slot);
+    let notices = notifier.notices(&object("prod"), Some(&labels), (&records, None), slot);
     let got: Vec<(String, String, String)> = notices
         .iter()
         .map(|n| (n.sink.clone(), n.key(), n.reason.clone().unwrap_or_default()))
@@ -102,7 +102,7 @@ fn a_file_is_read_and_its_routes_pick_events_once_per_sink() {
         (3, slot + chrono::Duration::hours(2))
     );
     // another namespace: the on-call route does not pick it; the catch-all route does
-    let elsewhere = notifier.notices(&object("dev"), None, &records, slot);
+    let elsewhere = notifier.notices(&object("dev"), None, (&records, None), slot);
     assert!(elsewhere.iter().all(|n| n.sink == "audit"), "{elsewhere:?}");
     assert_eq!(elsewhere.len(), 3);
 }
@@ -119,13 +119,15 @@ fn a_selector_route_needs_the_erus_labels() {
         "Deployment/web",
     )])];
     assert!(
-        notifier.notices(&object("prod"), None, &records, slot).is_empty(),
+        notifier
+            .notices(&object("prod"), None, (&records, None), slot)
+            .is_empty(),
         "deleted: no labels"
     );
     let labels = BTreeMap::from([("team".to_string(), "x".to_string())]);
     assert_eq!(
         notifier
-            .notices(&object("prod"), Some(&labels), &records, slot)
+            .notices(&object("prod"), Some(&labels), (&records, None), slot)
             .len(),
         1
     );
@@ -151,7 +153,11 @@ fn fired_slots_and_dry_runs_are_not_events() {
             reason: None,
         },
     ];
-    assert!(notifier.notices(&object("prod"), None, &records, slot).is_empty());
+    assert!(
+        notifier
+            .notices(&object("prod"), None, (&records, None), slot)
+            .is_empty()
+    );
 }
 
 #[test]
@@ -218,4 +224,46 @@ fn the_backoff_doubles_to_five_minutes() {
     assert_eq!(seconds, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
     assert_eq!(deliver::backoff(i64::MAX, max).num_seconds(), 300);
     assert_eq!(deliver::backoff(-1, max).num_seconds(), 1);
+}
+
+#[test]
+fn a_hold_is_sent_once_it_lasted_as_long_as_a_route_asks() {
+    let file = "sinks: [{name: a, type: webhook, url: 'http://r/x'}, {name: b, type: webhook, url: 'http://r/y'}]\n\
+                routes: [{sink: a, heldLongerThan: 10m}, {sink: b, events: [slot_held], reasons: [alert_firing]}]";
+    let notifier = Notifier::parse(file).unwrap();
+    let slot = Utc.with_ymd_and_hms(2026, 11, 27, 3, 0, 0).unwrap();
+    let held = Held::new(
+        slot,
+        slot + chrono::Duration::hours(1),
+        slot,
+        (Reason::BlockingPods, "backup-1 runs"),
+        None,
+    );
+    let at = |minutes| slot + chrono::Duration::minutes(minutes);
+    let sinks = |minutes| -> Vec<String> {
+        (notifier
+            .notices(&object("prod"), None, (&[], Some(&held)), at(minutes))
+            .into_iter())
+        .map(|n| n.sink)
+        .collect()
+    };
+    assert!(sinks(9).is_empty());
+    assert_eq!(
+        sinks(10),
+        ["a"],
+        "b's default is 30 minutes, and it wants alert_firing only"
+    );
+    assert_eq!(sinks(31), ["a"]);
+    let notice = &notifier.notices(&object("prod"), None, (&[], Some(&held)), at(12))[0];
+    assert_eq!(notice.key(), "prod/web/2026-11-27T03:00:00.000Z/slot_held");
+    assert_eq!(notice.reason.as_deref(), Some("blocking_pods"));
+    assert_eq!(
+        notice.note.as_deref(),
+        Some("held since 2026-11-27T03:00:00Z: backup-1 runs")
+    );
+    let error = Notifier::parse(
+        "sinks: [{name: a, type: webhook, url: 'http://r/x'}]\nroutes: [{sink: a, heldLongerThan: 30d}]",
+    )
+    .unwrap_err();
+    assert!(error.contains("heldLongerThan"), "{error}");
 }

@@ -132,6 +132,7 @@ pub fn desired<K: Workload>(workload: &K, name: &str, default_schedule: &str) ->
         blackouts: Vec::new(),
         dry_run: false,
         gates: None,
+        need: None,
     };
     let mut eru = Eru::new(name, spec);
     eru.metadata = ObjectMeta {

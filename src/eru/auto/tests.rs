@@ -260,6 +260,7 @@ fn a_user_made_eru_is_never_overwritten_or_deleted() {
         blackouts: Vec::new(),
         dry_run: false,
         gates: None,
+        need: None,
     };
     let user_made = Eru::new("web", spec);
     let d = deployment(json!({AUTO_ANNOTATION: "true"}));

@@ -18,7 +18,7 @@ pub enum Answer {
     /// Every gate is open (or the Eru has none, or no slot was due).
     #[default]
     Open,
-    /// A gate holds the slot: `blocking_pods`, `alert_firing` or `gate_unknown`, and what holds it
+    /// A gate holds the slot: `blocking_pods`, `pdb_blocked`, `alert_firing` or `gate_unknown`, and what holds it
     /// (the pods, the alerts, the error asking Prometheus).
     Closed { reason: Reason, note: String },
 }

@@ -364,6 +364,14 @@ fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue, superseding: bo
         )));
         return Handled;
     }
+    if slots.gate.reason().is_none()
+        && let Some((reason, note)) = slots.need.skip()
+    {
+        // after every other reason: the gates open, a need condition says it would not help
+        let record = SlotRecord::one(due.slot, reason, None, &due.target).noted(note.to_string());
+        context.record(EruRecord::Slots(vec![record]));
+        return Handled;
+    }
     match slots.gate.reason() {
         None if due.dry_run => {
             context.record(EruRecord::DryRun {

@@ -63,6 +63,8 @@ pub struct SlotsDue {
     pub health: Answer,
     /// The hold of an earlier pass, if a gate held a slot (its start is kept for the same slot).
     pub earlier_hold: Option<Held>,
+    /// What the need conditions answered (asked only when a slot may be due); boxed, as rare.
+    pub need: Box<super::need::Need>,
     /// When this pass observed.
     pub now: DateTime<Utc>,
 }

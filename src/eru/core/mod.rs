@@ -7,7 +7,7 @@
 //! - [`schedule`] and [`hash`]: cron schedules with time zones and `H`, and the stable hashes;
 //! - [`blackout`]: blackout windows; [`target`]: a workload's gate and rollout verdict;
 //! - [`ledger`]: the slot ledger (every slot due, or recorded with its reason);
-//! - [`hold`]: slots a health gate holds;
+//! - [`hold`]: slots a health gate holds; [`need`]: whether a due slot's restart would help;
 //! - [`messages`]: what the state machine hears (events) and says (records, actions);
 //! - [`machine`]: the Eru's statig state machine;
 //! - [`observed`]: what a pass decides from; [`plan`]: one pass's plan.
@@ -22,6 +22,7 @@ pub mod hold;
 pub mod ledger;
 pub mod machine;
 pub mod messages;
+pub mod need;
 pub mod observed;
 pub mod plan;
 pub mod schedule;

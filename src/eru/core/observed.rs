@@ -133,6 +133,8 @@ pub struct Operator {
     pub held: Option<Held>,
     /// How soon a held slot's gates are asked again (zero: the default).
     pub gate_poll: chrono::Duration,
+    /// What the need conditions answered (asked only when a slot may be due).
+    pub need: super::need::Need,
 }
 
 impl Observed {

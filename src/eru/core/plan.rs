@@ -345,6 +345,7 @@ impl Plan {
             journal_outages: o.journal.outages.clone(),
             health: o.operator.gate.clone(),
             earlier_hold: o.operator.held.clone(),
+            need: Box::new(o.operator.need.clone()),
             now,
         });
         feed(&mut self.state, &mut self.decision, &slots);

@@ -11,8 +11,9 @@ use super::context::EruContext;
 use crate::eru::{
     CachedEru, Eru, KIND,
     core::{
+        hold::Held,
         ledger::{Reason, SlotRecord},
-        messages::{EruDecision, EruRecord},
+        messages::{EruAction, EruDecision, EruRecord},
     },
 };
 use crate::vocab::Outcome;
@@ -39,14 +40,12 @@ pub async fn commit(
     let object = object_key(KIND, eru);
     let mut entry = entry(&object, &decision.records, now);
     let labels = eru.metadata.labels.clone().unwrap_or_default();
-    notices(
-        context,
-        &mut entry,
-        &object,
-        Some(&labels),
-        &decision.records,
-        now,
-    );
+    let held = decision.actions.iter().find_map(|a| match a {
+        EruAction::Hold(held) => Some(held),
+        _ => None,
+    });
+    let of = (decision.records.as_slice(), held);
+    notices(context, &mut entry, &object, Some(&labels), of, now);
     let appended = ctx.journal(KIND, eru, &decision.transitions, entry).await?;
     if appended.records() > 0 {
         wake_delivery(context);
@@ -66,7 +65,7 @@ pub async fn commit_records(
     now: DateTime<Utc>,
 ) -> Result<Appended> {
     let mut entry = entry(object, records, now);
-    notices(context, &mut entry, object, None, records, now);
+    notices(context, &mut entry, object, None, (records, None), now);
     let appended = context.ctx.append(&entry).await?;
     if appended.records() > 0 {
         wake_delivery(context);
@@ -91,11 +90,11 @@ fn notices(
     entry: &mut Entry,
     object: &ObjectKey,
     labels: Option<&std::collections::BTreeMap<String, String>>,
-    records: &[EruRecord],
+    of: (&[EruRecord], Option<&Held>),
     now: DateTime<Utc>,
 ) {
     if let Some(n) = &context.options.notifications {
-        entry.notices = n.notifier.notices(object, labels, records, now);
+        entry.notices = n.notifier.notices(object, labels, of, now);
     }
 }
 

@@ -14,6 +14,7 @@ use crate::eru::{
         hold::{self, Answer, Held},
         ledger::{Epoch, EpochSpec, Window},
         messages::{Remembered, Restart},
+        need::Need,
         schedule::{Schedule, eru_seed},
     },
     gates::check_gates,
@@ -281,20 +282,21 @@ async fn operator(
             .and_then(|s| s.held.as_ref())
             .and_then(held_from_status)
     });
-    // the Eru's own gates and the operator's cluster-wide ones (--blackouts-file)
+    // the Eru's own gates and the operator's cluster-wide ones (--blackouts-file), then its need
+    // conditions once the gates are open: asked only when a slot may be due
     let cluster_gates = context.options.blackouts.gates();
-    let gated = eru.spec.gates.is_some() || cluster_gates.is_some();
-    let gate = if gated && may_be_due(&cluster.schedule, &journal.epochs, &cluster.h_key, since, now) {
-        (context.gatekeeper)
-            .check(
-                &eru.namespace().unwrap_or_default(),
-                &eru.spec.target.name,
-                eru.spec.gates.as_deref(),
-                cluster_gates.as_deref(),
-            )
-            .await
-    } else {
-        Answer::Open
+    let asks = eru.spec.gates.is_some() || cluster_gates.is_some() || eru.spec.need.is_some();
+    let due = asks && may_be_due(&cluster.schedule, &journal.epochs, &cluster.h_key, since, now);
+    let namespace = eru.namespace().unwrap_or_default();
+    let target = (eru.spec.target.kind, eru.spec.target.name.as_str());
+    let (own_gates, gatekeeper) = (eru.spec.gates.as_deref(), &context.gatekeeper);
+    let gate = match due && (own_gates.is_some() || cluster_gates.is_some()) {
+        true => (gatekeeper.check(&namespace, target, own_gates, cluster_gates.as_deref())).await,
+        false => Answer::Open,
+    };
+    let need = match eru.spec.need.as_deref() {
+        Some(need) if due && gate == Answer::Open => gatekeeper.need(&namespace, target, need, now).await,
+        _ => Need::Needed,
     };
     Operator {
         cluster_blackouts: context.options.blackouts.current(),
@@ -302,6 +304,7 @@ async fn operator(
         queued: context.fleet.waiting(&cluster.uid),
         gate,
         held,
+        need,
         gate_poll: chrono::Duration::from_std(context.options.gates.poll)
             .unwrap_or_else(|_| chrono::Duration::seconds(hold::DEFAULT_POLL_SECONDS)),
     }

@@ -128,7 +128,7 @@ pub struct HeldNow {
     /// Its starting deadline.
     #[schema(value_type = String, format = DateTime)]
     pub deadline: Ts,
-    /// `blocking_pods`, `alert_firing` or `gate_unknown`.
+    /// `blocking_pods`, `pdb_blocked`, `alert_firing` or `gate_unknown`.
     pub reason: Reason,
     /// What holds it: the pods, the alerts, or the error asking Prometheus.
     pub note: String,

@@ -57,6 +57,7 @@ fn slots(slot: DateTime<Utc>, gate: Gate) -> SlotsDue {
         journal_outages: Vec::new(),
         health: crate::eru::core::hold::Answer::Open,
         earlier_hold: None,
+        need: Default::default(),
         now: slot,
     }
 }
@@ -671,4 +672,70 @@ fn without_a_place_the_due_slot_waits_unaccounted() {
         "only the question"
     );
     assert!(decision.transitions.is_empty(), "it never left Waiting");
+}
+
+/// A need condition is asked last: a slot it says is not needed is skipped with its evidence
+/// (a dry run too), never patched; a closed target gate or a health gate's hold comes first; an
+/// unknown answer with `onUnknown: Skip` is `need_unknown`, never `not_needed`.
+#[test]
+fn a_slot_not_needed_is_skipped_with_the_evidence_after_every_other_reason() {
+    use crate::eru::core::{hold::Answer, need::Need};
+    let evidence = "every pod of Deployment/web is younger than 3600 s (minPodAgeSeconds): …";
+    let with = |gate: Gate, need: Need| {
+        let mut slots = slots(t(1), gate);
+        slots.need = Box::new(need);
+        EruEvent::SlotsDue(slots)
+    };
+    let not_needed = || Need::NotNeeded(evidence.into());
+    let (state, decision) = dispatch(EruMachine, State::Waiting {}, &with(Gate::Open, not_needed()));
+    assert_eq!(state, State::Waiting {});
+    assert!(decision.actions.is_empty(), "no place asked, nothing patched");
+    assert_eq!(
+        decision.records,
+        vec![EruRecord::Slots(vec![
+            skipped(t(1), Reason::NotNeeded).noted(evidence)
+        ])]
+    );
+    let (_, decision) = dispatch(
+        EruMachine,
+        State::Waiting {},
+        &with(Gate::Open, Need::Unknown("reading the pods failed".into())),
+    );
+    assert_eq!(
+        decision.records,
+        vec![EruRecord::Slots(vec![
+            skipped(t(1), Reason::NeedUnknown).noted("reading the pods failed")
+        ])]
+    );
+    // a paused target says why first
+    let (_, decision) = dispatch(EruMachine, State::Waiting {}, &with(Gate::Paused, not_needed()));
+    assert_eq!(
+        decision.records,
+        vec![EruRecord::Slots(vec![skipped(t(1), Reason::TargetPaused)])]
+    );
+    // a health gate holds it first (the need is asked again once the gates open)
+    let mut held = slots(t(1), Gate::Open);
+    held.health = Answer::Closed {
+        reason: Reason::BlockingPods,
+        note: "migrate runs".into(),
+    };
+    held.need = Box::new(not_needed());
+    let (_, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(held));
+    assert!(decision.records.is_empty(), "{:?}", decision.records);
+    assert!(
+        matches!(decision.actions[..], [EruAction::Hold(_)]),
+        "{:?}",
+        decision.actions
+    );
+    // a dry run that would not help is not_needed, not dry_run
+    let mut dry = slots(t(1), Gate::Open);
+    dry.due.as_mut().unwrap().dry_run = true;
+    dry.need = Box::new(not_needed());
+    let (_, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(dry));
+    assert_eq!(
+        decision.records,
+        vec![EruRecord::Slots(vec![
+            skipped(t(1), Reason::NotNeeded).noted(evidence)
+        ])]
+    );
 }
