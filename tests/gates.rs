@@ -544,6 +544,88 @@ async fn a_restart_runs_only_once_a_pod_is_older_than_min_pod_age() {
     }
 }
 
+/// `need.query`: a recording rule below the threshold skips the slots (`not_needed`, the value and
+/// the query as sent in the note); above it, the slot runs; with Prometheus gone and
+/// `onUnknown: Skip`, the slots are `need_unknown` with the error, never `not_needed`.
+#[tokio::test]
+#[ignore = "needs the local cluster and Prometheus: hack/test.sh"]
+async fn a_need_query_restarts_only_above_its_threshold_and_says_when_it_cannot_ask() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "need-query").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let mut prometheus = Prometheus::start();
+    prometheus.record(0.1, json!({"ns": ns.name}));
+    let url = prometheus.url();
+    let flags = ["--prometheus-url", &url, "--gate-cache-ttl", "1s"];
+    let operator = Operator::start(&client, &ns.name, &flags).await;
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"},
+               "need": {"query": "max(eru_test_need{ns=\"$namespace\"})", "threshold": "0.5", "onUnknown": "Skip"}}),
+    )
+    .await
+    .unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let first = |reason: &'static str, after: DateTime<Utc>| {
+        let operator = &operator;
+        async move {
+            wait_for(
+                &format!("a slot {reason} after {after}"),
+                Duration::from_secs(60),
+                || async {
+                    let records = slot_records(operator, "web").ok()?;
+                    records
+                        .into_iter()
+                        .find(|r| r.slot > after && r.reason.as_deref() == Some(reason))
+                },
+            )
+            .await
+        }
+    };
+    let low = first("not_needed", created(&erus, "web").await).await;
+    let expected_note = format!(
+        "the need query returned 0.1 at most, not above its threshold 0.5: max(eru_test_need{{ns=\"{}\"}})",
+        ns.name
+    );
+    assert_eq!(low.note.as_deref(), Some(expected_note.as_str()), "{low:?}");
+    // above the threshold: restarted
+    let raised = Utc::now();
+    prometheus.record(0.9, json!({"ns": ns.name}));
+    let restarted = common::eru::succeeded_after(&operator, "web", raised).await;
+    // Prometheus gone: need_unknown, with the error
+    let stopped = Utc::now();
+    prometheus.stop();
+    let unknown = first("need_unknown", stopped).await;
+    let note = unknown.note.clone().unwrap_or_default();
+    assert!(
+        note.starts_with(&format!("asking Prometheus at {url}/api/v1/query failed")),
+        "{note}"
+    );
+    let settled = settle(&erus, &operator, "web").await;
+
+    let created_at = created(&erus, "web").await;
+    let window = (created_at + Span::seconds(1), settled);
+    let busy: &[&str] = &["concurrent_rollout", "superseded"];
+    let expected = Ledger::deployment("web", "web", window, common::ledger::every(5, window.0, window.1))
+        .expect(window.0, raised, &[&["not_needed"], busy].concat())
+        // (an answer cached for a second may still be the last one Prometheus gave)
+        .expect(
+            raised,
+            stopped + Span::seconds(2),
+            &[&["not_needed", "fired"], busy].concat(),
+        )
+        .require(stopped + Span::seconds(2), settled, "need_unknown", busy);
+    let records = check(&client, &ns.name, &operator, &expected).await;
+    assert!(
+        records.iter().any(|r| r.fired() && r.slot == restarted),
+        "{records:?}"
+    );
+}
+
 /// A Prometheus server of its own on loopback, killed on drop, evaluating one rule file the test
 /// rewrites (and reloads) to make its alert fire or stop.
 struct Prometheus {
@@ -599,6 +681,18 @@ impl Prometheus {
             ),
             None => "groups: []\n".to_string(),
         };
+        self.rules(&rules);
+    }
+
+    /// Writes the recording rule `eru_test_need` = `value`, labelled `labels`, and reloads.
+    fn record(&self, value: f64, labels: Value) {
+        self.rules(&format!(
+            "groups:\n  - name: need\n    interval: 1s\n    rules:\n      - record: eru_test_need\n        expr: vector({value})\n        labels: {labels}\n"
+        ));
+    }
+
+    /// Writes the rule file and has Prometheus reload it if it runs.
+    fn rules(&self, rules: &str) {
         std::fs::write(self.dir.path().join("gate.rules.yaml"), rules).unwrap();
         if self.child.is_some() {
             let agent = common::agent(Some(Duration::from_secs(5)));

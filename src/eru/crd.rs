@@ -201,7 +201,12 @@ pub struct EruSpec {
 /// When a scheduled restart is needed (see docs/eru.md, Need conditions).
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, kube::KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.minPodAgeSeconds)").message("need needs minPodAgeSeconds"))]
+#[x_kube(
+    validation = Rule::new("has(self.minPodAgeSeconds) || has(self.query)")
+        .message("need needs minPodAgeSeconds or query"),
+    validation = Rule::new("has(self.query) == has(self.threshold)")
+        .message("need.query and need.threshold go together")
+)]
 pub struct NeedConditions {
     /// Skip the slot (`not_needed`) when every running pod of the target (the pods its pod
     /// template's labels select) is younger than this: a deploy that replaced them did what the
@@ -209,9 +214,23 @@ pub struct NeedConditions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 2_592_000))]
     pub min_pod_age_seconds: Option<i64>,
-    /// When the pods cannot be read (the API server did not answer): `Restart` (default) runs the
-    /// slot as if no condition were set; `Skip` records it skipped `need_unknown` with the error.
-    /// An unknown answer is never recorded as `not_needed`.
+    /// A PromQL query, asked of `--prometheus-url` when a slot is due (`$namespace` and `$target`
+    /// stand for the Eru's namespace and its target's name): the restart is needed only when a
+    /// sample of its answer is above `threshold`; else the slot is skipped `not_needed` with the
+    /// value and the query in its note. For example the highest memory working set of the
+    /// target's containers over their limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub query: Option<String>,
+    /// The value a sample of `query` must exceed for the restart to be needed (a decimal number,
+    /// e.g. "0.8").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^-?[0-9]+(\.[0-9]+)?$"), length(max = 32))]
+    pub threshold: Option<String>,
+    /// When a condition cannot be answered (the pods cannot be read, Prometheus cannot be asked
+    /// or answers no vector): `Restart` (default) runs the slot as if the condition were not set;
+    /// `Skip` records it skipped `need_unknown` with the error. An unknown answer is never
+    /// recorded as `not_needed`.
     #[serde(default)]
     pub on_unknown: NeedOnUnknown,
 }

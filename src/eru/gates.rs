@@ -105,6 +105,8 @@ pub struct Gatekeeper {
     agent: Option<ureq::Agent>,
     pods: Mutex<PodAnswers>,
     budgets: Mutex<BudgetAnswers>,
+    /// need.query (as sent) → the values of its samples.
+    queries: Mutex<HashMap<String, Cached<Vec<f64>>>>,
     /// The firing alerts; an async lock so concurrent passes wait for one request.
     alerts: tokio::sync::Mutex<Option<Cached<Arc<Vec<Alert>>>>>,
     /// `eru_gate_evaluations_total{gate, result}`: one per gate asked for a due slot.
@@ -137,6 +139,7 @@ impl Gatekeeper {
             agent,
             pods: Mutex::default(),
             budgets: Mutex::default(),
+            queries: Mutex::default(),
             alerts: tokio::sync::Mutex::new(None),
             evaluations,
         }
@@ -395,23 +398,53 @@ impl Gatekeeper {
         conditions: &NeedConditions,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Need {
-        let Some(seconds) = conditions.min_pod_age_seconds else {
-            return Need::Needed;
-        };
         let target = format!("{kind:?}/{name}");
-        match self.pod_starts(namespace, kind, name).await {
-            Ok(pods) => need::by_pod_age(&pods, chrono::Duration::seconds(seconds), now, &target),
-            Err(error) => {
-                let note = format!("reading the pods of {target} failed: {error}");
-                match conditions.on_unknown {
-                    NeedOnUnknown::Skip => Need::Unknown(note),
-                    NeedOnUnknown::Restart => {
-                        tracing::warn!(namespace, %target, %note, "need condition unknown; onUnknown: Restart restarts");
-                        Need::Needed
-                    }
-                }
-            }
+        let mut answers = Vec::new();
+        if let Some(seconds) = conditions.min_pod_age_seconds {
+            answers.push(match self.pod_starts(namespace, kind, name).await {
+                Ok(pods) => need::by_pod_age(&pods, chrono::Duration::seconds(seconds), now, &target),
+                Err(error) => Need::Unknown(format!("reading the pods of {target} failed: {error}")),
+            });
         }
+        if let (Some(query), Some(threshold)) = (&conditions.query, &conditions.threshold) {
+            let query = query.replace("$namespace", namespace).replace("$target", name);
+            answers.push(match (threshold.parse::<f64>(), self.samples(&query).await) {
+                (Ok(threshold), Ok(samples)) => need::by_query(&samples, threshold, &query),
+                (Err(_), _) => Need::Unknown(format!("need.threshold {threshold:?} is not a number")),
+                (_, Err(error)) => Need::Unknown(error),
+            });
+        }
+        let skip = conditions.on_unknown == NeedOnUnknown::Skip;
+        let answer = need::all(&answers, skip);
+        if let (Need::Needed, Some(Need::Unknown(note))) =
+            (&answer, answers.iter().find(|a| matches!(a, Need::Unknown(_))))
+        {
+            tracing::warn!(namespace, %target, %note, "need condition unknown; onUnknown: Restart restarts");
+        }
+        answer
+    }
+
+    /// The values of the samples `query` answers now (a vector's, or a scalar), from the cache or
+    /// a request to `--prometheus-url`.
+    async fn samples(&self, query: &str) -> Result<Vec<f64>, String> {
+        let (Some(url), Some(agent)) = (&self.options.prometheus_url, &self.agent) else {
+            return Err("no --prometheus-url: the need query cannot be asked".into());
+        };
+        if let Some((at, answer)) = self.queries.lock().expect("gate cache").get(query)
+            && at.elapsed() < self.options.cache_ttl
+        {
+            return answer.clone();
+        }
+        let endpoint = format!("{}/api/v1/query", url.trim_end_matches('/'));
+        let (agent, sent) = (agent.clone(), query.to_string());
+        let answer = tokio::task::spawn_blocking(move || fetch_samples(&agent, &endpoint, &sent))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r);
+        let mut cache = self.queries.lock().expect("gate cache");
+        cache.retain(|_, (at, _)| at.elapsed() < self.options.cache_ttl);
+        cache.insert(query.to_string(), (Instant::now(), answer.clone()));
+        answer
     }
 
     /// The running pods of the target (`kind`, `name`) in `namespace` (those its pod template's
@@ -555,6 +588,39 @@ fn fetch(agent: &ureq::Agent, endpoint: &str) -> Result<Vec<Alert>, String> {
         .map_err(|e| refuse(&e))?;
     let parsed: AlertsResponse = serde_json::from_str(&body).map_err(|e| refuse(&e))?;
     Ok(parsed.data.alerts)
+}
+
+/// GET Prometheus's `/api/v1/query` for `query`: the values of the vector's samples (or the
+/// scalar). Errors name the URL without credentials or query string, as [`fetch`]'s.
+fn fetch_samples(agent: &ureq::Agent, endpoint: &str, query: &str) -> Result<Vec<f64>, String> {
+    let refuse = |e: &dyn std::fmt::Display| {
+        let shown = redact_url(endpoint);
+        format!("asking Prometheus at {shown} failed: {e}").replace(endpoint, &shown)
+    };
+    let mut response = (agent.get(endpoint).query("query", query).call()).map_err(|e| refuse(&e))?;
+    let body = (response
+        .body_mut()
+        .with_config()
+        .limit(16 * 1024 * 1024)
+        .read_to_string())
+    .map_err(|e| refuse(&e))?;
+    let answer: serde_json::Value = serde_json::from_str(&body).map_err(|e| refuse(&e))?;
+    let value = |v: &serde_json::Value| v.get(1)?.as_str()?.parse::<f64>().ok();
+    let data = &answer["data"];
+    match data["resultType"].as_str() {
+        Some("vector") => Ok((data["result"].as_array().into_iter().flatten())
+            .filter_map(|sample| value(&sample["value"]))
+            .collect()),
+        Some("scalar") => Ok(value(&data["result"]).into_iter().collect()),
+        other => Err(format!(
+            "the need query answered {}, not a vector or a scalar{}",
+            other.unwrap_or("nothing"),
+            answer["error"]
+                .as_str()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        )),
+    }
 }
 
 /// Whether `alert` is about `namespace` (its `namespace` label).

@@ -57,6 +57,34 @@ pub fn by_pod_age(
     ))
 }
 
+/// `query` (as sent): needed when a sample of its answer is above `threshold`; a query that
+/// answers no sample has none above it.
+pub fn by_query(samples: &[f64], threshold: f64, query: &str) -> Need {
+    let max = samples.iter().copied().filter(|v| !v.is_nan()).reduce(f64::max);
+    match max {
+        Some(value) if value > threshold => Need::Needed,
+        Some(value) => Need::NotNeeded(format!(
+            "the need query returned {value} at most, not above its threshold {threshold}: {query}"
+        )),
+        None => Need::NotNeeded(format!(
+            "the need query returned no sample, so none above its threshold {threshold}: {query}"
+        )),
+    }
+}
+
+/// The answer of several conditions: not needed when one says so (its evidence: a definite no
+/// is true whatever the others could not answer); else, if one could not be answered, unknown
+/// with `skip_unknown` (`onUnknown: Skip`) and needed without; else needed.
+pub fn all(answers: &[Need], skip_unknown: bool) -> Need {
+    if let Some(no) = answers.iter().find(|a| matches!(a, Need::NotNeeded(_))) {
+        return no.clone();
+    }
+    match answers.iter().find(|a| matches!(a, Need::Unknown(_))) {
+        Some(unknown) if skip_unknown => unknown.clone(),
+        _ => Need::Needed,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
@@ -97,5 +125,29 @@ mod tests {
         );
         assert_eq!(Need::Unknown("x".into()).skip(), Some((Reason::NeedUnknown, "x")));
         assert_eq!(Need::Needed.skip(), None);
+    }
+
+    #[test]
+    fn a_query_needs_a_sample_above_its_threshold() {
+        let q = "max(x)";
+        assert_eq!(by_query(&[0.2, 0.81], 0.8, q), Need::Needed);
+        assert_eq!(
+            by_query(&[0.8, f64::NAN], 0.8, q),
+            Need::NotNeeded(
+                "the need query returned 0.8 at most, not above its threshold 0.8: max(x)".into()
+            ),
+            "equal is not above; NaN is no value"
+        );
+        assert!(matches!(by_query(&[], 0.8, q), Need::NotNeeded(n) if n.contains("no sample")));
+    }
+
+    #[test]
+    fn a_definite_no_wins_and_an_unknown_skips_only_when_asked() {
+        let no = Need::NotNeeded("young".into());
+        let unknown = Need::Unknown("Prometheus down".into());
+        assert_eq!(all(&[unknown.clone(), no.clone()], false), no);
+        assert_eq!(all(&[Need::Needed, unknown.clone()], true), unknown);
+        assert_eq!(all(&[Need::Needed, unknown], false), Need::Needed);
+        assert_eq!(all(&[], true), Need::Needed);
     }
 }
