@@ -90,11 +90,35 @@ struct AlertsData {
 }
 
 type Cached<T> = (Instant, Result<T, String>);
-/// (namespace, or empty for every namespace; selector) → the unfinished pods it matched.
-type PodAnswers = HashMap<(String, String), Cached<Vec<String>>>;
-/// (namespace, target kind, name) → the PodDisruptionBudgets selecting its pods that allow no
-/// disruption now, as a note names them.
-type BudgetAnswers = HashMap<(String, TargetKind, String), Cached<Vec<String>>>;
+
+/// Answers kept for `--gate-cache-ttl`: a burst of due slots asks each source once; expired
+/// answers go when a new one is kept, so the map holds only what the last TTL asked.
+struct Answers<K, T>(Mutex<HashMap<K, Cached<T>>>);
+
+impl<K: std::hash::Hash + Eq, T: Clone> Answers<K, T> {
+    fn new() -> Self {
+        Self(Mutex::default())
+    }
+
+    /// The answer for `key` kept less than `ttl` ago.
+    fn get<Q>(&self, key: &Q, ttl: StdDuration) -> Option<Result<T, String>>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
+        let answers = self.0.lock().expect("gate cache");
+        let (at, answer) = answers.get(key)?;
+        (at.elapsed() < ttl).then(|| answer.clone())
+    }
+
+    /// Keeps `answer` for `key` (and drops what is older than `ttl`); returns it.
+    fn keep(&self, key: K, answer: Result<T, String>, ttl: StdDuration) -> Result<T, String> {
+        let mut answers = self.0.lock().expect("gate cache");
+        answers.retain(|_, (at, _)| at.elapsed() < ttl);
+        answers.insert(key, (Instant::now(), answer.clone()));
+        answer
+    }
+}
 
 /// Asks the gates, through a short-lived cache.
 pub struct Gatekeeper {
@@ -103,10 +127,13 @@ pub struct Gatekeeper {
     watched: Option<String>,
     options: GateOptions,
     agent: Option<ureq::Agent>,
-    pods: Mutex<PodAnswers>,
-    budgets: Mutex<BudgetAnswers>,
+    /// (namespace, or empty for every namespace; selector) → the unfinished pods it matched.
+    pods: Answers<(String, String), Vec<String>>,
+    /// (namespace, target kind, name) → the PodDisruptionBudgets selecting its pods that allow
+    /// no disruption now, as a note names them.
+    budgets: Answers<(String, TargetKind, String), Vec<String>>,
     /// need.query (as sent) → the values of its samples.
-    queries: Mutex<HashMap<String, Cached<Vec<f64>>>>,
+    queries: Answers<String, Vec<f64>>,
     /// The firing alerts; an async lock so concurrent passes wait for one request.
     alerts: tokio::sync::Mutex<Option<Cached<Arc<Vec<Alert>>>>>,
     /// `eru_gate_evaluations_total{gate, result}`: one per gate asked for a due slot.
@@ -137,9 +164,9 @@ impl Gatekeeper {
             watched,
             options,
             agent,
-            pods: Mutex::default(),
-            budgets: Mutex::default(),
-            queries: Mutex::default(),
+            pods: Answers::new(),
+            budgets: Answers::new(),
+            queries: Answers::new(),
             alerts: tokio::sync::Mutex::new(None),
             evaluations,
         }
@@ -295,10 +322,9 @@ impl Gatekeeper {
     ) -> Result<Vec<String>, String> {
         let selector = Selector::try_from(selector.clone()).map_err(|e| e.to_string())?;
         let key = (namespace.unwrap_or_default().to_string(), selector.to_string());
-        if let Some((at, answer)) = self.pods.lock().expect("gate cache").get(&key)
-            && at.elapsed() < self.options.cache_ttl
-        {
-            return answer.clone();
+        let ttl = self.options.cache_ttl;
+        if let Some(answer) = self.pods.get(&key, ttl) {
+            return answer;
         }
         let api: Api<Pod> = match namespace {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
@@ -320,10 +346,7 @@ impl Gatekeeper {
                 .collect::<Vec<_>>()),
             Err(e) => Err(e.to_string()),
         };
-        let mut cache = self.pods.lock().expect("gate cache");
-        cache.retain(|_, (at, _)| at.elapsed() < self.options.cache_ttl);
-        cache.insert(key, (Instant::now(), answer.clone()));
-        answer
+        self.pods.keep(key, answer, ttl)
     }
 
     /// The PodDisruptionBudgets of `namespace` selecting the pods of the target (`kind`, `name`:
@@ -337,16 +360,12 @@ impl Gatekeeper {
         name: &str,
     ) -> Result<Vec<String>, String> {
         let key = (namespace.to_string(), kind, name.to_string());
-        if let Some((at, answer)) = self.budgets.lock().expect("gate cache").get(&key)
-            && at.elapsed() < self.options.cache_ttl
-        {
-            return answer.clone();
+        let ttl = self.options.cache_ttl;
+        if let Some(answer) = self.budgets.get(&key, ttl) {
+            return answer;
         }
         let answer = self.read_budgets(namespace, kind, name).await;
-        let mut cache = self.budgets.lock().expect("gate cache");
-        cache.retain(|_, (at, _)| at.elapsed() < self.options.cache_ttl);
-        cache.insert(key, (Instant::now(), answer.clone()));
-        answer
+        self.budgets.keep(key, answer, ttl)
     }
 
     async fn read_budgets(
@@ -430,10 +449,9 @@ impl Gatekeeper {
         let (Some(url), Some(agent)) = (&self.options.prometheus_url, &self.agent) else {
             return Err("no --prometheus-url: the need query cannot be asked".into());
         };
-        if let Some((at, answer)) = self.queries.lock().expect("gate cache").get(query)
-            && at.elapsed() < self.options.cache_ttl
-        {
-            return answer.clone();
+        let ttl = self.options.cache_ttl;
+        if let Some(answer) = self.queries.get(query, ttl) {
+            return answer;
         }
         let endpoint = format!("{}/api/v1/query", url.trim_end_matches('/'));
         let (agent, sent) = (agent.clone(), query.to_string());
@@ -441,10 +459,7 @@ impl Gatekeeper {
             .await
             .map_err(|e| e.to_string())
             .and_then(|r| r);
-        let mut cache = self.queries.lock().expect("gate cache");
-        cache.retain(|_, (at, _)| at.elapsed() < self.options.cache_ttl);
-        cache.insert(query.to_string(), (Instant::now(), answer.clone()));
-        answer
+        self.queries.keep(query.to_string(), answer, ttl)
     }
 
     /// The running pods of the target (`kind`, `name`) in `namespace` (those its pod template's
