@@ -154,7 +154,13 @@ impl Delivery {
         let due = self.journal.due_notices(now, ROUND).await?;
         let more = due.len() == ROUND as usize;
         let max_age = chrono::Duration::from_std(self.max_age).unwrap_or(chrono::Duration::MAX);
+        // a sink that failed once this round waits for the next: one receiver that does not
+        // answer (10 s a message) never holds the other sinks' messages back for long
+        let mut failing = std::collections::BTreeSet::new();
         for (sink, uid) in due {
+            if failing.contains(&sink) {
+                continue;
+            }
             let rows = (self.journal.pending_notices(&sink, &uid, PER_MESSAGE)).await?;
             let unknown = self.notifier.sink(&sink).is_none();
             let (gone, kept): (Vec<NoticeRow>, Vec<NoticeRow>) =
@@ -168,8 +174,8 @@ impl Delivery {
                 };
                 self.drop_rows(&sink, &ids, now, why).await?;
             }
-            if !kept.is_empty() {
-                self.send(agent, &sink, &kept, now).await?;
+            if !kept.is_empty() && !self.send(agent, &sink, &kept, now).await? {
+                failing.insert(sink);
             }
         }
         if last_prune.is_none_or(|at| now - at > chrono::Duration::minutes(10)) {
@@ -185,16 +191,17 @@ impl Delivery {
         Ok(more)
     }
 
-    /// Sends one message of `rows` (one Eru's, non-empty) to `sink`, and records how it went.
+    /// Sends one message of `rows` (one Eru's, non-empty) to `sink`, and records how it went;
+    /// whether the receiver took it.
     async fn send(
         &self,
         agent: &ureq::Agent,
         sink: &str,
         rows: &[NoticeRow],
         now: DateTime<Utc>,
-    ) -> crate::Result<()> {
+    ) -> crate::Result<bool> {
         let Some(config) = self.notifier.sink(sink).cloned() else {
-            return Ok(());
+            return Ok(false);
         };
         let body = message::body(&config, rows);
         let agent = agent.clone();
@@ -203,7 +210,7 @@ impl Delivery {
             .unwrap_or_else(|e| Err(format!("the sending task failed: {e}")));
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let events = rows.len() as u64;
-        match sent {
+        match &sent {
             Ok(()) => {
                 self.journal.notices_delivered(&ids, Utc::now()).await?;
                 self.metrics.delivered.with_label_values(&[sink]).inc_by(events);
@@ -213,11 +220,11 @@ impl Delivery {
                 let next = now + backoff(attempts, self.backoff_max);
                 warn!(sink, namespace = %rows[0].namespace, name = %rows[0].name, events, %error,
                       retry_at = %next, "a notification was not delivered; it is tried again");
-                self.journal.notices_failed(&ids, next, &error).await?;
+                self.journal.notices_failed(&ids, next, error).await?;
                 self.metrics.retried.with_label_values(&[sink]).inc_by(events);
             }
         }
-        Ok(())
+        Ok(sent.is_ok())
     }
 
     async fn drop_rows(

@@ -39,13 +39,15 @@ pub async fn commit(
     let ctx = &context.ctx;
     let object = object_key(KIND, eru);
     let mut entry = entry(&object, &decision.records, now);
-    let labels = eru.metadata.labels.clone().unwrap_or_default();
+    // an Eru without labels has none (not the deleted Eru's unknown ones), and no copy per pass
+    static NO_LABELS: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    let labels = eru.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
     let held = decision.actions.iter().find_map(|a| match a {
         EruAction::Hold(held) => Some(held),
         _ => None,
     });
     let of = (decision.records.as_slice(), held);
-    notices(context, &mut entry, &object, Some(&labels), of, now);
+    notices(context, &mut entry, &object, Some(labels), of, now);
     let appended = ctx.journal(KIND, eru, &decision.transitions, entry).await?;
     if appended.records() > 0 {
         wake_delivery(context);
