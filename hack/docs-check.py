@@ -263,7 +263,7 @@ def parse_help(text):
 def commands():
     """{subcommand: {flag: env}} from the binary's help."""
     top = run_binary("--help")
-    names = re.findall(r"^  ([a-z]+)\s{2,}", top.split("Commands:", 1)[1].split("Options:", 1)[0], flags=re.M)
+    names = re.findall(r"^  ([a-z][a-z-]*)\s{2,}", top.split("Commands:", 1)[1].split("Options:", 1)[0], flags=re.M)
     return {name: parse_help(run_binary(name, "--help")) for name in names if name != "help"}
 
 

@@ -62,6 +62,20 @@ enum Command {
     /// running operator (--server), or read-only from its journal (--database).
     /// Exit status 0 when it is, 3 when not, 2 for bad arguments, 1 when it could not be read.
     Audit(AuditArgs),
+    /// Ask an Eru for one manual restart now: sets its `mtsre.meitu.com/run-now` annotation to a
+    /// new token (field manager `kubectl-eru`). The operator runs it once per token, through the
+    /// fleet cap and the gates; `kubectl get eru NAME -o jsonpath='{.status.lastManualRun}'`
+    /// shows how it went. Exit status 0 when the annotation is set, 2 for bad arguments, 1 when
+    /// the cluster refused it.
+    RunNow {
+        /// The Eru: NS/NAME, or NAME in namespace `default`.
+        #[arg(value_name = "NS/NAME", value_parser = parse_eru_name)]
+        eru: String,
+        /// The token (at most 63 characters); a new one by default (`manual-<time>`). The same
+        /// token again runs nothing.
+        #[arg(long)]
+        token: Option<String>,
+    },
     /// Print the HTTP API's OpenAPI document (as served at /openapi.json), to generate clients.
     Openapi {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = DocumentFormat::Json)]
@@ -302,6 +316,7 @@ fn main() -> ExitCode {
             }
         },
         Command::History(args) => history(args),
+        Command::RunNow { eru, token } => run_now(&eru, token),
         Command::Audit(args) => audit(args),
         Command::Openapi { output } => {
             use utoipa::OpenApi;
@@ -331,6 +346,30 @@ fn main() -> ExitCode {
 /// `--since`/`--until`: an RFC 3339 time, or a duration before now, as the API's RFC 3339.
 fn time_arg(value: &str) -> Result<String, String> {
     eru_operator::cli::when::time_arg(value, Utc::now())
+}
+
+/// `run-now`: sets the annotation, says which token and how to follow it.
+fn run_now(eru: &str, token: Option<String>) -> ExitCode {
+    use eru_operator::cli::run_now::{new_token, run_now};
+    let (namespace, name) = eru.split_once('/').unwrap_or(("default", eru));
+    let token = token.unwrap_or_else(|| new_token(Utc::now()));
+    if let Err(e) = eru_operator::eru::core::run::Asked::token(&token) {
+        eprintln!("error: --token: {e}");
+        return ExitCode::from(2);
+    }
+    match runtime().block_on(run_now(namespace, name, &token)) {
+        Ok(token) => {
+            println!(
+                "asked Eru {namespace}/{name} for a manual run, token {token:?}\n\
+                 follow it: kubectl get eru -n {namespace} {name} -o jsonpath='{{.status.lastManualRun}}'"
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `--name NS/NAME` (or `NAME`, in namespace `default`) as the seed of `H` fields.

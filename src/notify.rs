@@ -184,7 +184,6 @@ impl Notifier {
         (records, held): (&[EruRecord], Option<&Held>),
         now: DateTime<Utc>,
     ) -> Vec<NewNotice> {
-        let mut notices = Vec::new();
         let held = held.map(|h| Event {
             of: NoticeOf::Held(h.slot),
             event: NoticeEvent::SlotHeld,
@@ -195,7 +194,42 @@ impl Notifier {
             note: Some(format!("held since {}: {}", text(h.since), h.note)),
             held_for: Some(now - h.since),
         });
-        for event in events(records).into_iter().chain(held) {
+        self.route(object, labels, events(records).into_iter().chain(held), now)
+    }
+
+    /// The outbox rows of a window of the Eru `object` whose slots cannot be accounted
+    /// (`from`..`to`, why in `note`): one per sink a route picks it for.
+    pub fn gap_notices(
+        &self,
+        object: &ObjectKey,
+        labels: Option<&BTreeMap<String, String>>,
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+        note: &str,
+        now: DateTime<Utc>,
+    ) -> Vec<NewNotice> {
+        let gap = Event {
+            of: NoticeOf::Gap(from),
+            event: NoticeEvent::WindowUnaccounted,
+            reason: None,
+            why: None,
+            last_slot: to,
+            count: 1,
+            note: Some(note.to_string()),
+            held_for: None,
+        };
+        self.route(object, labels, std::iter::once(gap), now)
+    }
+
+    /// `events` of the Eru `object`, to each sink a route picks each for (once per sink).
+    fn route(
+        &self,
+        object: &ObjectKey,
+        labels: Option<&BTreeMap<String, String>>,
+        events: impl Iterator<Item = Event>,
+        now: DateTime<Utc>,
+    ) -> Vec<NewNotice> {
+        let mut notices = Vec::new();
+        for event in events {
             let mut sinks: Vec<&str> = (self.routes.iter())
                 .filter(|c| picks(c, object, labels, &event))
                 .map(|c| c.route.sink.as_str())

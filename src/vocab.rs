@@ -191,6 +191,48 @@ impl Outcome {
     ];
 }
 
+/// How a manual run (`mtsre.meitu.com/run-now`) stands or ended.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    EnumString,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RunOutcome {
+    /// Seen, not started: something stands in its way until its deadline (the reason says what).
+    Waiting,
+    /// Decided, its patch sent or not yet; its rollout not ended.
+    InProgress,
+    Succeeded,
+    Failed,
+    /// Decided, but its patch never landed.
+    Abandoned,
+    /// Never started: the Eru was suspended, invalid or without target, or the run could not
+    /// start by its deadline.
+    Refused,
+    /// Journaled by a dry run: nothing was patched.
+    DryRun,
+}
+
+impl RunOutcome {
+    /// Whether the run ended (it is never started again).
+    pub fn ended(self) -> bool {
+        !matches!(self, RunOutcome::Waiting | RunOutcome::InProgress)
+    }
+}
+
 /// A health gate, as its evaluations are counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, EnumString, IntoStaticStr, VariantArray)]
 #[strum(serialize_all = "snake_case")]
@@ -233,6 +275,10 @@ pub enum NoticeEvent {
     /// A due slot a health gate has held longer than a route's `heldLongerThan` (not a record:
     /// the slot is recorded when it runs or its deadline passes).
     SlotHeld,
+    /// A window whose slots the ledger cannot account (the journal holds no record of the Eru
+    /// before its end and the spec changed since the last slot the cluster remembers): an audit
+    /// of it cannot say every slot was accounted once.
+    WindowUnaccounted,
 }
 
 impl NoticeEvent {
@@ -279,7 +325,7 @@ macro_rules! wire_names {
     )*};
 }
 
-wire_names!(SlotResult, Reason, Outcome, GateKind, NoticeEvent);
+wire_names!(SlotResult, Reason, Outcome, RunOutcome, GateKind, NoticeEvent);
 
 #[cfg(test)]
 mod tests {
@@ -298,6 +344,10 @@ mod tests {
         for outcome in Outcome::VARIANTS {
             assert_eq!(wire(outcome), outcome.as_str());
             assert_eq!(Outcome::parse(outcome.as_str()), Some(*outcome));
+        }
+        for outcome in RunOutcome::VARIANTS {
+            assert_eq!(wire(outcome), outcome.as_str());
+            assert_eq!(RunOutcome::parse(outcome.as_str()), Some(*outcome));
         }
         for result in SlotResult::VARIANTS {
             assert_eq!(wire(result), result.as_str());

@@ -14,10 +14,12 @@ use common::{
         template_slot, time, wait_ready,
     },
     get_json,
-    ledger::{Ledger, ON_SCHEDULE, Workload, check, check_daily, check_every, every, every_since_created},
+    ledger::{
+        self, Ledger, ON_SCHEDULE, Workload, check, check_daily, check_every, every, every_since_created,
+    },
     wait_for,
 };
-use eru_operator::eru::Eru;
+use eru_operator::eru::{Eru, LastManualRun, core::run::RUN_ANNOTATION};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, ResourceExt,
@@ -1247,4 +1249,320 @@ async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill
         sample("eru_notifications_retried_total") >= 2.0,
         "the refusals and hang-ups are retries"
     );
+}
+
+/// Sets `token` as the run-now annotation of the Eru `name`, as field manager `manager`.
+async fn ask_run(erus: &Api<Eru>, name: &str, token: &str, manager: &str) {
+    let patch = json!({
+        "apiVersion": "mtsre.meitu.com/v1", "kind": "Eru",
+        "metadata": {"name": name, "annotations": {RUN_ANNOTATION: token}}
+    });
+    erus.patch(name, &PatchParams::apply(manager).force(), &Patch::Apply(patch))
+        .await
+        .unwrap();
+}
+
+/// The Eru's latest manual run once it is `token`'s and `outcome`.
+async fn run_ends(erus: &Api<Eru>, name: &str, token: &str, outcome: &str) -> LastManualRun {
+    wait_for(
+        &format!("manual run {token} of {name} {outcome}"),
+        Duration::from_secs(60),
+        || async {
+            status(erus, name)
+                .await?
+                .last_manual_run
+                .filter(|r| r.token == token && r.outcome == outcome)
+        },
+    )
+    .await
+}
+
+/// Waits until the current 30-second slot is 3 to 12 s old: a run asked then rolls out before
+/// the next slot.
+async fn between_slots() {
+    wait_for("a moment between two slots", Duration::from_secs(40), || async {
+        (3..=12).contains(&(Utc::now().second() % 30)).then_some(())
+    })
+    .await;
+}
+
+/// Run now (`mtsre.meitu.com/run-now`), as an SRE uses it: one restart per distinct token, by
+/// whichever field manager set it (named in the record); the same token set again restarts
+/// nothing; a blackout makes it wait (and it runs when the blackout ends, or is refused at its
+/// deadline, saying why); a suspended Eru refuses it at once. The runs are journaled apart: the
+/// slots around them are each accounted once (every one fired), the workload shows one revision
+/// per run, and the audit lists the runs apart.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn run_now_restarts_once_per_token_waits_out_a_blackout_and_is_refused_with_its_reason() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-run-now").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    for name in ["web", "quiet"] {
+        deployment(&client, &ns.name, name, 1, json!({})).await;
+        wait_ready(&deployments, name, 1).await;
+    }
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let blackout_end = Utc::now() + chrono::Duration::seconds(30);
+    // quiet: no slot in the test; a blackout for the next 30 s; a run waits 10 s at most
+    create_eru(
+        &client,
+        &ns.name,
+        "quiet",
+        json!({"schedule": "0 0 1 1 *", "startingDeadlineSeconds": 10,
+               "blackouts": [{"start": Utc::now() - chrono::Duration::minutes(1), "end": blackout_end,
+                              "name": "change-freeze"}],
+               "target": {"kind": "Deployment", "name": "quiet"}}),
+    )
+    .await
+    .unwrap();
+    wait_for("quiet Waiting", Duration::from_secs(30), || async {
+        (status(&erus, "quiet").await?.phase.as_deref() == Some("Waiting")).then_some(())
+    })
+    .await;
+    let generation = |name: &'static str| {
+        let deployments = deployments.clone();
+        async move { deployments.get(name).await.unwrap().metadata.generation.unwrap() }
+    };
+    let quiet_before = generation("quiet").await;
+
+    // in the blackout: it waits, then its deadline refuses it with the blackout as the reason
+    ask_run(&erus, "quiet", "b1", "sre-alice").await;
+    let waiting = run_ends(&erus, "quiet", "b1", "waiting").await;
+    assert!(
+        waiting
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("blackout: ")),
+        "{waiting:?}"
+    );
+    assert_eq!(waiting.requested_by.as_deref(), Some("sre-alice"));
+    let refused = run_ends(&erus, "quiet", "b1", "refused").await;
+    let reason = refused.reason.unwrap();
+    assert!(
+        reason.starts_with("not started by its deadline") && reason.contains("blackout: "),
+        "{reason}"
+    );
+    assert!(refused.patched_at.is_none());
+    assert_eq!(
+        generation("quiet").await,
+        quiet_before,
+        "a refused run restarts nothing"
+    );
+
+    // asked 5 s before the blackout ends: it waits, and runs once the blackout is over
+    let ask_at = blackout_end - chrono::Duration::seconds(5);
+    tokio::time::sleep((ask_at - Utc::now()).to_std().unwrap_or_default()).await;
+    ask_run(&erus, "quiet", "b2", "sre-alice").await;
+    let ran = run_ends(&erus, "quiet", "b2", "succeeded").await;
+    assert!(ran.patched_at.unwrap() >= blackout_end, "{ran:?}");
+    assert_eq!(generation("quiet").await, quiet_before + 1);
+
+    // suspended, with a note: refused at once
+    erus.patch(
+        "quiet",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": true, "suspendNote": "INC-7"}})),
+    )
+    .await
+    .unwrap();
+    wait_for("quiet Suspended", Duration::from_secs(30), || async {
+        (status(&erus, "quiet").await?.phase.as_deref() == Some("Suspended")).then_some(())
+    })
+    .await;
+    ask_run(&erus, "quiet", "b3", "kubectl-eru").await;
+    let refused = run_ends(&erus, "quiet", "b3", "refused").await;
+    assert_eq!(refused.reason.as_deref(), Some("suspended: the Eru is suspended"));
+    assert_eq!(refused.requested_by.as_deref(), Some("kubectl-eru"));
+    assert_eq!(generation("quiet").await, quiet_before + 1);
+    assert!(
+        !events(&client, &ns.name, "quiet", "ManualRunRefused")
+            .await
+            .is_empty()
+    );
+
+    // web: a slot every 30 s; runs between them
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/30 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    between_slots().await;
+    ask_run(&erus, "web", "a1", "sre-alice").await;
+    let first = run_ends(&erus, "web", "a1", "succeeded").await;
+    assert_eq!(first.requested_by.as_deref(), Some("sre-alice"));
+    let after_first = generation("web").await;
+    // the same token again, even removed and set anew by someone else: nothing runs
+    erus.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {RUN_ANNOTATION: null}}})),
+    )
+    .await
+    .unwrap();
+    ask_run(&erus, "web", "a1", "sre-bob").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let again = status(&erus, "web").await.unwrap().last_manual_run.unwrap();
+    assert_eq!(again, first, "the same token's run, unchanged");
+    // (a slot may have fired meanwhile: that is its own revision, with its slot)
+    let template = deployments.get("web").await.unwrap().spec.unwrap().template;
+    let carried = template.metadata.unwrap().annotations.unwrap_or_default();
+    assert_eq!(carried.get(RUN_ANNOTATION).map(String::as_str), Some("a1"));
+    // a new token: once more
+    between_slots().await;
+    ask_run(&erus, "web", "a2", "sre-alice").await;
+    run_ends(&erus, "web", "a2", "succeeded").await;
+    assert!(generation("web").await > after_first);
+    let settled = settle(&erus, &operator, "web").await;
+    let rollouts = ledger::rollouts(&client, &ns.name, Workload::Deployment("web"))
+        .await
+        .unwrap();
+    let tokens: Vec<&str> = rollouts.runs.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        tokens,
+        ["a1", "a2"],
+        "one revision per token: {:?}",
+        rollouts.revisions
+    );
+    // every slot of web fired, once; the runs are no slot's
+    check_every(
+        &client,
+        &ns.name,
+        &operator,
+        "web",
+        Workload::Deployment("web"),
+        30,
+        settled,
+    )
+    .await;
+
+    // the audit lists the runs apart from the slots, and accounts every slot once
+    let audit = get_json(&operator.url(&format!("/audit?namespace={}", ns.name)));
+    assert_eq!(audit["verdict"]["accounted"], true, "{audit}");
+    let runs_of = |name: &str| -> Vec<(String, String)> {
+        let eru = audit["erus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap();
+        let mut runs: Vec<(String, String)> = (eru["manual_runs"].as_array().unwrap().iter())
+            .map(|r| {
+                (
+                    r["token"].as_str().unwrap().into(),
+                    r["outcome"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        runs.sort();
+        runs
+    };
+    let pair = |t: &str, o: &str| (t.to_string(), o.to_string());
+    assert_eq!(runs_of("web"), [pair("a1", "succeeded"), pair("a2", "succeeded")]);
+    assert_eq!(
+        runs_of("quiet"),
+        [
+            pair("b1", "refused"),
+            pair("b2", "succeeded"),
+            pair("b3", "refused")
+        ]
+    );
+}
+
+/// A manual run across a SIGKILL right after its patch, then a lost journal: its token is patched
+/// once. The restarted operator finds the token on the pod template and tracks that rollout to its
+/// end; the operator on a replaced journal (the Eru still asks for the token) takes the template's
+/// run over instead of running it again; a new token runs once more.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_run_is_patched_once_across_a_sigkill_and_a_lost_journal() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-run-kill").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 2, json!({})).await;
+    wait_ready(&deployments, "web", 2).await;
+    let mut operator = Operator::start_with_env(
+        &client,
+        &ns.name,
+        &[],
+        &[("ERU_FAILPOINT", "hang-after-restart-patch")],
+    )
+    .await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "0 0 1 1 *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    let generation = || async { deployments.get("web").await.unwrap().metadata.generation.unwrap() };
+    let before = generation().await;
+    ask_run(&erus, "web", "k1", "sre-alice").await;
+    wait_for("the run's patch", Duration::from_secs(40), || async {
+        let d = deployments.get("web").await.ok()?;
+        let meta = d.spec?.template.metadata?;
+        (meta.annotations?.get(RUN_ANNOTATION)?.as_str() == "k1").then_some(())
+    })
+    .await;
+    operator.kill(); // between the patch and its record
+    operator.env.clear();
+    operator.restart().await;
+    let ran = run_ends(&erus, "web", "k1", "succeeded").await;
+    assert_eq!(ran.requested_by.as_deref(), Some("sre-alice"));
+    assert_eq!(generation().await, before + 1, "patched once across the SIGKILL");
+    let journaled = items(&operator, "/transitions?kind=Eru&name=web");
+    assert!(
+        journaled
+            .iter()
+            .any(|t| t["event"] == "RestartPatched" && t["from"] == "Restarting"),
+        "the restarted operator saw the landed patch: {journaled:?}"
+    );
+
+    // the journal is replaced while the operator is down; the Eru still asks for k1
+    operator.stop();
+    if operator.database_url.is_some() {
+        operator.database_url = Some(common::fresh_database("lostrun"));
+    } else {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", operator.database.display()));
+        }
+    }
+    operator.restart().await;
+    wait_for(
+        "the new journal's record of k1",
+        Duration::from_secs(30),
+        || async {
+            let audit = get_json(&operator.url(&format!("/audit?namespace={}", ns.name)));
+            let eru = audit["erus"]
+                .as_array()?
+                .iter()
+                .find(|e| e["name"] == "web")?
+                .clone();
+            let runs = eru["manual_runs"].as_array()?.clone();
+            runs.iter()
+                .any(|r| r["token"] == "k1" && r["outcome"] == "succeeded")
+                .then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        generation().await,
+        before + 1,
+        "a lost journal does not run the token again"
+    );
+    ask_run(&erus, "web", "k2", "sre-alice").await;
+    run_ends(&erus, "web", "k2", "succeeded").await;
+    assert_eq!(generation().await, before + 2);
+    let rollouts = ledger::rollouts(&client, &ns.name, Workload::Deployment("web"))
+        .await
+        .unwrap();
+    let tokens: Vec<&str> = rollouts.runs.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(tokens, ["k1", "k2"]);
 }

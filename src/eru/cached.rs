@@ -16,7 +16,7 @@ use k8s_openapi::{
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
-use super::{Eru, EruSpec, EruStatus, HeldSlot, LastRestart};
+use super::{Eru, EruSpec, EruStatus, HeldSlot, LastManualRun, LastRestart};
 use crate::runtime::{managed_at, status::status_digest, watch::lean_meta, writes_spec};
 
 /// An Eru as cached.
@@ -32,6 +32,10 @@ pub struct CachedEru {
     /// set by [`CachedEru::lean`].
     #[serde(skip)]
     spec_written_at: Option<DateTime<Utc>>,
+    /// Who set the run-now annotation and when they last wrote the Eru, by the managedFields
+    /// (rare: boxed); set by [`CachedEru::lean`].
+    #[serde(skip)]
+    run_set_by: Option<Box<(String, Option<DateTime<Utc>>)>>,
 }
 
 /// The condition types the operator writes, in the order of [`CachedStatus::conditions`].
@@ -58,6 +62,8 @@ struct CachedStatus {
     last_missed_time: Option<DateTime<Utc>>,
     /// Rare (only while a health gate holds a slot): boxed.
     held: Option<Box<HeldSlot>>,
+    /// Rare: boxed.
+    last_manual_run: Option<Box<LastManualRun>>,
 }
 
 impl CachedStatus {
@@ -84,6 +90,7 @@ impl CachedStatus {
             missed_slots: status.missed_slots,
             last_missed_time: status.last_missed_time,
             held: status.held.map(Box::new),
+            last_manual_run: status.last_manual_run.map(Box::new),
         }
     }
 
@@ -118,6 +125,7 @@ impl CachedStatus {
             missed_slots: self.missed_slots,
             last_missed_time: self.last_missed_time,
             held: self.held.as_deref().cloned(),
+            last_manual_run: self.last_manual_run.as_deref().cloned(),
             // not kept in the cache (each pass reads them anew; the digest covers them)
             recent: Vec::new(),
             upcoming: Vec::new(),
@@ -147,13 +155,35 @@ impl CachedEru {
             .or_else(|| managed_at(&self.metadata, writes_spec))
     }
 
+    /// The field manager that set the run-now annotation, if the managedFields told.
+    pub fn run_requested_by(&self) -> Option<&str> {
+        self.run_set_by.as_deref().map(|(by, _)| by.as_str())
+    }
+
+    /// When that manager last wrote the Eru (the API server's clock, seconds).
+    pub fn run_set_at(&self) -> Option<DateTime<Utc>> {
+        self.run_set_by.as_deref().and_then(|(_, at)| *at)
+    }
+
     /// Makes a freshly received Eru lean: no last-applied annotation, and of the managedFields
-    /// only the time of the last spec write.
+    /// only the time of the last spec write and who set the run-now annotation.
     pub fn lean(&mut self) {
+        self.run_set_by = run_set_by(&self.metadata).map(Box::new);
         lean_meta(&mut self.metadata, writes_spec);
         self.spec_written_at = managed_at(&self.metadata, writes_spec);
         self.metadata.managed_fields = None;
     }
+}
+
+/// The manager whose managedFields entry owns the run-now annotation, and that entry's time.
+fn run_set_by(meta: &ObjectMeta) -> Option<(String, Option<DateTime<Utc>>)> {
+    let key = format!("f:{}", super::core::run::RUN_ANNOTATION);
+    meta.managed_fields.iter().flatten().find_map(|entry| {
+        let fields = &entry.fields_v1.as_ref()?.0;
+        fields.get("f:metadata")?.get("f:annotations")?.get(&key)?;
+        let at = entry.time.as_ref().and_then(crate::runtime::time_of);
+        Some((entry.manager.clone().unwrap_or_default(), at))
+    })
 }
 
 impl Resource for CachedEru {

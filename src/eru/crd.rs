@@ -23,6 +23,9 @@ pub const ANNOTATION_PREFIX: &str = "mtsre.meitu.com/";
 /// applies in full (a Memcached's, under [`crate::memcached`]'s own manager). Its managedFields
 /// entry on the target also tells when the last restart patch landed.
 pub const RESTART_MANAGER: &str = "eru-operator-restart";
+/// The field manager of the manual-run patch: its own, so a slot's patch (which applies only the
+/// slot annotation) never removes a run's token, nor a run's patch a slot.
+pub const RUN_MANAGER: &str = "eru-operator-run";
 /// Workload (Deployment, StatefulSet, DaemonSet) annotation asking for an Eru to be created
 /// automatically.
 pub const AUTO_ANNOTATION: &str = "mtsre.meitu.com/eru";
@@ -420,6 +423,30 @@ pub struct EruStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 5))]
     pub upcoming: Vec<UpcomingSlot>,
+    /// The latest manual run (`mtsre.meitu.com/run-now`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_manual_run: Option<LastManualRun>,
+}
+
+/// A manual run, as `status.lastManualRun` shows it.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastManualRun {
+    /// The annotation's value: one run per distinct token.
+    pub token: String,
+    /// The field manager that set the annotation (`kubectl-annotate`, `kubectl-eru`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    pub requested_at: DateTime<Utc>,
+    /// `waiting`, `in_progress`, `succeeded`, `failed`, `abandoned`, `refused` or `dry_run`.
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patched_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Why it waits, was refused, abandoned or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A slot record, as `status.recent` shows it.

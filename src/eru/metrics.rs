@@ -13,7 +13,7 @@ use strum::VariantArray;
 
 use super::core::machine::State;
 use crate::metrics::{CHUNK, Cursor, Metrics, TextSeries, histogram, register, text_header, text_sample};
-use crate::vocab::{Outcome, Reason};
+use crate::vocab::{Outcome, Reason, RunOutcome};
 
 /// Handles of the Eru series. Cheap to clone.
 #[derive(Clone)]
@@ -24,6 +24,7 @@ pub struct EruMetrics {
     in_flight: IntGauge,
     held: IntGauge,
     held_since: IntGaugeVec,
+    manual_runs: prometheus::IntCounterVec,
     per_eru: PerEru,
 }
 
@@ -86,6 +87,17 @@ impl EruMetrics {
                 )
                 .expect("a valid gauge"),
             ),
+            manual_runs: register(
+                registry,
+                prometheus::IntCounterVec::new(
+                    Opts::new(
+                        "eru_manual_runs_total",
+                        "Manual runs (mtsre.meitu.com/run-now) ended, by outcome (succeeded, failed, abandoned, refused, dry_run).",
+                    ),
+                    &["outcome"],
+                )
+                .expect("a valid counter"),
+            ),
             per_eru: {
                 let per_eru = PerEru::default();
                 metrics.add_text(Arc::new(per_eru.clone()));
@@ -146,6 +158,11 @@ impl EruMetrics {
         self.per_eru.with(namespace, name, |s| {
             s.restarts[at] = s.restarts[at].saturating_add(1)
         });
+    }
+
+    /// Counts a manual run that ended.
+    pub fn add_manual_run(&self, outcome: RunOutcome) {
+        self.manual_runs.with_label_values(&[outcome.as_str()]).inc();
     }
 
     /// Sets (or, with `None`, removes) the Eru's next slot.

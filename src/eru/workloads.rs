@@ -6,8 +6,9 @@
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::core::run::RUN_ANNOTATION;
 use super::{
-    RESTART_MANAGER, RESTARTED_AT_ANNOTATION, TargetKind,
+    RESTART_MANAGER, RESTARTED_AT_ANNOTATION, RUN_MANAGER, TargetKind,
     core::target::{DEFAULT_ROLLOUT_TIMEOUT_SECONDS, TargetView},
 };
 use crate::runtime::{
@@ -22,7 +23,9 @@ use crate::runtime::{
 /// last restart landed), the `mtsre.meitu.com/` annotations of the object and of its template; no
 /// labels or owners. Only the Eru and automatic-Eru controllers read these caches.
 pub fn lean_workload(meta: &mut ObjectMeta, template: Option<&mut lean::Template>) {
-    lean_meta(meta, |e| e.manager.as_deref() == Some(RESTART_MANAGER));
+    lean_meta(meta, |e| {
+        matches!(e.manager.as_deref(), Some(RESTART_MANAGER | RUN_MANAGER))
+    });
     meta.labels = None;
     meta.owner_references = None;
     ours_only(&mut meta.annotations);
@@ -149,15 +152,20 @@ impl Workload for DaemonSet {
 /// A view with the restart marks of `meta` and `template` (the slot the template carries, when
 /// the restart manager last wrote it) and nothing else yet.
 fn marked(meta: &ObjectMeta, template: Option<&Template>) -> TargetView {
+    let annotations = template
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref());
     TargetView {
         rollout_timeout_seconds: DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
-        template_slot: template
-            .and_then(|t| t.metadata.as_ref())
-            .and_then(|m| m.annotations.as_ref())
+        template_slot: annotations
             .and_then(|a| a.get(RESTARTED_AT_ANNOTATION))
             .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
             .map(|t| t.with_timezone(&Utc)),
         restart_applied_at: managed_at(meta, |e| e.manager.as_deref() == Some(RESTART_MANAGER)),
+        template_run: annotations
+            .and_then(|a| a.get(RUN_ANNOTATION))
+            .map(str::to_string),
+        run_applied_at: managed_at(meta, |e| e.manager.as_deref() == Some(RUN_MANAGER)),
         ..TargetView::default()
     }
 }

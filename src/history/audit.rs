@@ -118,8 +118,30 @@ pub async fn read(
     let target = p.target.as_ref().map(|t| t.0.as_str());
     let mut rows = (journal.audit_rows(since, until, object, target, RECORD_CAP, cross_check)).await?;
     let totals = rows.totals.take();
-    Ok(audit(rows, totals, (since, until), now, blackouts, target))
+    let mut audit = audit(rows, totals, (since, until), now, blackouts, target);
+    // the manual runs of the window, apart from the slots (bounded like a listing)
+    let runs = journal
+        .manual_runs(object.0, (since, until), MANUAL_RUN_CAP as i64)
+        .await?;
+    for run in runs.into_iter().take(MANUAL_RUN_CAP) {
+        let eru = audit.erus.iter_mut().find(|e| e.uid == run.uid);
+        if let Some(eru) = eru.filter(|e| object.1.is_none_or(|name| e.name == name)) {
+            eru.manual_runs.push(ManualRunItem {
+                token: run.token,
+                requested_by: run.requested_by,
+                requested_at: run.requested_at,
+                outcome: run.outcome,
+                patched_at: run.patched_at,
+                finished_at: run.finished_at,
+                reason: run.reason,
+            });
+        }
+    }
+    Ok(audit)
 }
+
+/// Manual runs an audit lists at most, all Erus together.
+pub const MANUAL_RUN_CAP: usize = 1_000;
 
 /// The audit of `[since, until)` from its rows (pure).
 pub fn audit(
@@ -267,6 +289,7 @@ fn audit_eru(
         pending,
         in_flight,
         held: None,
+        manual_runs: Vec::new(),
         unaccounted,
         duplicated,
         outside_schedule: outside,

@@ -9,7 +9,7 @@ use sqlx::{
     error::BoxDynError,
 };
 
-use crate::vocab::{NoticeEvent, Outcome, Reason, SlotResult};
+use crate::vocab::{NoticeEvent, Outcome, Reason, RunOutcome, SlotResult};
 
 macro_rules! text_column {
     ($($kind:ty: $what:literal),*) => {$(
@@ -42,5 +42,6 @@ text_column!(
     SlotResult: "slot result",
     Reason: "reason",
     Outcome: "restart outcome",
+    RunOutcome: "manual run outcome",
     NoticeEvent: "notification event"
 );

@@ -149,6 +149,7 @@ mod outbox;
 mod read;
 mod retention;
 mod rows;
+mod runs;
 mod terms;
 #[cfg(test)]
 mod tests;
@@ -160,6 +161,7 @@ pub use connect::{Backend, is_postgres_url, redact};
 pub use lock::{ActorLock, WriterLock};
 pub use retention::Pruned;
 pub use rows::*;
+pub use runs::{RunChange, RunRow};
 pub use writer::BatchObserver;
 
 /// The journal handle; cheap to clone. Appends and heartbeats go through one writer task (group

@@ -112,10 +112,12 @@ impl Journal {
             .fetch_all(&self.pool)
             .await?,
         );
+        let last_run = self.last_manual_run(uid).await?;
         Ok(EruSummary {
             ledger,
             last_restart,
             recent,
+            last_run,
         })
     }
 

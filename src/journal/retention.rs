@@ -2,7 +2,8 @@
 //! transaction, so appends are never held up for long). Totals do not change: each Eru's counters
 //! live in its ledger row, which only goes once its Eru has been deleted for longer than the
 //! retention. Nothing accounting still needs is pruned: restarts in progress, the spec epoch in
-//! force at an Eru's cursor, and the operator runs and journal outages since the oldest cursor.
+//! force at an Eru's cursor, the operator runs and journal outages since the oldest cursor, and
+//! a live Eru's manual runs.
 
 use chrono::{DateTime, Utc};
 
@@ -18,11 +19,19 @@ pub struct Pruned {
     pub runs: u64,
     pub outages: u64,
     pub ledgers: u64,
+    pub manual_runs: u64,
 }
 
 impl Pruned {
     pub fn total(&self) -> u64 {
-        self.transitions + self.slots + self.restarts + self.epochs + self.runs + self.outages + self.ledgers
+        self.transitions
+            + self.slots
+            + self.restarts
+            + self.epochs
+            + self.runs
+            + self.outages
+            + self.ledgers
+            + self.manual_runs
     }
 }
 
@@ -30,7 +39,7 @@ impl Pruned {
 type Statement = (fn(&mut Pruned) -> &mut u64, &'static str);
 
 /// Each statement deletes at most `$2` rows older than `$1`, by primary key.
-const STATEMENTS: [Statement; 7] = [
+const STATEMENTS: [Statement; 8] = [
     (
         |p| &mut p.transitions,
         "DELETE FROM transitions WHERE id IN (SELECT id FROM transitions WHERE at < $1 LIMIT $2)",
@@ -77,6 +86,16 @@ const STATEMENTS: [Statement; 7] = [
            WHERE ended_at < $1
              AND ended_at < (SELECT coalesce(min(accounted_through), $1) FROM eru_ledger
                              WHERE deleted_at IS NULL)
+           LIMIT $2)",
+    ),
+    // a manual run stays while its Eru lives (the Eru may still carry its token: a pruned run
+    // would be seen as new); it goes with a deleted Eru's ledger
+    (
+        |p| &mut p.manual_runs,
+        "DELETE FROM manual_runs WHERE id IN (SELECT r.id FROM manual_runs AS r
+           LEFT JOIN eru_ledger AS g ON g.uid = r.uid
+           WHERE r.requested_at < $1 AND r.outcome NOT IN ('waiting', 'in_progress')
+             AND (g.uid IS NULL OR (g.deleted_at IS NOT NULL AND g.deleted_at < $1))
            LIMIT $2)",
     ),
     (

@@ -97,6 +97,9 @@ pub enum NoticeOf {
     Finished(DateTime<Utc>),
     /// This slot, held by a health gate (no record: written once per sink, by its key).
     Held(DateTime<Utc>),
+    /// The window starting here cannot be accounted (no record: written once per sink, by its
+    /// key).
+    Gap(DateTime<Utc>),
 }
 
 /// A notification for the outbox: one event for one sink.
@@ -118,7 +121,9 @@ impl NewNotice {
     /// The slot the notice is about.
     pub fn slot(&self) -> DateTime<Utc> {
         match self.of {
-            NoticeOf::Slot(slot) | NoticeOf::Finished(slot) | NoticeOf::Held(slot) => slot,
+            NoticeOf::Slot(slot) | NoticeOf::Finished(slot) | NoticeOf::Held(slot) | NoticeOf::Gap(slot) => {
+                slot
+            }
         }
     }
 
@@ -223,6 +228,8 @@ pub struct Entry {
     /// Notifications of the slot records and restart ends above: each is written only if the
     /// record it reports is new.
     pub notices: Vec<NewNotice>,
+    /// Manual runs seen, started, patched or ended.
+    pub runs: Vec<super::RunChange>,
 }
 
 impl Entry {
@@ -241,12 +248,19 @@ pub struct Appended {
     pub restarts_patched: u64,
     pub attempts: u64,
     pub restarts_finished: u64,
+    /// Manual-run rows added or changed.
+    pub runs: u64,
 }
 
 impl Appended {
     /// New slot, restart and attempt rows: what a replay of the same records does not add again.
     pub fn records(&self) -> u64 {
-        self.slots + self.restarts_decided + self.restarts_patched + self.attempts + self.restarts_finished
+        self.slots
+            + self.restarts_decided
+            + self.restarts_patched
+            + self.attempts
+            + self.restarts_finished
+            + self.runs
     }
 }
 
@@ -430,6 +444,8 @@ pub struct EruSummary {
     pub last_restart: Option<RestartRow>,
     /// The latest slot records, newest slot first, at most [`RECENT`].
     pub recent: Vec<SlotRecordRow>,
+    /// The latest manual run, if any.
+    pub last_run: Option<super::RunRow>,
 }
 
 /// How many slot records an Eru's status shows (`status.recent`).

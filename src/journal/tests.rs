@@ -64,6 +64,7 @@ on_both!(
     a_slot_record_ending_before_it_starts_is_refused,
     notifications_are_written_with_their_new_record_and_settled_once,
     a_full_outbox_gives_up_its_oldest,
+    a_manual_run_moves_once_through_its_outcomes,
 );
 
 fn object() -> ObjectKey {
@@ -153,6 +154,7 @@ async fn migrations_create_every_table(journal: Journal) {
     for t in [
         "eru_ledger",
         "journal_outages",
+        "manual_runs",
         "notifications",
         "operator_runs",
         "restarts",
@@ -1349,4 +1351,117 @@ async fn a_full_outbox_gives_up_its_oldest(journal: Journal) {
         over,
         vec![(due[0].id, "a".to_string()), (due[1].id, "a".to_string())]
     );
+}
+
+async fn a_manual_run_moves_once_through_its_outcomes(journal: Journal) {
+    use crate::vocab::RunOutcome;
+    let (uid, token) = ("u1".to_string(), "deploy-42".to_string());
+    let requested = Entry {
+        runs: vec![RunChange::Requested {
+            object: object(),
+            target: "web".into(),
+            token: token.clone(),
+            requested_by: Some("kubectl-annotate".into()),
+            requested_at: at(0),
+            deadline_at: at(5),
+            reason: Some("blackout: maintenance".into()),
+        }],
+        ..Entry::default()
+    };
+    assert_eq!(journal.append(&requested).await.unwrap().runs, 1);
+    assert_eq!(
+        journal.append(&requested).await.unwrap().runs,
+        0,
+        "a replay adds nothing"
+    );
+    let row = journal.manual_run(&uid, &token).await.unwrap().unwrap();
+    assert_eq!(
+        (row.outcome, row.reason.as_deref(), row.requested_by.as_deref()),
+        (
+            RunOutcome::Waiting,
+            Some("blackout: maintenance"),
+            Some("kubectl-annotate")
+        )
+    );
+    let steps = Entry {
+        runs: vec![
+            RunChange::Decided {
+                uid: uid.clone(),
+                token: token.clone(),
+                at: at(1),
+            },
+            RunChange::Attempt {
+                uid: uid.clone(),
+                token: token.clone(),
+                at: at(1),
+                error: "denied".into(),
+                next_attempt_at: at(2),
+            },
+            RunChange::Patched {
+                uid: uid.clone(),
+                token: token.clone(),
+                at: at(2),
+            },
+        ],
+        ..Entry::default()
+    };
+    assert_eq!(journal.append(&steps).await.unwrap().runs, 3);
+    assert_eq!(
+        journal.append(&steps).await.unwrap().runs,
+        0,
+        "a replay adds nothing"
+    );
+    let open = journal.open_manual_run(&uid).await.unwrap().unwrap();
+    assert_eq!(
+        (open.outcome, open.attempts, open.reason),
+        (RunOutcome::InProgress, 1, None)
+    );
+    assert_eq!(journal.open_manual_runs(Some("ns")).await.unwrap().len(), 1);
+    assert!(journal.open_manual_runs(Some("other")).await.unwrap().is_empty());
+    let end = |outcome| Entry {
+        runs: vec![RunChange::Ended {
+            uid: uid.clone(),
+            token: token.clone(),
+            at: at(3),
+            outcome,
+            reason: Some("the rollout finished".into()),
+        }],
+        ..Entry::default()
+    };
+    assert_eq!(journal.append(&end(RunOutcome::Succeeded)).await.unwrap().runs, 1);
+    assert_eq!(
+        journal.append(&end(RunOutcome::Failed)).await.unwrap().runs,
+        0,
+        "an ended run keeps its outcome"
+    );
+    let last = journal.last_manual_run(&uid).await.unwrap().unwrap();
+    assert_eq!(last.outcome, RunOutcome::Succeeded);
+    assert!(journal.open_manual_run(&uid).await.unwrap().is_none());
+    let listed = journal.manual_runs(Some("ns"), (at(0), at(1)), 10).await.unwrap();
+    assert_eq!(listed, vec![last]);
+    assert!(
+        journal
+            .manual_runs(Some("ns"), (at(1), at(9)), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // kept while the Eru lives, whatever its age; gone with a deleted Eru's ledger
+    let live = Entry {
+        advances: vec![(object(), at(0))],
+        ..Entry::default()
+    };
+    journal.append(&live).await.unwrap();
+    let pruned = journal.prune(at(59), 100).await.unwrap();
+    assert_eq!(
+        pruned.manual_runs, 0,
+        "its Eru lives: it may still carry the token"
+    );
+    let deleted = Entry {
+        deleted: vec![(uid.clone(), at(4))],
+        ..Entry::default()
+    };
+    journal.append(&deleted).await.unwrap();
+    let pruned = journal.prune(at(59), 100).await.unwrap();
+    assert_eq!(pruned.manual_runs, 1, "its Eru was deleted before the cutoff");
 }

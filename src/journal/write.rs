@@ -127,7 +127,8 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
     restarts_on(conn, entry, &mut done, &mut deltas).await?;
     finished_on(conn, entry, &mut done, &mut deltas).await?;
     slots_on(conn, entry, &mut done, &mut deltas).await?;
-    for n in entry.notices.iter().filter(|n| matches!(n.of, NoticeOf::Held(_))) {
+    done.runs = super::runs::runs_on(conn, entry).await?;
+    for n in (entry.notices.iter()).filter(|n| matches!(n.of, NoticeOf::Held(_) | NoticeOf::Gap(_))) {
         notice_on(conn, n).await?;
     }
     for (object, through) in &entry.advances {

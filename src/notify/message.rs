@@ -59,9 +59,10 @@ fn line(rows: &[&NoticeRow]) -> String {
         NoticeEvent::SlotMissed => SlotResult::Missed.as_str(),
         NoticeEvent::SlotSkipped => SlotResult::Skipped.as_str(),
         NoticeEvent::SlotHeld => "held by a health gate",
+        NoticeEvent::WindowUnaccounted => "not accounted",
     };
     let count: i64 = rows.iter().map(|r| r.slot_count).sum();
-    let slots = if count > 1 {
+    let slots = if count > 1 || first.event == NoticeEvent::WindowUnaccounted {
         format!("{count} slots {} to {}", first.slot, last.last_slot)
     } else {
         format!("slot {}", first.slot)

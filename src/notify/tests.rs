@@ -267,3 +267,19 @@ fn a_hold_is_sent_once_it_lasted_as_long_as_a_route_asks() {
     .unwrap_err();
     assert!(error.contains("heldLongerThan"), "{error}");
 }
+
+#[test]
+fn a_window_not_accounted_is_one_event_per_sink_keyed_by_its_start() {
+    let notifier = Notifier::parse(FILE).unwrap();
+    let from = Utc.with_ymd_and_hms(2026, 11, 27, 1, 0, 0).unwrap();
+    let to = Utc.with_ymd_and_hms(2026, 11, 27, 3, 0, 0).unwrap();
+    let notices = notifier.gap_notices(&object("prod"), None, (from, to), "no journal", to);
+    // the catch-all route only: the others pick restart and slot events
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    let n = &notices[0];
+    assert_eq!(
+        (n.sink.as_str(), n.event, n.slot(), n.last_slot, n.note.as_deref()),
+        ("audit", NoticeEvent::WindowUnaccounted, from, to, Some("no journal"))
+    );
+    assert_eq!(n.key(), "prod/web/2026-11-27T01:00:00.000Z/window_unaccounted");
+}

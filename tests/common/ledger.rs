@@ -13,7 +13,7 @@
 use std::{collections::BTreeMap, fmt, time::Duration};
 
 use chrono::{DateTime, Utc};
-use eru_operator::eru::RESTARTED_AT_ANNOTATION;
+use eru_operator::eru::{RESTARTED_AT_ANNOTATION, core::run::RUN_ANNOTATION};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
 use serde_json::Value;
@@ -196,6 +196,35 @@ pub struct Rollouts {
     /// (revision number, the slot its template carries — `Err` with the raw value if it is not
     /// a time)
     pub revisions: Vec<(i64, CarriedSlot)>,
+    /// The revisions a manual run made (`mtsre.meitu.com/run-now` changed, the slot did not), by
+    /// number, with the token: no slot's, so left out of `revisions`' slots.
+    pub runs: Vec<(i64, String)>,
+}
+
+/// A workload's revisions with their slots, and the manual runs' (number, token).
+type Split = (Vec<(i64, CarriedSlot)>, Vec<(i64, String)>);
+
+/// Splits the manual runs' revisions from the slots': a revision whose run token differs from
+/// the revision before it (by number) is a run's; its slot is not counted.
+fn split_runs(mut revisions: Vec<(i64, CarriedSlot, Option<String>)>) -> Split {
+    revisions.sort_by_key(|(n, ..)| *n);
+    let mut runs = Vec::new();
+    let mut before: Option<String> = None;
+    let slots = revisions
+        .into_iter()
+        .map(|(n, slot, run)| {
+            let changed = run.is_some() && run != before;
+            before = run.clone();
+            match (changed, run) {
+                (true, Some(token)) => {
+                    runs.push((n, token));
+                    (n, None)
+                }
+                _ => (n, slot),
+            }
+        })
+        .collect();
+    (slots, runs)
 }
 
 fn slot_of(annotations: Option<&BTreeMap<String, String>>) -> CarriedSlot {
@@ -234,11 +263,18 @@ pub async fn rollouts(client: &Client, ns: &str, workload: Workload<'_>) -> Resu
                     .ok_or_else(|| format!("ReplicaSet {} has no revision", rs.name_any()))?;
                 let template = rs.spec.as_ref().and_then(|s| s.template.as_ref());
                 let meta = template.and_then(|t| t.metadata.as_ref());
-                revisions.push((revision, slot_of(meta.and_then(|m| m.annotations.as_ref()))));
+                let annotations = meta.and_then(|m| m.annotations.as_ref());
+                let run = annotations.and_then(|a| a.get(RUN_ANNOTATION)).cloned();
+                revisions.push((revision, slot_of(annotations), run));
             }
             let meta = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
             let template = slot_of(meta.and_then(|m| m.annotations.as_ref())).and_then(Result::ok);
-            Ok(Rollouts { template, revisions })
+            let (revisions, runs) = split_runs(revisions);
+            Ok(Rollouts {
+                template,
+                revisions,
+                runs,
+            })
         }
         Workload::StatefulSet(name) => {
             let s = Api::<StatefulSet>::namespaced(client.clone(), ns)
@@ -287,7 +323,11 @@ async fn controller_revisions<K: Resource>(
             (r.revision, slot)
         })
         .collect();
-    Ok(Rollouts { template, revisions })
+    Ok(Rollouts {
+        template,
+        revisions,
+        runs: Vec::new(),
+    })
 }
 
 /// What each slot of a stretch may be accounted as, written out by the scenario: `fired` (its

@@ -21,9 +21,10 @@ use super::{
     hold::{Answer, Held},
     ledger::{self, Due, Reason, SlotRecord, Window},
     messages::{EruAction, EruDecision, EruEvent, EruRecord, Pending, Restart, Rollout, SlotsDue},
+    run::{ManualRun, RunDue, RunRecord, RunRollout},
     schedule::slot_text as text,
 };
-use crate::{machine::Phase, vocab};
+use crate::{machine::Phase, vocab, vocab::RunOutcome};
 
 /// The Eru machine.
 #[derive(Default)]
@@ -52,6 +53,7 @@ impl EruMachine {
                     None => Handled,
                 }
             }
+            EruEvent::RunDue(due) => start_run(context, due),
             _ => Super,
         }
     }
@@ -61,6 +63,7 @@ impl EruMachine {
         match event {
             EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
             EruEvent::SlotsDue(slots) => skip_all(context, slots, Reason::Suspended),
+            EruEvent::RunDue(due) => refuse_run(context, due, Reason::Suspended),
             _ => Super,
         }
     }
@@ -72,6 +75,7 @@ impl EruMachine {
             EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
             EruEvent::SpecReady { suspend: true } => Transition(State::suspended()),
             EruEvent::SlotsDue(slots) => skip_all(context, slots, Reason::SpecInvalid),
+            EruEvent::RunDue(due) => refuse_run(context, due, Reason::SpecInvalid),
             _ => Super,
         }
     }
@@ -83,6 +87,7 @@ impl EruMachine {
             EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
             EruEvent::SpecReady { suspend: true } => Transition(State::suspended()),
             EruEvent::SlotsDue(slots) => skip_all(context, slots, Reason::TargetMissing),
+            EruEvent::RunDue(due) => refuse_run(context, due, Reason::TargetMissing),
             _ => Super,
         }
     }
@@ -205,6 +210,112 @@ impl EruMachine {
         }
     }
 
+    /// A manual run whose gates are open, asking the fleet for a place: granted, it is decided;
+    /// refused, it waits (journaled `waiting`) for a place or its deadline. Lives within one pass.
+    #[state]
+    fn run_starting(run: &ManualRun, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+        match event {
+            EruEvent::Place { granted: true } => {
+                context.record(EruRecord::Run(RunRecord::Decided {
+                    token: run.token.clone(),
+                }));
+                Transition(State::run_restarting(run.clone()))
+            }
+            EruEvent::Place { granted: false } => Transition(State::waiting()),
+            _ => Handled,
+        }
+    }
+
+    /// A manual run is decided and journaled; its patch has not landed yet.
+    #[state(superstate = "busy")]
+    fn run_restarting(run: &ManualRun, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+        match event {
+            EruEvent::RestartPatched { at } => {
+                context.record(EruRecord::Run(RunRecord::Patched {
+                    token: run.token.clone(),
+                    at: *at,
+                }));
+                Transition(State::run_rolling_out(RunRollout {
+                    run: run.clone(),
+                    patched_at: *at,
+                }))
+            }
+            EruEvent::PatchFailed {
+                message,
+                at,
+                retry_at,
+            } => {
+                context.record(EruRecord::Run(RunRecord::Attempt {
+                    token: run.token.clone(),
+                    at: *at,
+                    error: message.clone(),
+                    retry_at: *retry_at,
+                }));
+                Transition(State::run_restarting(ManualRun {
+                    attempts: run.attempts + 1,
+                    last_error: Some(message.clone()),
+                    next_attempt_at: Some(*retry_at),
+                    ..run.clone()
+                }))
+            }
+            EruEvent::RestartPending(pending) => go_on_or_give_up_run(context, run, pending),
+            EruEvent::SlotsDue(slots) => {
+                record_slots(context, &slots.records);
+                match &slots.due {
+                    Some(due) => {
+                        // the slot's restart does what the run asked: the run is given up for it
+                        let why = format!("superseded by slot {} before the patch landed", text(due.slot));
+                        context.record(EruRecord::Run(give_up_run(run, &why)));
+                        match start(context, due, slots, true) {
+                            Handled => Transition(State::waiting()),
+                            started => started,
+                        }
+                    }
+                    None => Handled,
+                }
+            }
+            _ => Super,
+        }
+    }
+
+    /// The target rolls out a manual run.
+    #[state(superstate = "busy")]
+    fn run_rolling_out(rollout: &RunRollout, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+        let run = &rollout.run;
+        let finish = |context: &mut EruDecision, outcome, at, reason: String| {
+            context.record(EruRecord::Run(RunRecord::ended(run, outcome, at, reason)));
+            Transition(State::waiting())
+        };
+        match event {
+            EruEvent::RolloutProgressed => Handled,
+            EruEvent::RolloutDone { finished_at } => finish(
+                context,
+                RunOutcome::Succeeded,
+                Some(*finished_at),
+                "the rollout finished".into(),
+            ),
+            EruEvent::RolloutFailed { finished_at, reason } => {
+                finish(context, RunOutcome::Failed, Some(*finished_at), reason.clone())
+            }
+            EruEvent::TargetGone => finish(
+                context,
+                RunOutcome::Abandoned,
+                None,
+                "the target disappeared during the rollout".into(),
+            ),
+            EruEvent::SlotsDue(slots) => {
+                record_slots(context, &slots.records);
+                if let Some(due) = slots.due.as_ref() {
+                    let note = format!("{} was rolling out", run.name());
+                    let record = SlotRecord::one(due.slot, Reason::ConcurrentRollout, None, &due.target);
+                    context.record(EruRecord::Slots(vec![record.noted(note)]));
+                }
+                Handled
+            }
+            _ => Super,
+        }
+    }
+
     /// Not restarting: spec and target problems move between these states.
     #[superstate]
     fn idle(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
@@ -239,7 +350,16 @@ impl EruMachine {
     /// A restart is in flight: it finishes (or is given up) on its own terms; the spec's state
     /// applies once it has ended.
     #[superstate]
-    fn busy() -> Outcome<State> {
+    fn busy(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+        if let EruEvent::RunDue(due) = event
+            && due.new
+        {
+            // journaled now, so its wait is seen; it starts once the restart in flight ended
+            context.record(EruRecord::Run(RunRecord::Requested {
+                run: due.run.clone(),
+                waits: Some("a restart is in flight".into()),
+            }));
+        }
         Handled
     }
 
@@ -401,6 +521,133 @@ fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue, superseding: bo
     }
 }
 
+/// Starts the manual run `due` asks for, in an Eru that waits for its next slot: its patch landed
+/// already (taken over, never patched twice), or it is refused past its deadline, waits while
+/// something stands in its way, is journaled as a dry run, or asks the fleet for a place.
+fn start_run(context: &mut EruDecision, due: &RunDue) -> Outcome<State> {
+    let run = &due.run;
+    if due.new {
+        context.record(EruRecord::Run(RunRecord::Requested {
+            run: run.clone(),
+            waits: due.waits(),
+        }));
+    }
+    if let Some(at) = due.landed_at {
+        let token = run.token.clone();
+        context.record(EruRecord::Run(RunRecord::Decided { token: token.clone() }));
+        context.record(EruRecord::Run(RunRecord::Patched { token, at }));
+        return Transition(State::run_rolling_out(RunRollout {
+            run: run.clone(),
+            patched_at: at,
+        }));
+    }
+    if due.now > run.deadline {
+        let why = (due.waits().or_else(|| due.waited.clone()))
+            .unwrap_or_else(|| Reason::PastDeadline.as_str().to_string());
+        let reason = format!("not started by its deadline {} ({why})", text(run.deadline));
+        context.record(EruRecord::Run(RunRecord::ended(
+            run,
+            RunOutcome::Refused,
+            None,
+            reason,
+        )));
+        return Handled;
+    }
+    if due.blocked.is_some() {
+        return Handled; // it waits; the plan looks again at the gate poll or its deadline
+    }
+    if due.dry_run {
+        let reason = format!(
+            "dry run: would have set {}={} on the pod template of {}",
+            super::run::RUN_ANNOTATION,
+            run.token,
+            run.target
+        );
+        context.record(EruRecord::Run(RunRecord::ended(
+            run,
+            RunOutcome::DryRun,
+            None,
+            reason,
+        )));
+        return Handled;
+    }
+    context.act(EruAction::AskPlace {
+        slot: run.requested_at,
+        deadline: run.deadline,
+    });
+    Transition(State::run_starting(run.clone()))
+}
+
+/// Refuses the manual run `due` asks for at once: the Eru is suspended, invalid or without target.
+fn refuse_run(context: &mut EruDecision, due: &RunDue, reason: Reason) -> Outcome<State> {
+    if due.landed_at.is_some() {
+        // its patch landed before the Eru changed: taken over and tracked to its end
+        return start_run(context, due);
+    }
+    if due.new {
+        context.record(EruRecord::Run(RunRecord::Requested {
+            run: due.run.clone(),
+            waits: None,
+        }));
+    }
+    let why = match reason {
+        Reason::Suspended => "the Eru is suspended",
+        Reason::SpecInvalid => "the Eru's spec is invalid",
+        _ => "the Eru's target does not exist",
+    };
+    let reason = format!("{}: {why}", reason.as_str());
+    context.record(EruRecord::Run(RunRecord::ended(
+        &due.run,
+        RunOutcome::Refused,
+        None,
+        reason,
+    )));
+    Handled
+}
+
+/// A manual run that has not landed, as this pass finds it: given up if something blocks it or
+/// its deadline passed; else patched again once its backoff is over.
+fn go_on_or_give_up_run(context: &mut EruDecision, run: &ManualRun, pending: &Pending) -> Outcome<State> {
+    let why = if let Some(reason) = pending.blocked {
+        let note = pending.note.as_ref().map_or(String::new(), |n| format!(" ({n})"));
+        Some(format!("{} before the patch landed{note}", reason.as_str()))
+    } else if pending.now > run.deadline {
+        Some(format!(
+            "the patch did not land by its deadline {}",
+            text(run.deadline)
+        ))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => {
+            context.record(EruRecord::Run(give_up_run(run, &why)));
+            Transition(State::waiting())
+        }
+        None => {
+            if pending.retry_due {
+                context.act(EruAction::PatchRun {
+                    token: run.token.clone(),
+                    target: run.target.clone(),
+                });
+            }
+            Handled
+        }
+    }
+}
+
+/// The record of a manual run given up before its patch landed, with the last API message.
+fn give_up_run(run: &ManualRun, why: &str) -> RunRecord {
+    let mut reason = why.to_string();
+    if let Some(error) = &run.last_error {
+        reason.push_str(&format!(
+            "; last error ({} failed patches): {error}",
+            run.attempts
+        ));
+    }
+    RunRecord::ended(run, RunOutcome::Abandoned, None, reason)
+}
+
 /// What a dry run would have patched.
 fn dry_run_patch(due: &Due) -> String {
     format!(
@@ -463,13 +710,13 @@ impl Phase for State {
             State::Suspended {} => "Suspended",
             State::Invalid {} => "Invalid",
             State::TargetMissing {} => "TargetMissing",
-            State::Restarting { .. } => "Restarting",
-            State::RollingOut { .. } => "RollingOut",
+            State::Restarting { .. } | State::RunRestarting { .. } => "Restarting",
+            State::RollingOut { .. } | State::RunRollingOut { .. } => "RollingOut",
             // what it showed before it asked: a slot that waits for a place is not a phase
             State::Starting {
                 superseding: true, ..
             } => "Restarting",
-            State::Starting { .. } => "Waiting",
+            State::Starting { .. } | State::RunStarting { .. } => "Waiting",
         }
     }
 }
@@ -484,10 +731,26 @@ impl State {
         }
     }
 
-    /// The due slot asking the fleet for a place, and its deadline.
+    /// The manual run in flight (decided, not ended), if any.
+    pub fn run(&self) -> Option<&ManualRun> {
+        match self {
+            State::RunRestarting { run } => Some(run),
+            State::RunRollingOut { rollout } => Some(&rollout.run),
+            _ => None,
+        }
+    }
+
+    /// Whether a restart or a manual run is in flight (it holds a place in the fleet).
+    pub fn in_flight(&self) -> bool {
+        self.slot().is_some() || self.run().is_some()
+    }
+
+    /// The due slot (or the manual run, by when it was asked) asking the fleet for a place, and
+    /// its deadline.
     pub fn asks_place(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
         match self {
             State::Starting { due, .. } => Some((due.slot, due.deadline)),
+            State::RunStarting { run } => Some((run.requested_at, run.deadline)),
             _ => None,
         }
     }
@@ -499,6 +762,10 @@ impl State {
         match self {
             State::Restarting { restart } => Some(restart.wake(now)),
             State::RollingOut { rollout } => {
+                Some(rollout.patched_at + rollout_timeout + Duration::seconds(1))
+            }
+            State::RunRestarting { run } => Some(run.wake(now)),
+            State::RunRollingOut { rollout } => {
                 Some(rollout.patched_at + rollout_timeout + Duration::seconds(1))
             }
             _ => None,
@@ -513,6 +780,10 @@ pub enum InFlight {
     Pending(Restart),
     /// Its patch landed; the rollout is being tracked.
     Landed(Rollout),
+    /// A manual run decided; its patch has not landed.
+    RunPending(ManualRun),
+    /// A manual run whose patch landed.
+    RunLanded(RunRollout),
 }
 
 /// Restores the machine: a restart in flight comes from the journal (never from `status.phase`,
@@ -521,6 +792,8 @@ pub fn restore(phase: Option<&str>, in_flight: Option<InFlight>) -> State {
     match in_flight {
         Some(InFlight::Pending(restart)) => State::Restarting { restart },
         Some(InFlight::Landed(rollout)) => State::RollingOut { rollout },
+        Some(InFlight::RunPending(run)) => State::RunRestarting { run },
+        Some(InFlight::RunLanded(rollout)) => State::RunRollingOut { rollout },
         None => match phase {
             Some("Suspended") => State::Suspended {},
             Some("Invalid") => State::Invalid {},

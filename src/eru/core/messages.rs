@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use super::{
     hold::{Answer, Held},
     ledger::{Due, Epoch, Reason, SlotRecord, Window},
+    run::{RunDue, RunRecord},
 };
 use crate::machine::{Decision, EventName};
 use crate::vocab::Outcome;
@@ -206,6 +207,8 @@ pub enum EruEvent {
         rollout: Rollout,
         deadline: DateTime<Utc>,
     },
+    /// The Eru asks for a manual run the journal has not started or ended (boxed: rare).
+    RunDue(Box<RunDue>),
 }
 
 impl EventName for EruEvent {
@@ -224,6 +227,7 @@ impl EventName for EruEvent {
             EruEvent::RolloutFailed { .. } => "RolloutFailed",
             EruEvent::TargetGone => "TargetGone",
             EruEvent::Adopt { .. } => "Adopt",
+            EruEvent::RunDue(_) => "RunRequested",
         }
     }
 }
@@ -293,6 +297,8 @@ pub enum EruRecord {
         reason: String,
         record: SlotRecord,
     },
+    /// A manual run's record (kept apart from the slots and restarts).
+    Run(RunRecord),
 }
 
 /// What the reconciler does in the cluster once the pass is journaled.
@@ -317,6 +323,10 @@ pub enum EruAction {
         slot: DateTime<Utc>,
         deadline: DateTime<Utc>,
     },
+    /// Set a manual run's token on the target's pod template (idempotent: keyed by the token).
+    PatchRun { token: String, target: String },
+    /// Tell the user the run-now annotation cannot be used (an Event).
+    ReportBadRun { reason: String },
 }
 
 /// What one Eru pass decided.

@@ -9,6 +9,7 @@
 //! - [`ledger`]: the slot ledger (every slot due, or recorded with its reason);
 //! - [`hold`]: slots a health gate holds; [`need`]: whether a due slot's restart would help;
 //! - [`messages`]: what the state machine hears (events) and says (records, actions);
+//! - [`run`]: manual runs (`mtsre.meitu.com/run-now`);
 //! - [`machine`]: the Eru's statig state machine;
 //! - [`observed`]: what a pass decides from; [`plan`]: one pass's plan.
 
@@ -25,5 +26,6 @@ pub mod messages;
 pub mod need;
 pub mod observed;
 pub mod plan;
+pub mod run;
 pub mod schedule;
 pub mod target;

@@ -10,6 +10,7 @@ use super::{
     hold::{Answer, Held},
     ledger::{Epoch, EpochSpec, Window},
     messages::{Remembered, Restart},
+    run::{Asked, ManualRun},
     schedule::Schedule,
     target::TargetView,
 };
@@ -21,6 +22,23 @@ pub struct OpenRestart {
     pub decided_at: DateTime<Utc>,
     /// When its patch landed, if it did.
     pub patched_at: Option<DateTime<Utc>>,
+}
+
+/// A manual run the journal holds in progress.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenRun {
+    pub run: ManualRun,
+    /// When its patch landed, if it did.
+    pub patched_at: Option<DateTime<Utc>>,
+}
+
+/// What the journal holds of the run the Eru's annotation asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunSeen {
+    /// Journaled, not started: why it waited, if it did.
+    Waiting { run: ManualRun, waited: Option<String> },
+    /// Started (in flight: see [`Journaled::open_run`]) or ended: never started again.
+    Started,
 }
 
 /// Everything one pass decides from, in three parts by where it comes from.
@@ -57,6 +75,8 @@ pub struct Cluster {
     /// The targets the pass may need (the spec's, the restart's, the epochs'), as cached, by
     /// their journal key ([`crate::eru::Target::key`]); absent ones do not exist.
     pub targets: HashMap<String, TargetView>,
+    /// The manual run the Eru's `mtsre.meitu.com/run-now` asks for, or why its value is no token.
+    pub run: Option<Result<Asked, String>>,
 }
 
 /// What an Eru's status shows, as the plan reads it: the phase its machine is restored from, the
@@ -110,6 +130,10 @@ pub struct Journaled {
     pub epochs: Vec<Epoch>,
     /// The restart held in progress, if any.
     pub open_restart: Option<OpenRestart>,
+    /// The manual run held in progress, if any.
+    pub open_run: Option<OpenRun>,
+    /// What the journal holds of the run the Eru asks for; `None` if it has none (a new token).
+    pub run: Option<RunSeen>,
     /// Operator runs `(started, last heartbeat)` since the cursor (and the one before), oldest
     /// first.
     pub runs: Vec<(DateTime<Utc>, DateTime<Utc>)>,

@@ -18,7 +18,8 @@ use super::{
     ledger::{self, Epoch, Span, Window},
     machine::{EruMachine, InFlight, State, restore, retry_delay},
     messages::{EruAction, EruDecision, EruEvent, Gate, Grant, Pending, Rollout, SlotsDue, Template},
-    observed::Observed,
+    observed::{Observed, RunSeen},
+    run::{Blocked, ManualRun, RunDue, RunRollout},
     target::{DEFAULT_ROLLOUT_TIMEOUT_SECONDS, Verdict},
 };
 use crate::machine::step;
@@ -77,6 +78,9 @@ pub struct Plan {
     pub held: Option<Held>,
     /// The API's message if the restart patch failed in this pass.
     pub patch_error: Option<String>,
+    /// When the manual run that waits for a gate, a blackout or a place needs its next look,
+    /// if one waits: its deadline, or sooner (the blackout's end, the gate poll).
+    pub run_waits: Option<DateTime<Utc>>,
     /// The instant of what the plan last heard: the observation, then a patch's result.
     at: DateTime<Utc>,
     /// How long the rollout being tracked may take.
@@ -112,6 +116,7 @@ pub fn plan(observed: Observed) -> Plan {
         queued: None,
         held: None,
         patch_error: None,
+        run_waits: None,
         downtime,
     };
     plan.track_in_flight();
@@ -153,6 +158,7 @@ impl Plan {
                 self.at = at;
                 let failures = match &self.state {
                     State::Restarting { restart } => restart.attempts + 1,
+                    State::RunRestarting { run } => run.attempts + 1,
                     _ => 1,
                 };
                 self.patch_error = Some(message.clone());
@@ -187,7 +193,7 @@ impl Plan {
             .held
             .as_ref()
             .map(|h| h.wake(self.observed.now, self.gate_poll()));
-        [self.next_fire, in_flight, queued, held]
+        [self.next_fire, in_flight, queued, held, self.run_waits]
             .into_iter()
             .flatten()
             .min()
@@ -295,6 +301,29 @@ impl Plan {
             };
             feed(state, decision, &event);
         }
+        if let State::RunRestarting { run } = &*state
+            && let Some(at) =
+                view_of(&run.target).and_then(|v| v.run_landed_at(&run.token, run.requested_at, o.now))
+        {
+            feed(state, decision, &EruEvent::RestartPatched { at });
+        }
+        if let State::RunRollingOut { rollout } = &*state {
+            let (token, at) = (&rollout.run.token, rollout.patched_at);
+            let event = match view_of(&rollout.run.target) {
+                None => EruEvent::TargetGone,
+                Some(v) => match v.run_verdict(token, at, o.now, self.rollout_timeout) {
+                    Verdict::Done => EruEvent::RolloutDone {
+                        finished_at: v.finished_at(at, o.now),
+                    },
+                    Verdict::Failed(reason) => EruEvent::RolloutFailed {
+                        finished_at: o.now,
+                        reason,
+                    },
+                    Verdict::Progressing => EruEvent::RolloutProgressed,
+                },
+            };
+            feed(state, decision, &event);
+        }
     }
 
     /// The slots since the cursor: recorded, or due.
@@ -357,38 +386,13 @@ impl Plan {
         });
     }
 
-    /// A restart that has not landed: patch it (after its backoff), or give it up; then the
-    /// spec's state again (a restart that ended in this pass frees the Eru for it).
+    /// A restart or manual run that has not landed: patch it (after its backoff), or give it up;
+    /// then the spec's state again (a restart that ended in this pass frees the Eru for it), and
+    /// the manual run the Eru asks for.
     fn conclude(&mut self) {
-        let o = &self.observed;
-        if let State::Restarting { restart } = &self.state {
-            let view = o.cluster.targets.get(&restart.target);
-            let (blocked, note) = if o.cluster.spec.suspend {
-                (Some(ledger::Reason::Suspended), None)
-            } else if o.cluster.schedule.is_err() {
-                (Some(ledger::Reason::SpecInvalid), None)
-            } else {
-                (
-                    view.map_or(Gate::Missing, |v| v.gate()).reason(),
-                    view.and_then(|v| v.gate_note()),
-                )
-            };
-            let decided_at = o
-                .journal
-                .open_restart
-                .as_ref()
-                .filter(|open| open.restart.slot == restart.slot)
-                .map_or(o.now, |open| open.decided_at);
-            let pending = Pending {
-                now: o.now,
-                blocked,
-                note,
-                retry_due: restart.next_attempt_at.is_none_or(|at| at <= o.now),
-                // no operator ran between the decision and the deadline at some instant: the
-                // patch could not be sent then
-                downtime: ledger::overlapping(&self.downtime, decided_at, restart.deadline),
-                journal_outage: ledger::overlapping(&o.journal.outages, restart.slot, restart.deadline),
-            };
+        self.conclude_restart();
+        if let State::RunRestarting { run } = &self.state {
+            let pending = self.pending(&run.target, run.requested_at, run.deadline, run.next_attempt_at);
             feed(
                 &mut self.state,
                 &mut self.decision,
@@ -396,6 +400,167 @@ impl Plan {
             );
         }
         feed(&mut self.state, &mut self.decision, &self.spec_event);
+        self.run_now();
+    }
+
+    /// What a restart (or manual run) not landed must know: what blocks it now, whether its
+    /// backoff is over, and the outages since it was decided (`decided_at`, else now).
+    fn pending(
+        &self,
+        target: &str,
+        decided_at: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+        next_attempt_at: Option<DateTime<Utc>>,
+    ) -> Pending {
+        let o = &self.observed;
+        let view = o.cluster.targets.get(target);
+        let (blocked, note) = if o.cluster.spec.suspend {
+            (Some(ledger::Reason::Suspended), None)
+        } else if o.cluster.schedule.is_err() {
+            (Some(ledger::Reason::SpecInvalid), None)
+        } else {
+            (
+                view.map_or(Gate::Missing, |v| v.gate()).reason(),
+                view.and_then(|v| v.gate_note()),
+            )
+        };
+        Pending {
+            now: o.now,
+            blocked,
+            note,
+            retry_due: next_attempt_at.is_none_or(|at| at <= o.now),
+            // no operator ran between the decision and the deadline at some instant: the patch
+            // could not be sent then
+            downtime: ledger::overlapping(&self.downtime, decided_at, deadline),
+            journal_outage: None,
+        }
+    }
+
+    /// The manual run the Eru asks for, if the journal has not started or ended it and the
+    /// machine is not busy asking a place for a slot: fed to the machine, which starts it,
+    /// refuses it, or lets it wait.
+    fn run_now(&mut self) {
+        let o = &self.observed;
+        // a slot (or this run) asks or waits for a place: one request per pass
+        if self.state.asks_place().is_some() || self.queued.is_some() {
+            return;
+        }
+        let asked = match &o.cluster.run {
+            Some(Ok(asked)) => asked,
+            Some(Err(reason)) => {
+                self.decision.act(EruAction::ReportBadRun {
+                    reason: reason.clone(),
+                });
+                return;
+            }
+            None => return,
+        };
+        if self.state.run().is_some_and(|r| r.token == asked.token) {
+            return;
+        }
+        let (run, new, waited) = match &o.journal.run {
+            Some(RunSeen::Started) => return,
+            Some(RunSeen::Waiting { run, waited }) => (run.clone(), false, waited.clone()),
+            None => {
+                // asked when its manager wrote it (never later than now)
+                let at = asked.set_at.map_or(o.now, |at| at.min(o.now));
+                let run = ManualRun {
+                    token: asked.token.clone(),
+                    requested_by: asked.requested_by.clone(),
+                    requested_at: at,
+                    deadline: at + Duration::seconds(o.cluster.spec.starting_deadline_seconds.max(0)),
+                    target: o.cluster.spec.target.clone(),
+                    attempts: 0,
+                    last_error: None,
+                    next_attempt_at: None,
+                };
+                (run, true, None)
+            }
+        };
+        let view = o.cluster.targets.get(&run.target);
+        let (blocked, opens) = self.run_blocked(&run.target).unzip();
+        let due = RunDue {
+            landed_at: view.and_then(|v| v.run_landed_at(&run.token, run.requested_at, o.now)),
+            blocked,
+            dry_run: o.cluster.spec.dry_run || o.operator.dry_run_all,
+            now: o.now,
+            waited,
+            new,
+            run,
+        };
+        let deadline = due.run.deadline;
+        let blocked = due.blocked.is_some() && due.landed_at.is_none() && o.now <= deadline;
+        feed(
+            &mut self.state,
+            &mut self.decision,
+            &EruEvent::RunDue(Box::new(due)),
+        );
+        if matches!(self.state, State::RunRollingOut { .. }) {
+            // its patch had landed (a crash, a lost journal): its rollout may be over already,
+            // and no change of the target may come to say so
+            self.track_in_flight();
+        }
+        if blocked && matches!(self.state, State::Waiting {}) {
+            // looked at again when what blocks it may be gone (a blackout's end, else the gate
+            // poll), refused at its deadline
+            let again = opens.flatten().unwrap_or(self.observed.now + self.gate_poll());
+            self.run_waits = Some(again.min(deadline) + Duration::milliseconds(1));
+        }
+    }
+
+    /// What stands in a manual run's way now (the target's gate, a blackout, the health gates),
+    /// and when it ends if that is known (a blackout's end).
+    fn run_blocked(&self, target: &str) -> Option<(Blocked, Option<DateTime<Utc>>)> {
+        let o = &self.observed;
+        let view = o.cluster.targets.get(target);
+        let gate = view.map_or(Gate::Missing, |v| v.gate());
+        if let Some(reason) = gate.reason() {
+            let note = view.and_then(|v| v.gate_note());
+            return Some((
+                (reason, note.unwrap_or_else(|| format!("the target {target}"))),
+                None,
+            ));
+        }
+        let cluster = &o.cluster;
+        let blackouts = Blackouts::compile(
+            &cluster.spec.blackouts,
+            &o.operator.cluster_blackouts,
+            cluster.spec.time_zone.as_deref(),
+            &cluster.h_key,
+        )
+        .unwrap_or_default();
+        if let Some(hit) = blackouts.find(o.now) {
+            return Some(((ledger::Reason::Blackout, hit.note), Some(hit.window.1)));
+        }
+        match &o.operator.gate {
+            hold::Answer::Closed { reason, note } => Some(((*reason, note.clone()), None)),
+            hold::Answer::Open => None,
+        }
+    }
+
+    /// A restart that has not landed: patch it (after its backoff), or give it up.
+    fn conclude_restart(&mut self) {
+        let o = &self.observed;
+        if let State::Restarting { restart } = &self.state {
+            let decided_at = o
+                .journal
+                .open_restart
+                .as_ref()
+                .filter(|open| open.restart.slot == restart.slot)
+                .map_or(o.now, |open| open.decided_at);
+            let mut pending = self.pending(
+                &restart.target,
+                decided_at,
+                restart.deadline,
+                restart.next_attempt_at,
+            );
+            pending.journal_outage = ledger::overlapping(&o.journal.outages, restart.slot, restart.deadline);
+            feed(
+                &mut self.state,
+                &mut self.decision,
+                &EruEvent::RestartPending(pending),
+            );
+        }
     }
 }
 
@@ -416,9 +581,18 @@ fn spec_event(observed: &Observed) -> EruEvent {
     }
 }
 
-/// The restart in flight, as the journal holds it.
+/// The restart (or manual run) in flight, as the journal holds it.
 fn in_flight(observed: &Observed) -> Option<InFlight> {
-    let open = observed.journal.open_restart.as_ref()?;
+    let Some(open) = observed.journal.open_restart.as_ref() else {
+        let open = observed.journal.open_run.as_ref()?;
+        return Some(match open.patched_at {
+            Some(patched_at) => InFlight::RunLanded(RunRollout {
+                run: open.run.clone(),
+                patched_at,
+            }),
+            None => InFlight::RunPending(open.run.clone()),
+        });
+    };
     Some(match open.patched_at {
         Some(patched_at) => InFlight::Landed(Rollout {
             slot: open.restart.slot,
@@ -455,6 +629,8 @@ fn rollout_timeout(observed: &Observed, state: &State) -> Duration {
     let tracked = match state {
         State::Restarting { restart } => Some(&restart.target),
         State::RollingOut { rollout } => Some(&rollout.target),
+        State::RunRestarting { run } => Some(&run.target),
+        State::RunRollingOut { rollout } => Some(&rollout.run.target),
         _ => None,
     };
     Duration::seconds(observed.cluster.rollout_timeout_seconds.unwrap_or_else(|| {

@@ -33,6 +33,10 @@ pub struct TargetView {
     pub template_slot: Option<DateTime<Utc>>,
     /// When the restart manager last changed the template (the API server's clock, seconds).
     pub restart_applied_at: Option<DateTime<Utc>>,
+    /// The manual run's token the pod template carries (the last run patched).
+    pub template_run: Option<String>,
+    /// When the run manager last changed the template (the API server's clock, seconds).
+    pub run_applied_at: Option<DateTime<Utc>>,
 }
 
 /// How a rollout stands.
@@ -75,6 +79,22 @@ impl TargetView {
         })
     }
 
+    /// When the manual run `token` landed, if the template carries it: the run manager's time on
+    /// the target when it is not before `asked` (when the run was asked) and not after `now`,
+    /// else `now`.
+    pub fn run_landed_at(
+        &self,
+        token: &str,
+        asked: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        (self.template_run.as_deref() == Some(token)).then(|| {
+            self.run_applied_at
+                .filter(|at| *at + Duration::seconds(1) > asked && *at <= now)
+                .unwrap_or(now)
+        })
+    }
+
     /// When a finished rollout really finished: when the kind records it (a Deployment's
     /// `Progressing` condition turned `NewReplicaSetAvailable`; second precision) and that is
     /// well before `now` (the operator was not watching), that instant, else `now`. Never before
@@ -94,7 +114,27 @@ impl TargetView {
         now: DateTime<Utc>,
         timeout: Duration,
     ) -> Verdict {
-        let ours = self.template_slot == Some(slot);
+        self.judge(self.template_slot == Some(slot), patched_at, now, timeout)
+    }
+
+    /// The rollout of the manual run `token`, patched at `patched_at`, as of `now`.
+    pub fn run_verdict(
+        &self,
+        token: &str,
+        patched_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        timeout: Duration,
+    ) -> Verdict {
+        self.judge(
+            self.template_run.as_deref() == Some(token),
+            patched_at,
+            now,
+            timeout,
+        )
+    }
+
+    /// A rollout's verdict, `ours` when the template still carries what was patched.
+    fn judge(&self, ours: bool, patched_at: DateTime<Utc>, now: DateTime<Utc>, timeout: Duration) -> Verdict {
         if ours && self.settled {
             Verdict::Done
         } else if ours && self.deadline_exceeded {

@@ -14,11 +14,12 @@ use tracing::{info, warn};
 
 use super::context::EruContext;
 use crate::eru::{
-    CachedEru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, Target, TargetKind,
+    CachedEru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, RUN_MANAGER, Target, TargetKind,
     core::{
         machine::State,
         messages::{EruAction, Restart},
         plan::Fed,
+        run::{ManualRun, RUN_ANNOTATION},
         schedule::slot_text,
     },
     workloads::Workload,
@@ -29,8 +30,8 @@ use crate::runtime::{
 };
 
 /// Test-only failpoints (docs/development.md):
-/// - `hang-after-restart-patch`: hang right after the restart patch (the e2e test SIGKILLs the
-///   operator there to prove a slot is never restarted twice);
+/// - `hang-after-restart-patch`: hang right after a restart (or manual run) patch (the e2e tests
+///   SIGKILL the operator there to prove a slot or a token is never restarted twice);
 /// - `stop-before-restart-patch`: the first restart patch is decided and journaled, then the
 ///   process stops itself (SIGSTOP) just before sending it; the test freezes it past its lease
 ///   and resumes it (SIGCONT) to prove a process that lost its lead in a freeze patches nothing.
@@ -53,6 +54,14 @@ fn stop_before_patch_failpoint() {
     }
 }
 
+/// `hang-after-restart-patch`: never returns (the test SIGKILLs the process).
+async fn hang_after_patch_failpoint() {
+    if std::env::var(FAILPOINT_ENV).as_deref() == Ok("hang-after-restart-patch") {
+        warn!("failpoint hang-after-restart-patch: waiting to be killed");
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Performs `action` for `eru`, whose plan is in `state`; returns what the plan must hear back.
 pub async fn act(context: &EruContext, eru: &CachedEru, state: &State, action: &EruAction) -> Option<Fed> {
     let publish = |reason, action, note| {
@@ -65,6 +74,14 @@ pub async fn act(context: &EruContext, eru: &CachedEru, state: &State, action: &
             State::Restarting { restart } => patch(context, eru, restart, *slot, target).await,
             _ => None,
         },
+        EruAction::PatchRun { token, target } => match state {
+            State::RunRestarting { run } if run.token == *token => patch_run(context, eru, run, target).await,
+            _ => None,
+        },
+        EruAction::ReportBadRun { reason } => {
+            publish("InvalidRunNow", "Validate", reason.clone());
+            None
+        }
         EruAction::ReportInvalid { reason } => {
             publish("InvalidSpec", "Validate", reason.clone());
             None
@@ -144,10 +161,7 @@ async fn patch(
     Some(match result {
         Ok(()) => {
             info!(eru = %eru.name_any(), slot = %slot_text(slot), "restart patched");
-            if std::env::var(FAILPOINT_ENV).as_deref() == Ok("hang-after-restart-patch") {
-                warn!("failpoint hang-after-restart-patch: waiting to be killed");
-                std::future::pending::<()>().await;
-            }
+            hang_after_patch_failpoint().await;
             Fed::Patched { at }
         }
         Err(e) => {
@@ -158,8 +172,44 @@ async fn patch(
     })
 }
 
+/// Sends the patch of the manual run `run` to `target` (its token on the pod template, with its
+/// own field manager), unless its deadline passed while the pass was journaling; like [`patch`].
+async fn patch_run(context: &EruContext, eru: &CachedEru, run: &ManualRun, target: &str) -> Option<Fed> {
+    if Utc::now() > run.deadline {
+        return None;
+    }
+    let until = (run.deadline - Utc::now()).to_std().unwrap_or_default();
+    let budget = Budget {
+        class: Class::Restart,
+        until: Some(tokio::time::Instant::now() + until),
+    };
+    if let Err(e) = context.ctx.leadership.check("the manual run's patch") {
+        warn!(eru = %eru.name_any(), token = %run.token, error = %e, "manual run patch not sent");
+        return None;
+    }
+    let annotation = (RUN_ANNOTATION, run.token.as_str());
+    let result = throttle::within(
+        budget,
+        apply_template(context, eru, target, annotation, RUN_MANAGER),
+    )
+    .await;
+    let at = Utc::now();
+    Some(match result {
+        Ok(()) => {
+            info!(eru = %eru.name_any(), token = %run.token, "manual run patched");
+            hang_after_patch_failpoint().await;
+            Fed::Patched { at }
+        }
+        Err(e) => {
+            let message = api_message(&e);
+            warn!(eru = %eru.name_any(), token = %run.token, error = %message, "manual run patch failed");
+            Fed::PatchFailed { message, at }
+        }
+    })
+}
+
 /// What the user is told of slots that cannot be accounted.
-fn gap_note(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
+pub(super) fn gap_note(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
     format!(
         "slots between {} and {} are not accounted: the journal holds no record of this Eru before {} \
          and its spec changed since the last slot the cluster remembers, so which slots there were is unknown",
@@ -177,6 +227,20 @@ async fn patch_restart(
     target: &str,
     slot: DateTime<Utc>,
 ) -> kube::Result<()> {
+    let slot = slot_text(slot);
+    let annotation = (RESTARTED_AT_ANNOTATION, slot.as_str());
+    apply_template(context, eru, target, annotation, RESTART_MANAGER).await
+}
+
+/// Sets one annotation on the pod template of the workload `target` names, with server-side
+/// apply as `manager` (which owns only that annotation there).
+async fn apply_template(
+    context: &EruContext,
+    eru: &CachedEru,
+    target: &str,
+    (key, value): (&str, &str),
+    manager: &str,
+) -> kube::Result<()> {
     let _urgent = context.ctx.urgent.begin();
     let Some(Target { kind, name }) = Target::from_key(target) else {
         // journaled by an operator that knows more kinds (its gate is closed: never reached)
@@ -192,9 +256,9 @@ async fn patch_restart(
         "apiVersion": "apps/v1",
         "kind": kind.as_str(),
         "metadata": {"name": name},
-        "spec": {"template": {"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: slot_text(slot)}}}}
+        "spec": {"template": {"metadata": {"annotations": {key: value}}}}
     });
-    let params = PatchParams::apply(RESTART_MANAGER).force();
+    let params = PatchParams::apply(manager).force();
     let patch = Patch::Apply(patch);
     match kind {
         TargetKind::Deployment => apply::<Deployment>(context, &namespace, &name, &params, &patch).await,

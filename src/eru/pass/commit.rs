@@ -14,14 +14,15 @@ use crate::eru::{
         hold::Held,
         ledger::{Reason, SlotRecord},
         messages::{EruAction, EruDecision, EruRecord},
+        run::RunRecord,
     },
 };
-use crate::vocab::Outcome;
+use crate::vocab::{Outcome, RunOutcome};
 use crate::{
     Result,
     journal::{
         Appended, Entry, FailedAttempt, FinishedRestart, LedgerSeed, NewEpoch, NewRestart, NewSlot,
-        ObjectKey, PatchedRestart,
+        ObjectKey, PatchedRestart, RunChange,
     },
     runtime::object_key,
 };
@@ -48,6 +49,7 @@ pub async fn commit(
     });
     let of = (decision.records.as_slice(), held);
     notices(context, &mut entry, &object, Some(labels), of, now);
+    gap_notices(context, &mut entry, &object, labels, &decision.actions, now);
     let appended = ctx.journal(KIND, eru, &decision.transitions, entry).await?;
     if appended.records() > 0 {
         wake_delivery(context);
@@ -97,6 +99,30 @@ fn notices(
 ) {
     if let Some(n) = &context.options.notifications {
         entry.notices = n.notifier.notices(object, labels, of, now);
+    }
+}
+
+/// The notifications of a window whose slots cannot be accounted (the ledger gap the plan
+/// reports), if the routes pick one.
+fn gap_notices(
+    context: &EruContext,
+    entry: &mut Entry,
+    object: &ObjectKey,
+    labels: &std::collections::BTreeMap<String, String>,
+    actions: &[EruAction],
+    now: DateTime<Utc>,
+) {
+    let Some(n) = &context.options.notifications else {
+        return;
+    };
+    for action in actions {
+        if let EruAction::ReportGap { from, to } = action {
+            let note = super::act::gap_note(*from, *to);
+            (entry.notices).extend(
+                n.notifier
+                    .gap_notices(object, Some(labels), (*from, *to), &note, now),
+            );
+        }
     }
 }
 
@@ -224,7 +250,57 @@ fn add_restart(entry: &mut Entry, object: &ObjectKey, record: &EruRecord, now: D
             (entry.restarts_finished).push(finished(*slot, now, Outcome::Abandoned, Some(reason.clone())));
             entry.slots.push(slot_row(object, record, now));
         }
+        EruRecord::Run(run) => entry.runs.push(run_change(object, run, now)),
         EruRecord::Seed(_) | EruRecord::Epoch(_) | EruRecord::Advance(_) | EruRecord::Slots(_) => {}
+    }
+}
+
+/// The journal's change for a manual run's record.
+fn run_change(object: &ObjectKey, record: &RunRecord, now: DateTime<Utc>) -> RunChange {
+    match record {
+        RunRecord::Requested { run, waits } => RunChange::Requested {
+            object: object.clone(),
+            target: run.target.clone(),
+            token: run.token.clone(),
+            requested_by: run.requested_by.clone(),
+            requested_at: run.requested_at,
+            deadline_at: run.deadline,
+            reason: waits.clone(),
+        },
+        RunRecord::Decided { token } => RunChange::Decided {
+            uid: object.uid.clone(),
+            token: token.clone(),
+            at: now,
+        },
+        RunRecord::Patched { token, at } => RunChange::Patched {
+            uid: object.uid.clone(),
+            token: token.clone(),
+            at: *at,
+        },
+        RunRecord::Attempt {
+            token,
+            at,
+            error,
+            retry_at,
+        } => RunChange::Attempt {
+            uid: object.uid.clone(),
+            token: token.clone(),
+            at: *at,
+            error: error.clone(),
+            next_attempt_at: *retry_at,
+        },
+        RunRecord::Ended {
+            token,
+            outcome,
+            at,
+            reason,
+        } => RunChange::Ended {
+            uid: object.uid.clone(),
+            token: token.clone(),
+            at: at.unwrap_or(now),
+            outcome: *outcome,
+            reason: reason.clone(),
+        },
     }
 }
 
@@ -263,9 +339,43 @@ fn count(context: &EruContext, object: &ObjectKey, records: &[EruRecord], now: D
                 restarts(Outcome::DryRun);
                 metrics.add_slots(namespace, name, Reason::DryRun, 1);
             }
+            EruRecord::Run(RunRecord::Ended { outcome, .. }) => metrics.add_manual_run(*outcome),
             _ => {}
         }
     }
+}
+
+/// The Event of a manual run's record: when it waits, and how it ended.
+fn run_event(record: &RunRecord) -> Option<(EventType, &'static str, &'static str, String)> {
+    Some(match record {
+        RunRecord::Requested {
+            run,
+            waits: Some(why),
+        } => (
+            EventType::Normal,
+            "ManualRunWaiting",
+            "Restart",
+            format!("{} waits until {}: {why}", run.name(), slot_text(run.deadline)),
+        ),
+        RunRecord::Ended {
+            token,
+            outcome,
+            reason,
+            ..
+        } => {
+            let (type_, why) = match outcome {
+                RunOutcome::Succeeded => (EventType::Normal, "ManualRunSucceeded"),
+                RunOutcome::DryRun => (EventType::Normal, "DryRun"),
+                RunOutcome::Failed => (EventType::Warning, "ManualRunFailed"),
+                RunOutcome::Abandoned => (EventType::Warning, "ManualRunAbandoned"),
+                _ => (EventType::Warning, "ManualRunRefused"),
+            };
+            let reason = reason.as_deref().map_or(String::new(), |r| format!(": {r}"));
+            let note = format!("manual run {token:?} {}{reason}", outcome.as_str());
+            (type_, why, "Restart", note)
+        }
+        _ => return None,
+    })
 }
 
 /// Tells the user how journaled restarts went (an Event each about the Eru `reference` names).
@@ -311,6 +421,10 @@ fn announce(context: &EruContext, reference: ObjectReference, records: &[EruReco
                 "Restart",
                 format!("restart patch of slot {} failed: {error}", slot_text(*slot)),
             ),
+            EruRecord::Run(run) => match run_event(run) {
+                Some(event) => event,
+                None => continue,
+            },
             _ => continue,
         };
         context

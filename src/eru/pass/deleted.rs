@@ -2,8 +2,9 @@
 //! from the watch itself ([`Gone`]): the Eru's per-object series are removed, its status memo and
 //! phase forgotten, and a restart it still had in progress is finished `abandoned` with reason
 //! [`ERU_DELETED`] (a restart whose patch had not landed also records its slot
-//! `skipped/eru_deleted`). An Eru deleted while the operator was down is found the same way at
-//! start-up: a restart left in progress by an Eru that the synced cache no longer holds.
+//! `skipped/eru_deleted`); its manual runs not ended end so too (`abandoned` in progress, `refused`
+//! waiting). An Eru deleted while the operator was down is found the same way at start-up: a
+//! restart or run left by an Eru that the synced cache no longer holds.
 //!
 //! Erus carry no finalizer on purpose: with one, every Eru (and the namespace holding it) would
 //! hang in deletion whenever the operator is down or uninstalled, for nothing a watch cannot tell.
@@ -24,11 +25,12 @@ use crate::eru::{
     core::{
         ledger::{Reason, SlotRecord},
         messages::EruRecord,
+        run::RunRecord,
     },
 };
-use crate::vocab::Outcome;
+use crate::vocab::{Outcome, RunOutcome};
 use crate::{
-    journal::{Entry, ObjectKey, RestartRow},
+    journal::{Entry, ObjectKey, RestartRow, RunRow},
     runtime::watch::{Gone, Synced},
 };
 
@@ -57,6 +59,21 @@ pub async fn follow(
         }
         Err(e) => warn!(error = %e, "could not list the restarts in progress"),
     }
+    match context
+        .ctx
+        .journal
+        .unended_manual_runs(namespace.as_deref(), None)
+        .await
+    {
+        Ok(runs) => {
+            end_runs(
+                &context,
+                runs.into_iter().filter(|r| !live.contains(&r.uid)).collect(),
+            )
+            .await
+        }
+        Err(e) => warn!(error = %e, "could not list the manual runs not ended"),
+    }
     let mut gone = gone;
     while let Some(g) = gone.recv().await {
         info!(namespace = %g.namespace, name = %g.name, "Eru deleted: forgetting its series");
@@ -79,11 +96,42 @@ pub async fn follow(
     }
 }
 
-/// Finishes the restart a deleted Eru (`uid`) still had in progress, if any.
+/// Finishes the restart a deleted Eru (`uid`) still had in progress, if any, and its manual runs
+/// not ended.
 pub async fn abandon_open(context: &EruContext, uid: &str) {
     match context.ctx.journal.open_restart(uid).await {
         Ok(open) => abandon(context, open.into_iter().collect()).await,
         Err(e) => warn!(error = %e, "could not read the deleted Eru's restart in progress"),
+    }
+    match context.ctx.journal.unended_manual_runs(None, Some(uid)).await {
+        Ok(runs) => end_runs(context, runs).await,
+        Err(e) => warn!(error = %e, "could not read the deleted Eru's manual runs"),
+    }
+}
+
+/// Ends the manual runs of deleted Erus: one in progress `abandoned`, one waiting `refused`, with
+/// reason `eru_deleted`, through the commit path.
+async fn end_runs(context: &EruContext, runs: Vec<RunRow>) {
+    for row in &runs {
+        let object = ObjectKey {
+            kind: KIND,
+            namespace: row.namespace.clone(),
+            name: row.name.clone(),
+            uid: row.uid.clone(),
+        };
+        let outcome = match row.outcome {
+            RunOutcome::InProgress => RunOutcome::Abandoned,
+            _ => RunOutcome::Refused,
+        };
+        let record = EruRecord::Run(RunRecord::Ended {
+            token: row.token.clone(),
+            outcome,
+            at: None,
+            reason: Some(ERU_DELETED.as_str().into()),
+        });
+        if let Err(e) = super::commit::commit_records(context, &object, &[record], Utc::now()).await {
+            warn!(error = %e, "could not journal the manual run of a deleted Eru (retried at the next start)");
+        }
     }
 }
 

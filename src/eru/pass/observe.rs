@@ -15,14 +15,16 @@ use crate::eru::{
         ledger::{Epoch, EpochSpec, Window},
         messages::{Remembered, Restart},
         need::Need,
+        run::{Asked, ManualRun, RUN_ANNOTATION},
         schedule::{Schedule, eru_seed},
     },
     gates::check_gates,
 };
 use crate::{
     Result,
-    journal::RestartRow,
+    journal::{RestartRow, RunRow},
     runtime::{status::status_digest, time_of},
+    vocab::RunOutcome,
 };
 
 /// A restart the journal holds in progress, from its row.
@@ -44,6 +46,30 @@ fn open_restart(row: &RestartRow) -> OpenRestart {
         decided_at: *row.decided_at,
         patched_at: row.patched_at.map(|at| *at),
     }
+}
+
+/// A manual run as the journal holds it.
+fn manual_run(row: &RunRow) -> ManualRun {
+    ManualRun {
+        token: row.token.clone(),
+        requested_by: row.requested_by.clone(),
+        requested_at: *row.requested_at,
+        deadline: *row.deadline_at,
+        target: row.target.clone(),
+        attempts: row.attempts.max(0) as u32,
+        last_error: row.last_error.clone(),
+        next_attempt_at: row.next_attempt_at.map(|at| *at),
+    }
+}
+
+/// The manual run the Eru's annotation asks for, or why its value is no token.
+fn asked(eru: &CachedEru) -> Option<Result<Asked, String>> {
+    let value = eru.metadata.annotations.as_ref()?.get(RUN_ANNOTATION)?;
+    Some(Asked::token(value).map(|token| Asked {
+        token,
+        requested_by: eru.run_requested_by().map(str::to_string),
+        set_at: eru.run_set_at(),
+    }))
 }
 
 /// Whether a slot may be due in `(since, now]` under the current spec or an epoch's: only then
@@ -200,6 +226,28 @@ async fn journaled(
         })
         .collect::<Result<Vec<Epoch>>>()?;
     let open_restart = journal.open_restart(&uid).await?.as_ref().map(open_restart);
+    // a run is read only when the Eru asks for one or its status shows one in flight
+    let asked = asked(eru).and_then(Result::ok);
+    let run = match &asked {
+        Some(asked) => (journal.manual_run(&uid, &asked.token).await?).map(|row| match row.outcome {
+            RunOutcome::Waiting => RunSeen::Waiting {
+                run: manual_run(&row),
+                waited: row.reason.clone(),
+            },
+            _ => RunSeen::Started,
+        }),
+        None => None,
+    };
+    let run_shown = known
+        .and_then(|s| s.last_manual_run.as_ref())
+        .is_some_and(|r| r.outcome == RunOutcome::InProgress.as_str());
+    let open_run = match asked.is_some() || run_shown {
+        true => (journal.open_manual_run(&uid).await?).map(|row| OpenRun {
+            run: manual_run(&row),
+            patched_at: row.patched_at.map(|at| *at),
+        }),
+        false => None,
+    };
     let runs = (journal.runs_since(since).await?.iter())
         .map(|r| (*r.started_at, *r.heartbeat_at))
         .collect();
@@ -215,6 +263,8 @@ async fn journaled(
         ledger,
         epochs,
         open_restart,
+        open_run,
+        run,
         runs,
         outages,
     })
@@ -234,6 +284,7 @@ fn cluster(
     let spec = epoch_spec(&eru.spec);
     let mut keys: Vec<&str> = vec![&spec.target];
     keys.extend(journal.open_restart.iter().map(|o| o.restart.target.as_str()));
+    keys.extend(journal.open_run.iter().map(|o| o.run.target.as_str()));
     keys.extend(journal.epochs.iter().map(|e| e.spec.target.as_str()));
     let targets = keys
         .into_iter()
@@ -262,6 +313,7 @@ fn cluster(
         schedule,
         shown: known.status.as_ref().map(shown),
         targets,
+        run: asked(eru),
     }
 }
 
@@ -286,7 +338,10 @@ async fn operator(
     // conditions once the gates are open: asked only when a slot may be due
     let cluster_gates = context.options.blackouts.gates();
     let asks = eru.spec.gates.is_some() || cluster_gates.is_some() || eru.spec.need.is_some();
-    let due = asks && may_be_due(&cluster.schedule, &journal.epochs, &cluster.h_key, since, now);
+    let slot_due = may_be_due(&cluster.schedule, &journal.epochs, &cluster.h_key, since, now);
+    // a manual run not started asks the gates too (not the need conditions: it was asked for)
+    let run_due = matches!(&cluster.run, Some(Ok(_))) && !matches!(journal.run, Some(RunSeen::Started));
+    let due = asks && (slot_due || run_due);
     let namespace = eru.namespace().unwrap_or_default();
     let target = (eru.spec.target.kind, eru.spec.target.name.as_str());
     let (own_gates, gatekeeper) = (eru.spec.gates.as_deref(), &context.gatekeeper);
@@ -295,7 +350,9 @@ async fn operator(
         false => Answer::Open,
     };
     let need = match eru.spec.need.as_deref() {
-        Some(need) if due && gate == Answer::Open => gatekeeper.need(&namespace, target, need, now).await,
+        Some(need) if asks && slot_due && gate == Answer::Open => {
+            gatekeeper.need(&namespace, target, need, now).await
+        }
         _ => Need::Needed,
     };
     Operator {

@@ -33,6 +33,7 @@ use crate::eru::{
     core::{
         messages::EruAction,
         plan::{Fed, Plan, plan},
+        run::RUN_ANNOTATION,
     },
     fleet::Fleet,
     gates::Gatekeeper,
@@ -58,9 +59,9 @@ use crate::{
 const SLOT_MARGIN: StdDuration = StdDuration::from_millis(2);
 
 /// Builds the Eru controller on the shared Eru and workload caches; returns it and a future that
-/// resolves once its caches synced. Erus are reconciled when their spec changes (not when the
-/// operator writes their status), when a Deployment, StatefulSet or DaemonSet they target
-/// changes, and at their slots.
+/// resolves once its caches synced. Erus are reconciled when their spec or their run-now token
+/// changes (not when the operator writes their status), when a Deployment, StatefulSet or
+/// DaemonSet they target changes, and at their slots.
 pub fn controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
@@ -87,9 +88,7 @@ pub fn controller(
         }
     });
     let gone = erus.deletions();
-    let spec_changes = only_changes(erus.subscribe(), |eru: &CachedEru| {
-        eru.metadata.generation.unwrap_or(0) as u64
-    });
+    let spec_changes = only_changes(erus.subscribe(), spec_or_run);
     let controller = Controller::for_shared_stream(spec_changes, erus.store.clone())
         .watches_shared_stream(seen(workloads.deployments), erus_of::<Deployment>(&targets))
         .watches_shared_stream(seen(workloads.statefulsets), erus_of::<StatefulSet>(&targets))
@@ -140,6 +139,16 @@ pub fn controller(
         },
         synced,
     )
+}
+
+/// What a change of an Eru must change to trigger a pass: its generation (a spec change), or its
+/// run-now token (an annotation: no new generation).
+fn spec_or_run(eru: &CachedEru) -> u64 {
+    let generation = eru.metadata.generation.unwrap_or(0) as u64;
+    let run = (eru.metadata.annotations.as_ref()).and_then(|a| a.get(RUN_ANNOTATION));
+    run.map_or(generation, |token| {
+        generation ^ crate::memory::key_hash(token).rotate_left(1)
+    })
 }
 
 /// The changes of a workload cache that may move an Eru: not those its controller has yet to
@@ -257,6 +266,9 @@ async fn restore_fleet(context: &EruContext) -> Result<()> {
             for open in context.ctx.journal.open_restarts(namespace).await? {
                 context.fleet.hold(&open.uid, &open.namespace);
             }
+            for open in context.ctx.journal.open_manual_runs(namespace).await? {
+                context.fleet.hold(&open.uid, &open.namespace);
+            }
             Ok::<_, crate::Error>(())
         })
         .await?;
@@ -267,7 +279,7 @@ async fn restore_fleet(context: &EruContext) -> Result<()> {
 /// one, frees its place (or its turn) for the next in line.
 fn keep_or_free_place(context: &EruContext, eru: &CachedEru, plan: &Plan) {
     let uid = eru.uid().unwrap_or_default();
-    if plan.state.slot().is_some() {
+    if plan.state.in_flight() {
         context.fleet.hold(&uid, &eru.namespace().unwrap_or_default());
     } else if plan.queued.is_none() {
         context.fleet.leave(&uid, Utc::now());

@@ -7,12 +7,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::observe::Known;
 use crate::eru::{
-    CachedEru, EruStatus, HeldSlot, LastRestart, RecentSlot, UpcomingSlot,
+    CachedEru, EruStatus, HeldSlot, LastManualRun, LastRestart, RecentSlot, UpcomingSlot,
     core::{hold::Held, machine::State, plan::Plan, schedule::slot_text},
 };
 use crate::{
     conditions::condition,
-    journal::{EruSummary, RestartRow, SlotRecordRow, Ts},
+    journal::{EruSummary, RestartRow, RunRow, SlotRecordRow, Ts},
     machine::Phase,
 };
 
@@ -66,6 +66,22 @@ pub fn status(eru: &CachedEru, plan: &Plan, known: &Known, summary: &EruSummary,
                 blackout: u.blackout,
             })
             .collect(),
+        // the journal's, else (a replaced journal) what the status showed
+        last_manual_run: (summary.last_run.as_ref().map(last_manual_run))
+            .or_else(|| known.and_then(|s| s.last_manual_run.clone())),
+    }
+}
+
+/// A journaled manual run as the status shows it.
+fn last_manual_run(row: &RunRow) -> LastManualRun {
+    LastManualRun {
+        token: row.token.clone(),
+        requested_by: row.requested_by.clone(),
+        requested_at: *row.requested_at,
+        outcome: row.outcome.as_str().to_string(),
+        patched_at: row.patched_at.as_ref().map(|at| at.0),
+        finished_at: row.finished_at.as_ref().map(|at| at.0),
+        reason: row.reason.clone(),
     }
 }
 

@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 use crate::{
     history::Window,
     journal::{SlotRecordRow, Ts},
-    vocab::{Reason, SlotResult},
+    vocab::{Reason, RunOutcome, SlotResult},
 };
 
 /// The audit of a window.
@@ -111,6 +111,28 @@ pub struct EruAudit {
     /// Every record of the window, oldest first (the page draws them; omitted from `/audit`).
     #[serde(skip)]
     pub records: Vec<SlotRecordRow>,
+    /// Manual runs asked in the window (`mtsre.meitu.com/run-now`), newest first: restarts that
+    /// are no slot's, listed apart from the slot arithmetic above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manual_runs: Vec<ManualRunItem>,
+}
+
+/// A manual run, as the audit lists it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ManualRunItem {
+    pub token: String,
+    /// The field manager that set the annotation.
+    #[schema(required = true)]
+    pub requested_by: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    pub requested_at: Ts,
+    pub outcome: RunOutcome,
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub patched_at: Option<Ts>,
+    #[schema(value_type = Option<String>, format = DateTime, required = true)]
+    pub finished_at: Option<Ts>,
+    #[schema(required = true)]
+    pub reason: Option<String>,
 }
 
 /// A due slot a health gate holds: it runs when the gates open, if before `deadline`; else it is

@@ -22,6 +22,12 @@ impl Audit {
             out.push_str(&findings);
             out.push('\n');
         }
+        let runs = self.manual_runs("  ", &|text: &str| text.to_string());
+        if !runs.is_empty() {
+            out.push_str("manual runs (mtsre.meitu.com/run-now; no slot's):\n");
+            out.push_str(&runs);
+            out.push('\n');
+        }
         out.push_str(&self.facts("", "", &|text: &str| text.to_string()));
         let _ = writeln!(out, "\nverdict: {}", self.verdict.summary);
         out
@@ -62,7 +68,41 @@ impl Audit {
             }
             out.push('\n');
         }
+        let runs = self.manual_runs("- ", &md_text);
+        if !runs.is_empty() {
+            out.push_str("Manual runs (`mtsre.meitu.com/run-now`; no slot's):\n\n");
+            out.push_str(&runs);
+            out.push('\n');
+        }
         out.push_str(&self.facts("- ", "**", &md_text));
+        out
+    }
+
+    /// The manual runs of the window, a line each, oldest first: which Eru, when, the token, who
+    /// asked, and how it went (`text` shows what the journal holds: tokens, managers, reasons).
+    fn manual_runs(&self, bullet: &str, text: &dyn Fn(&str) -> String) -> String {
+        let mut out = String::new();
+        for e in &self.erus {
+            for r in e.manual_runs.iter().rev() {
+                let by = r
+                    .requested_by
+                    .as_deref()
+                    .map_or(String::new(), |by| format!(" by {}", text(by)));
+                let why = r
+                    .reason
+                    .as_deref()
+                    .map_or(String::new(), |why| format!(": {}", text(why)));
+                let _ = writeln!(
+                    out,
+                    "{bullet}{}/{} {} {}{by}: {}{why}",
+                    text(&e.namespace),
+                    text(&e.name),
+                    r.requested_at,
+                    text(&format!("{:?}", r.token)),
+                    r.outcome
+                );
+            }
+        }
         out
     }
 

@@ -16,7 +16,7 @@ use crate::{
 pub(super) fn legend() -> Markup {
     html! {
         figure.legend aria-label="legend" {
-            svg width="1080" height="24" role="img" aria-label="legend" {
+            svg width="1180" height="24" role="img" aria-label="legend" {
                 (defs())
                 g transform="translate(8,12)" { (outcome_mark(Outcome::Succeeded, 0.0, 0.0, None)) }
                 text x="20" y="16" { (Outcome::Succeeded) }
@@ -40,6 +40,8 @@ pub(super) fn legend() -> Markup {
                 text x="866" y="16" { "held by a gate" }
                 rect x="980" y="4" width="14" height="16" class="band nojournal" {}
                 text x="1000" y="16" { "no journal" }
+                path class="mark manual succeeded" d="M1086 6l6 6-6 6-6-6z" {}
+                text x="1096" y="16" { "manual run" }
             }
         }
     }
@@ -231,6 +233,19 @@ fn eru_row(row: Row<'_>, audit: &Audit, links: bool, x: &dyn Fn(DateTime<Utc>) -
             @if let Some(h) = &eru.held {
                 rect.mark.held x=(Px(x(h.slot.0) - 5.0)) y=(Px(y - 5.0)) width="10" height="10" data-kind="held" data-reason=(h.reason) {
                     title { "slot " (h.slot) " held since " (h.since) " (" (h.reason) "): " (h.note) "; deadline " (h.deadline) }
+                }
+            }
+            // manual runs are no slot's: a diamond at the instant each was asked
+            @for r in &eru.manual_runs {
+                @let (cx, cy) = (x(r.requested_at.0.clamp(since, until)), y);
+                path class=(format!("mark manual {}", r.outcome)) d=(format!("M{cx:.1} {:.1}l6 6-6 6-6-6z", cy - 6.0))
+                    data-kind="manual_run" data-outcome=(r.outcome) {
+                    title {
+                        "manual run " (format!("{:?}", r.token)) " asked " (r.requested_at)
+                        @if let Some(by) = &r.requested_by { " by " (by) }
+                        ": " (r.outcome)
+                        @if let Some(why) = &r.reason { " (" (why) ")" }
+                    }
                 }
             }
             @if let Some(slot) = eru.in_flight {

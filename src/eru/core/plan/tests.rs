@@ -70,6 +70,7 @@ fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) 
             schedule: Schedule::parse(&eru.spec.schedule, None).map_err(|e| e.to_string()),
             shown: None,
             targets: HashMap::from([("web".to_string(), target(None))]),
+            run: None,
         },
         journal: Journaled {
             ledger: cursor.map(|c| Ledger {
@@ -81,6 +82,8 @@ fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) 
                 spec,
             }],
             open_restart: None,
+            open_run: None,
+            run: None,
             runs: vec![(t(0, 0) - Duration::hours(1), now)],
             outages: Vec::new(),
         },
@@ -960,4 +963,253 @@ fn upcoming_slots_are_found_in_bounded_work_whatever_the_jitter() {
             .iter()
             .all(|u| u.restart_at == fire(u.slot) && u.restart_at > now)
     );
+}
+
+mod manual_runs {
+    //! A manual run (`mtsre.meitu.com/run-now`) through one plan: journaled apart from the slots,
+    //! through the fleet and the gates, once per token.
+
+    use super::*;
+    use crate::eru::core::{
+        observed::{OpenRun, RunSeen},
+        run::{Asked, ManualRun, RunRecord},
+    };
+    use crate::vocab::RunOutcome;
+
+    fn asked(token: &str) -> Option<Result<Asked, String>> {
+        Some(Ok(Asked {
+            token: token.into(),
+            requested_by: Some("kubectl-annotate".into()),
+            set_at: Some(t(7, 0)),
+        }))
+    }
+
+    /// An hourly Eru accounted through 03:00, asked at 03:07 for run "a", observed at 03:07:30.
+    fn asking(token: &str) -> Observed {
+        let e = eru("0 * * * *", 1);
+        let mut o = observed(&e, t(7, 30), Some(t(0, 0)));
+        o.cluster.run = asked(token);
+        o
+    }
+
+    fn runs(records: &[EruRecord]) -> Vec<RunRecord> {
+        records
+            .iter()
+            .filter_map(|r| match r {
+                EruRecord::Run(run) => Some(run.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn run(token: &str) -> ManualRun {
+        ManualRun {
+            token: token.into(),
+            requested_by: Some("kubectl-annotate".into()),
+            requested_at: t(7, 0),
+            deadline: t(12, 0),
+            target: "web".into(),
+            attempts: 0,
+            last_error: None,
+            next_attempt_at: None,
+        }
+    }
+
+    fn ended(records: &[EruRecord]) -> Option<(RunOutcome, String)> {
+        runs(records).into_iter().find_map(|r| match r {
+            RunRecord::Ended { outcome, reason, .. } => Some((outcome, reason.unwrap_or_default())),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_new_token_is_journaled_asks_a_place_and_is_patched_once_granted() {
+        let mut plan = plan(asking("a"));
+        let first = plan.take();
+        assert_eq!(
+            runs(&first.records),
+            vec![RunRecord::Requested {
+                run: run("a"),
+                waits: None
+            }],
+            "asked at the annotation's write, deadline after startingDeadlineSeconds"
+        );
+        assert!(
+            first.actions.contains(&EruAction::AskPlace {
+                slot: t(7, 0),
+                deadline: t(12, 0)
+            }),
+            "{:?}",
+            first.actions
+        );
+        plan.after(Fed::Place(Grant::Granted));
+        let decided = plan.take();
+        assert_eq!(
+            runs(&decided.records),
+            vec![RunRecord::Decided { token: "a".into() }]
+        );
+        assert!(decided.actions.contains(&EruAction::PatchRun {
+            token: "a".into(),
+            target: "web".into()
+        }));
+        plan.after(Fed::Patched { at: t(7, 31) });
+        assert_eq!(
+            runs(&plan.take().records),
+            vec![RunRecord::Patched {
+                token: "a".into(),
+                at: t(7, 31)
+            }]
+        );
+        assert!(matches!(plan.state, State::RunRollingOut { .. }));
+        assert!(
+            plan.observed().journal.run.is_none(),
+            "no slot record: the slot arithmetic is untouched"
+        );
+    }
+
+    #[test]
+    fn a_started_token_is_never_run_again() {
+        let mut o = asking("a");
+        o.journal.run = Some(RunSeen::Started);
+        let mut plan = plan(o);
+        let decided = plan.take();
+        assert!(runs(&decided.records).is_empty(), "{:?}", decided.records);
+        assert!(
+            !decided
+                .actions
+                .iter()
+                .any(|a| matches!(a, EruAction::AskPlace { .. }))
+        );
+    }
+
+    #[test]
+    fn a_blackout_makes_it_wait_and_its_deadline_refuses_it() {
+        let mut o = asking("a");
+        o.cluster.spec.blackouts = vec![
+            serde_json::from_value::<Blackout>(json!({
+                "start": "2026-11-22T03:00:00Z", "end": "2026-11-22T04:00:00Z"
+            }))
+            .unwrap(),
+        ];
+        let mut plan = plan(o.clone());
+        let waits = plan.take();
+        match runs(&waits.records).as_slice() {
+            [RunRecord::Requested { waits: Some(why), .. }] => {
+                assert!(why.starts_with("blackout: "), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let deadline = t(12, 0) + Duration::milliseconds(1);
+        assert_eq!(plan.run_waits, Some(deadline), "the blackout ends later");
+        assert!(plan.wake().is_some_and(|at| at <= deadline));
+        assert!(
+            !waits
+                .actions
+                .iter()
+                .any(|a| matches!(a, EruAction::AskPlace { .. }))
+        );
+        // past its deadline, still in the blackout: refused, saying why
+        o.now = t(12, 1);
+        o.journal.run = Some(RunSeen::Waiting {
+            run: run("a"),
+            waited: Some("blackout: ...".into()),
+        });
+        let (outcome, reason) = ended(&plan_records(o)).unwrap();
+        assert_eq!(outcome, RunOutcome::Refused);
+        assert!(
+            reason.starts_with("not started by its deadline 2026-11-22T03:12:00Z (blackout: "),
+            "{reason}"
+        );
+    }
+
+    fn plan_records(o: Observed) -> Vec<EruRecord> {
+        plan(o).take().records
+    }
+
+    #[test]
+    fn a_suspended_eru_refuses_it_at_once() {
+        let mut o = asking("a");
+        o.cluster.spec.suspend = true;
+        o.cluster.shown = Some(crate::eru::core::observed::Shown {
+            phase: Some("Suspended".into()),
+            ..Default::default()
+        });
+        let records = plan_records(o);
+        assert!(matches!(runs(&records)[0], RunRecord::Requested { .. }));
+        let (outcome, reason) = ended(&records).unwrap();
+        assert_eq!(
+            (outcome, reason.as_str()),
+            (RunOutcome::Refused, "suspended: the Eru is suspended")
+        );
+    }
+
+    #[test]
+    fn a_token_the_template_carries_is_taken_over_not_patched_again() {
+        let mut o = asking("a");
+        let mut view = target(None);
+        view.template_run = Some("a".into());
+        view.run_applied_at = Some(t(7, 10));
+        o.cluster.targets.insert("web".into(), view);
+        let mut plan = plan(o);
+        let decided = plan.take();
+        assert_eq!(
+            runs(&decided.records)[1..3],
+            [
+                RunRecord::Decided { token: "a".into() },
+                RunRecord::Patched {
+                    token: "a".into(),
+                    at: t(7, 10)
+                }
+            ]
+        );
+        assert!(
+            !decided
+                .actions
+                .iter()
+                .any(|a| matches!(a, EruAction::PatchRun { .. } | EruAction::AskPlace { .. }))
+        );
+        // its rollout had ended already: judged in the same pass (no target change may come)
+        assert!(
+            matches!(
+                runs(&decided.records).last(),
+                Some(RunRecord::Ended {
+                    outcome: RunOutcome::Succeeded,
+                    ..
+                })
+            ),
+            "{:?}",
+            decided.records
+        );
+        assert_eq!(plan.state, State::Waiting {});
+    }
+
+    #[test]
+    fn a_run_rolling_out_ends_when_its_target_settles_and_a_due_slot_is_concurrent() {
+        let e = eru("*/5 * * * *", 1);
+        let mut o = observed(&e, t(5, 10), Some(t(0, 0)));
+        let mut view = target(None);
+        view.template_run = Some("a".into());
+        view.settled = false;
+        o.cluster.targets.insert("web".into(), view.clone());
+        o.journal.open_run = Some(OpenRun {
+            run: run("a"),
+            patched_at: Some(t(4, 0)),
+        });
+        let records = plan_records(o.clone());
+        let slot = records.iter().find_map(|r| match r {
+            EruRecord::Slots(s) => Some(s[0].clone()),
+            _ => None,
+        });
+        let slot = slot.expect("the 03:05 slot is recorded");
+        assert_eq!(slot.reason, Reason::ConcurrentRollout);
+        assert_eq!(slot.note.as_deref(), Some("manual run \"a\" was rolling out"));
+        // settled: succeeded
+        view.settled = true;
+        o.cluster.targets.insert("web".into(), view);
+        o.journal.ledger = Some(Ledger {
+            accounted_through: Some(t(5, 0)),
+        });
+        let (outcome, _) = ended(&plan_records(o)).unwrap();
+        assert_eq!(outcome, RunOutcome::Succeeded);
+    }
 }
