@@ -279,7 +279,13 @@ fn a_window_not_accounted_is_one_event_per_sink_keyed_by_its_start() {
     let n = &notices[0];
     assert_eq!(
         (n.sink.as_str(), n.event, n.slot(), n.last_slot, n.note.as_deref()),
-        ("audit", NoticeEvent::WindowUnaccounted, from, to, Some("no journal"))
+        (
+            "audit",
+            NoticeEvent::WindowUnaccounted,
+            from,
+            to,
+            Some("no journal")
+        )
     );
     assert_eq!(n.key(), "prod/web/2026-11-27T01:00:00.000Z/window_unaccounted");
 }
