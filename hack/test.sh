@@ -2,7 +2,8 @@
 # The project's test command (README, .ci/run): unit and integration tests, then the end-to-end
 # tests against a real local control plane that this script brings up with hack/cluster.sh and
 # always takes down again, also when a test fails. The journal's tests run on SQLite and on a
-# local PostgreSQL (hack/postgres.sh), started here and stopped with the cluster.
+# local PostgreSQL (hack/postgres.sh), started here and stopped with the cluster; the silences'
+# on a local Alertmanager (hack/alertmanager.sh), likewise.
 #
 #   hack/test.sh                      everything
 #   ERU_USE_EXISTING_CLUSTER=1 hack/test.sh
@@ -25,10 +26,11 @@ start=$SECONDS
 cluster=${ERU_TEST_CLUSTER:-test}
 postgres_name="test"  # hack/postgres.sh --name
 # What this script started, taken down on exit however it exits (the exit status is kept).
-started_cluster="" started_postgres=""
+started_cluster="" started_postgres="" started_alertmanager=""
 cleanup() {
   [ -z "$started_cluster" ] || hack/cluster.sh down --name "$cluster" || true
   [ -z "$started_postgres" ] || hack/postgres.sh stop --name "$postgres_name" || true
+  [ -z "$started_alertmanager" ] || hack/alertmanager.sh stop --name test || true
 }
 trap cleanup EXIT
 
@@ -85,6 +87,10 @@ if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   hack/chart-check.sh cluster
 fi
 [ -n "${KUBECONFIG:-}" ] || { echo "KUBECONFIG is not set" >&2; exit 1; }
+echo "== Alertmanager for the silences' tests (hack/alertmanager.sh)"
+started_alertmanager=1
+hack/alertmanager.sh start --name test
+eval "$(hack/alertmanager.sh env --name test)"
 # Tests are selected by file (one test binary each), never by a substring of their names: every
 # file of tests/ but faults.rs, which runs alone below, and real_node.rs (hack/real-node-e2e.sh,
 # last, on a cluster of its own with a real node).

@@ -68,6 +68,7 @@ fn eru_options(args: &RunArgs) -> anyhow::Result<eru::pass::context::Options> {
             cache_ttl: args.gate_cache_ttl,
         },
         notifications: notifications(args)?,
+        silencer: Arc::new(eru::silence::Silencer::new(args.alertmanager_url.clone())),
     })
 }
 

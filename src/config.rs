@@ -242,6 +242,12 @@ pub struct RunArgs {
     #[arg(long, env = "ERU_PROMETHEUS_URL", value_name = "URL", value_parser = parse_http_url, hide_env_values = true)]
     pub prometheus_url: Option<String>,
 
+    /// The Alertmanager an Eru's spec.silence creates its silences in while it restarts, e.g.
+    /// `http://alertmanager.monitoring:9093` (its /api/v2). Without it an Eru with spec.silence
+    /// follows its silence.onUnknown (Hold: the restart waits; Proceed: it restarts unsilenced).
+    #[arg(long, env = "ERU_ALERTMANAGER_URL", value_name = "URL", value_parser = parse_http_url, hide_env_values = true)]
+    pub alertmanager_url: Option<String>,
+
     /// How soon the gates of a held slot are asked again.
     #[arg(long, env = "ERU_GATE_POLL_INTERVAL", default_value = "15s", value_parser = parse_duration)]
     pub gate_poll_interval: Duration,

@@ -19,7 +19,9 @@ use common::{
     },
     wait_for,
 };
-use eru_operator::eru::{Eru, LastManualRun, core::run::RUN_ANNOTATION};
+use eru_operator::eru::{
+    Eru, LastManualRun, RESTARTED_AT_ANNOTATION as RESTARTED_AT, core::run::RUN_ANNOTATION,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, ResourceExt,
@@ -1565,4 +1567,128 @@ async fn a_run_is_patched_once_across_a_sigkill_and_a_lost_journal() {
         .unwrap();
     let tokens: Vec<&str> = rollouts.runs.iter().map(|(_, t)| t.as_str()).collect();
     assert_eq!(tokens, ["k1", "k2"]);
+}
+
+/// A restart undone by another client: a second field manager (as Argo CD with a manifest that
+/// carries the annotation) force-applies `mtsre.meitu.com/restartedAt` back to an old value with
+/// server-side apply. The restart's record names that manager and when it was seen (status,
+/// `/history`, an Event pointing at docs/gitops.md, the audit's count); the slot keeps its one
+/// record, and the next slot restarts as usual.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_restart_another_manager_reverts_is_told_by_name_and_accounted_once() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-revert").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 2, json!({})).await;
+    wait_ready(&deployments, "web", 2).await;
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/10 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    wait_for("a succeeded restart", Duration::from_secs(60), || async {
+        status(&erus, "web")
+            .await?
+            .last_restart
+            .filter(|r| r.outcome == "succeeded")
+    })
+    .await;
+    // suspended, so the restart to revert stays the latest
+    let suspend = |on: bool| {
+        let erus = erus.clone();
+        async move {
+            let patch = Patch::Merge(json!({"spec": {"suspend": on}}));
+            erus.patch("web", &PatchParams::default(), &patch).await.unwrap();
+        }
+    };
+    suspend(true).await;
+    let suspended = Utc::now();
+    let last = wait_for(
+        "suspended, the last restart ended",
+        Duration::from_secs(60),
+        || async {
+            let s = status(&erus, "web").await?;
+            let last = s.last_restart.filter(|r| r.outcome == "succeeded")?;
+            (s.phase.as_deref() == Some("Suspended")).then_some(last)
+        },
+    )
+    .await;
+    assert_eq!(last.target.as_deref(), Some("web"));
+    let generation = deployments.get("web").await.unwrap().metadata.generation.unwrap();
+
+    // the second client: the annotation back to an old value, under its own field manager
+    let revert = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: "2020-01-01T00:00:00Z"}}}}
+    });
+    deployments
+        .patch(
+            "web",
+            &PatchParams::apply("argocd-controller").force(),
+            &Patch::Apply(revert),
+        )
+        .await
+        .unwrap();
+    let reverted = wait_for("the restart marked reverted", Duration::from_secs(30), || async {
+        status(&erus, "web")
+            .await?
+            .last_restart
+            .filter(|r| r.reverted_by.is_some())
+    })
+    .await;
+    assert_eq!(reverted.slot, last.slot, "the restart that was undone");
+    assert_eq!(reverted.reverted_by.as_deref(), Some("argocd-controller"));
+    assert_eq!(
+        reverted.outcome, "succeeded",
+        "its rollout did finish; then it was undone"
+    );
+    assert!(reverted.reverted_at.unwrap() > last.finished_at.unwrap());
+    assert_eq!(
+        deployments.get("web").await.unwrap().metadata.generation.unwrap(),
+        generation + 1,
+        "the revert rolled the pods once more, and the operator did not answer it"
+    );
+    let row = items(&operator, "/history?name=web&limit=1000")
+        .into_iter()
+        .find(|r| time(&r["slot"]) == last.slot)
+        .unwrap();
+    assert_eq!(row["reverted_by"], "argocd-controller", "{row}");
+    let told = events(&client, &ns.name, "web", "RestartReverted").await;
+    let note = told[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains("was replaced by 2020-01-01T00:00:00Z by argocd-controller")
+            && note.contains("docs/gitops.md"),
+        "{note}"
+    );
+    let audit = get_json(&operator.url(&format!("/audit?namespace={}", ns.name)));
+    assert_eq!(audit["erus"][0]["fired"]["reverted"], 1, "{audit}");
+
+    // resumed: the next slot restarts as usual, and every slot has its one record
+    suspend(false).await;
+    let resumed = Utc::now();
+    wait_for("a restart after the revert", Duration::from_secs(60), || async {
+        status(&erus, "web")
+            .await?
+            .last_restart
+            .filter(|r| r.slot > resumed && r.outcome == "succeeded")
+    })
+    .await;
+    let settled = settle(&erus, &operator, "web").await;
+    let mut expected =
+        every_since_created(&client, &ns.name, "web", Workload::Deployment("web"), 10, settled)
+            .await
+            .expect(
+                suspended,
+                resumed + SECOND * 10,
+                &[ON_SCHEDULE, &["suspended"]].concat(),
+            );
+    // the revision the revert made carries 2020's value: a slot of no Eru's
+    expected.journal_from = Some(created(&erus, "web").await - SECOND);
+    check(&client, &ns.name, &operator, &expected).await;
 }

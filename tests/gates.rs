@@ -1191,3 +1191,174 @@ async fn a_slot_held_when_the_operator_dies_keeps_its_gates_reason_after_a_resta
         );
     }
 }
+
+/// The Alertmanager of `hack/alertmanager.sh` (hack/test.sh starts one).
+fn alertmanager() -> String {
+    std::env::var("ERU_TEST_ALERTMANAGER_URL")
+        .expect("ERU_TEST_ALERTMANAGER_URL: hack/test.sh starts an Alertmanager (hack/alertmanager.sh)")
+}
+
+/// The silences Alertmanager holds with the matcher `namespace="<ns>"` (expired ones too).
+fn silences_of(alertmanager: &str, ns: &str) -> Vec<Value> {
+    let url = format!("{alertmanager}/api/v2/silences?filter=namespace%3D%22{ns}%22");
+    let silences = common::get_json(&url);
+    silences.as_array().expect("a list of silences").clone()
+}
+
+/// Silences while restarting (`spec.silence`, a real Alertmanager from Debian's package): the
+/// target's alerts are silenced just before the patch (the default matchers: its namespace and
+/// its pods), the silence is active while the rollout runs (minReadySeconds makes it last) and
+/// expired at its end, and the restart's record keeps its id. A silence Alertmanager refuses
+/// holds the patch (`onUnknown: Hold`: given up at the deadline as `patch_failed`, saying why) or
+/// is gone without (`Proceed`: restarted, a `SilenceFailed` Event). Each slot one record.
+#[tokio::test]
+#[ignore = "needs the local cluster and an Alertmanager: hack/test.sh"]
+async fn a_restart_is_silenced_while_it_rolls_out_and_an_unknown_silence_follows_on_unknown() {
+    let am = alertmanager();
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-silence").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(
+        &client,
+        &ns.name,
+        "web",
+        1,
+        json!({"spec": {"minReadySeconds": 6}}),
+    )
+    .await;
+    deployment(&client, &ns.name, "held", 1, json!({})).await;
+    deployment(&client, &ns.name, "loud", 1, json!({})).await;
+    for name in ["web", "held", "loud"] {
+        wait_ready(&deployments, name, 1).await;
+    }
+    let operator = Operator::start(&client, &ns.name, &["--alertmanager-url", &am]).await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let (slot, schedule) = one_slot(10);
+    let eru = |name: &str, silence: Value| {
+        json!({"schedule": schedule, "startingDeadlineSeconds": 8, "silence": silence,
+               "target": {"kind": "Deployment", "name": name}})
+    };
+    // a matcher set Alertmanager refuses: every matcher matches the empty string
+    let refused = json!([{"name": "namespace", "value": ""}]);
+    create_eru(&client, &ns.name, "web", eru("web", json!({})))
+        .await
+        .unwrap();
+    create_eru(
+        &client,
+        &ns.name,
+        "held",
+        eru("held", json!({"matchers": refused, "onUnknown": "Hold"})),
+    )
+    .await
+    .unwrap();
+    create_eru(
+        &client,
+        &ns.name,
+        "loud",
+        eru("loud", json!({"matchers": refused, "onUnknown": "Proceed"})),
+    )
+    .await
+    .unwrap();
+    created_before(&erus, &["web", "held", "loud"], slot).await;
+
+    // during web's rollout: one active silence of its namespace and pods
+    let active = wait_for("web rolling out, silenced", Duration::from_secs(40), || async {
+        let s = status(&erus, "web").await?;
+        let r = s
+            .last_restart
+            .filter(|r| r.slot == slot && r.outcome == "in_progress" && r.patched_at.is_some())?;
+        let silences = silences_of(&am, &ns.name);
+        let on = silences
+            .iter()
+            .find(|s| s["status"]["state"] == "active")?
+            .clone();
+        Some((r, on))
+    })
+    .await
+    .1;
+    assert_eq!(active["createdBy"], "eru-operator");
+    let matchers: Vec<(String, String, bool)> = (active["matchers"].as_array().unwrap().iter())
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().into(),
+                m["value"].as_str().unwrap().into(),
+                m["isRegex"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        matchers,
+        [
+            ("namespace".into(), ns.name.clone(), false),
+            ("pod".into(), "web-.+".into(), true)
+        ]
+    );
+    let comment = active["comment"].as_str().unwrap();
+    assert!(
+        comment.contains(&slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        "{comment}"
+    );
+    let id = active["id"].as_str().unwrap().to_string();
+    // at the rollout's end: expired, and the restart's record keeps it
+    wait_for("web succeeded", Duration::from_secs(60), || async {
+        status(&erus, "web")
+            .await?
+            .last_restart
+            .filter(|r| r.outcome == "succeeded")
+    })
+    .await;
+    wait_for("the silence expired", Duration::from_secs(30), || async {
+        let silences = silences_of(&am, &ns.name);
+        silences
+            .iter()
+            .find(|s| s["id"] == id.as_str() && s["status"]["state"] == "expired")
+            .map(drop)
+    })
+    .await;
+    let row = common::eru::items(&operator, "/history?name=web")
+        .into_iter()
+        .find(|r| r["silence_id"] == id.as_str())
+        .expect("the restart's record names its silence");
+    assert!(
+        row["silence_expired_at"].is_string() && row["silence_until"].is_string(),
+        "{row}"
+    );
+
+    // refused by Alertmanager: held until the deadline, then given up saying why
+    let record = recorded(&operator, "held", slot, Duration::from_secs(40)).await;
+    assert_eq!(record.reason.as_deref(), Some("patch_failed"), "{record:?}");
+    let given_up = common::eru::items(&operator, "/history?name=held")
+        .into_iter()
+        .find(|r| r["outcome"] == "abandoned")
+        .expect("the held restart's record");
+    let reason = given_up["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("no Alertmanager silence") && reason.contains("empty string"),
+        "{reason}"
+    );
+    assert_eq!(
+        deployments.get("held").await.unwrap().metadata.generation,
+        Some(1),
+        "never patched"
+    );
+    // refused, onUnknown Proceed: restarted unsilenced, and told
+    wait_for("loud succeeded", Duration::from_secs(40), || async {
+        status(&erus, "loud")
+            .await?
+            .last_restart
+            .filter(|r| r.outcome == "succeeded")
+    })
+    .await;
+    let told = common::eru::events(&client, &ns.name, "loud", "SilenceFailed").await;
+    assert!(!told.is_empty(), "a SilenceFailed Event");
+    assert!(
+        silences_of(&am, &ns.name).iter().all(|s| s["id"] == id.as_str()),
+        "the refused ones created nothing"
+    );
+    for name in ["web", "held", "loud"] {
+        settle(&erus, &operator, name).await;
+    }
+    check_one(&client, &ns.name, &operator, ("web", slot, "fired")).await;
+    check_one(&client, &ns.name, &operator, ("held", slot, "patch_failed")).await;
+    check_one(&client, &ns.name, &operator, ("loud", slot, "fired")).await;
+}

@@ -199,6 +199,55 @@ pub struct EruSpec {
     /// `not_needed` with the evidence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub need: Option<Box<NeedConditions>>,
+
+    /// Silence the target's alerts while it restarts: an Alertmanager silence
+    /// (`--alertmanager-url`) created just before the restart patch and expired when the rollout
+    /// ends; it lapses by itself at the rollout's timeout even if the operator dies. Journaled
+    /// with the restart (docs/eru.md, Silences).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silence: Option<Box<Silence>>,
+}
+
+/// The Alertmanager silence an Eru holds while it restarts.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Silence {
+    /// The silence's matchers (all must match an alert). Default: `namespace` equal to the
+    /// Eru's namespace and `pod` matching `<target name>-.+` (the target's pods, as
+    /// kube-state-metrics and the kubelet label their alerts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub matchers: Vec<SilenceMatcher>,
+    /// When the silence cannot be created (no `--alertmanager-url`, Alertmanager down or
+    /// refusing): `Hold` (default) holds the restart patch, tried again with the patch's backoff
+    /// until the slot's deadline (then `patch_failed`, with why); `Proceed` restarts without it
+    /// (a `SilenceFailed` Event).
+    #[serde(default)]
+    pub on_unknown: SilenceOnUnknown,
+}
+
+/// One matcher of a silence, as Alertmanager has them.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SilenceMatcher {
+    /// The alert label.
+    #[schemars(regex(pattern = r"^[a-zA-Z_][a-zA-Z0-9_]*$"), length(max = 128))]
+    pub name: String,
+    /// Its value (a regular expression with `regex: true`).
+    #[schemars(length(max = 1024))]
+    pub value: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub regex: bool,
+}
+
+/// What a silence that cannot be created does.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum SilenceOnUnknown {
+    /// Hold the restart patch (tried again until the slot's deadline).
+    #[default]
+    Hold,
+    /// Restart without the silence.
+    Proceed,
 }
 
 /// When a scheduled restart is needed (see docs/eru.md, Need conditions).
@@ -531,4 +580,14 @@ pub struct LastRestart {
     /// From the patch landing to the rollout's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_seconds: Option<f64>,
+    /// The restarted workload (`Kind/name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Who removed or replaced the restart's annotation after its patch (docs/gitops.md), if
+    /// another field manager did and the managedFields name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted_by: Option<String>,
+    /// When the operator saw the restart undone, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted_at: Option<DateTime<Utc>>,
 }

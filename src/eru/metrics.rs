@@ -25,6 +25,8 @@ pub struct EruMetrics {
     held: IntGauge,
     held_since: IntGaugeVec,
     manual_runs: prometheus::IntCounterVec,
+    /// Restarts another field manager undid (`eru_restarts_reverted_total`).
+    pub reverted: prometheus::IntCounter,
     per_eru: PerEru,
 }
 
@@ -33,6 +35,36 @@ const SLOT_SERIES: usize = Reason::VARIANTS.len();
 
 fn slot_series() -> impl Iterator<Item = (&'static str, &'static str)> {
     Reason::VARIANTS.iter().map(|r| (r.result().as_str(), r.as_str()))
+}
+
+/// `eru_manual_runs_total{outcome}`, every ended outcome's series from the start (a rate over a
+/// new series misses its first run).
+fn manual_runs(registry: &prometheus::Registry) -> prometheus::IntCounterVec {
+    let runs = register(
+        registry,
+        prometheus::IntCounterVec::new(
+            Opts::new(
+                "eru_manual_runs_total",
+                "Manual runs (mtsre.meitu.com/run-now) ended, by outcome (succeeded, failed, abandoned, refused, dry_run).",
+            ),
+            &["outcome"],
+        )
+        .expect("a valid counter"),
+    );
+    // every outcome from the start: a rate over a new series misses its first run
+    for outcome in RunOutcome::VARIANTS.iter().filter(|o| o.ended()) {
+        runs.with_label_values(&[outcome.as_str()]);
+    }
+    runs
+}
+
+/// `eru_restarts_reverted_total`.
+fn reverted(registry: &prometheus::Registry) -> prometheus::IntCounter {
+    let help = "Restarts another field manager undid (removed or replaced mtsre.meitu.com/restartedAt after the patch: a GitOps tool, an operator rebuilding the template).";
+    register(
+        registry,
+        prometheus::IntCounter::new("eru_restarts_reverted_total", help).expect("a valid counter"),
+    )
 }
 
 impl EruMetrics {
@@ -87,17 +119,8 @@ impl EruMetrics {
                 )
                 .expect("a valid gauge"),
             ),
-            manual_runs: register(
-                registry,
-                prometheus::IntCounterVec::new(
-                    Opts::new(
-                        "eru_manual_runs_total",
-                        "Manual runs (mtsre.meitu.com/run-now) ended, by outcome (succeeded, failed, abandoned, refused, dry_run).",
-                    ),
-                    &["outcome"],
-                )
-                .expect("a valid counter"),
-            ),
+            manual_runs: manual_runs(registry),
+            reverted: reverted(registry),
             per_eru: {
                 let per_eru = PerEru::default();
                 metrics.add_text(Arc::new(per_eru.clone()));

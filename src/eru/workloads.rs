@@ -4,7 +4,7 @@
 //! kind's [`TargetView`], judged from its own status by its own `view_*` function.
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
 
 use super::core::run::RUN_ANNOTATION;
 use super::{
@@ -14,7 +14,7 @@ use super::{
 use crate::runtime::{
     deployment::DeploymentView,
     lean::{self, DaemonSet, Deployment, StatefulSet, Template},
-    managed_at,
+    managed_at, time_of,
     watch::{Watchable, lean_meta},
 };
 
@@ -23,8 +23,11 @@ use crate::runtime::{
 /// last restart landed), the `mtsre.meitu.com/` annotations of the object and of its template; no
 /// labels or owners. Only the Eru and automatic-Eru controllers read these caches.
 pub fn lean_workload(meta: &mut ObjectMeta, template: Option<&mut lean::Template>) {
+    // of the other managers, only the newest template writer (who undid a restart, if one did)
+    let writer = template_writer(meta);
     lean_meta(meta, |e| {
         matches!(e.manager.as_deref(), Some(RESTART_MANAGER | RUN_MANAGER))
+            || writer.as_ref().is_some_and(|w| is_writer(e, w))
     });
     meta.labels = None;
     meta.owner_references = None;
@@ -37,11 +40,41 @@ pub fn lean_workload(meta: &mut ObjectMeta, template: Option<&mut lean::Template
             template.annotations = None;
         }
     }
-    // of the restart manager's entry only its time is read (when the last restart landed)
+    // of our managers' entries only their times are read (when the last restart landed); the
+    // template writer's is marked as one
     for entry in meta.managed_fields.iter_mut().flatten() {
-        entry.fields_v1 = None;
+        let writer = writer.as_ref().is_some_and(|w| is_writer(entry, w));
+        entry.fields_v1 = writer.then(|| FieldsV1(serde_json::json!([TEMPLATE_MARK])));
         entry.operation = None;
     }
+}
+
+/// How a lean cache marks the entry of the newest template writer (see [`writes_template`]).
+const TEMPLATE_MARK: &str = "f:spec.f:template";
+
+/// Whether a managedFields entry owns fields of the pod template (not through a subresource): as
+/// the API server sends it, or as a lean cache marks it.
+fn writes_template(entry: &ManagedFieldsEntry) -> bool {
+    let fields = entry.fields_v1.as_ref().map(|f| &f.0);
+    entry.subresource.as_deref().unwrap_or_default().is_empty()
+        && match fields {
+            Some(serde_json::Value::Object(o)) => o.get("f:spec").and_then(|s| s.get("f:template")).is_some(),
+            Some(serde_json::Value::Array(keys)) => keys.iter().any(|k| k == TEMPLATE_MARK),
+            _ => false,
+        }
+}
+
+/// The newest writer of the pod template other than this operator's managers, and when.
+fn template_writer(meta: &ObjectMeta) -> Option<(String, DateTime<Utc>)> {
+    (meta.managed_fields.iter().flatten())
+        .filter(|e| !matches!(e.manager.as_deref(), Some(RESTART_MANAGER | RUN_MANAGER)))
+        .filter(|e| writes_template(e))
+        .filter_map(|e| Some((e.manager.clone()?, e.time.as_ref().and_then(time_of)?)))
+        .max_by_key(|(_, at)| *at)
+}
+
+fn is_writer(entry: &ManagedFieldsEntry, (manager, at): &(String, DateTime<Utc>)) -> bool {
+    entry.manager.as_ref() == Some(manager) && entry.time.as_ref().and_then(time_of) == Some(*at)
 }
 
 /// Keeps only the `mtsre.meitu.com/` annotations; none is `None` (an emptied map may keep its
@@ -166,6 +199,7 @@ fn marked(meta: &ObjectMeta, template: Option<&Template>) -> TargetView {
             .and_then(|a| a.get(RUN_ANNOTATION))
             .map(str::to_string),
         run_applied_at: managed_at(meta, |e| e.manager.as_deref() == Some(RUN_MANAGER)),
+        template_writer: template_writer(meta),
         ..TargetView::default()
     }
 }

@@ -399,6 +399,9 @@ fn tally(
                 Some(Outcome::Abandoned) => fired.abandoned += in_window,
                 _ => fired.in_progress += in_window,
             }
+            if r.restart_reverted_at.is_some() {
+                fired.reverted += in_window;
+            }
         } else {
             let reason = s.reason;
             let entry = reasons.entry((s.result, reason)).or_insert_with(|| NotRestarted {

@@ -46,6 +46,25 @@ pub struct RestartItem {
     /// Why it failed or was abandoned, in words; null otherwise.
     #[schema(required = true)]
     pub reason: Option<String>,
+    /// Who removed or replaced its annotation after the patch (docs/gitops.md), when another
+    /// field manager undid it and the managedFields name it; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted_by: Option<String>,
+    /// When the operator saw it undone; absent unless it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub reverted_at: Option<Ts>,
+    /// The Alertmanager silence held while it rolled out (`spec.silence`); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silence_id: Option<String>,
+    /// The end the silence was created with: it lapses then even if nobody expires it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub silence_until: Option<Ts>,
+    /// When the operator expired it (the rollout ended); absent until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub silence_expired_at: Option<Ts>,
 }
 
 impl From<RestartRow> for RestartItem {
@@ -66,6 +85,11 @@ impl From<RestartRow> for RestartItem {
             duration_seconds: duration,
             outcome: r.outcome,
             reason: r.reason,
+            reverted_by: r.reverted_by,
+            reverted_at: r.reverted_at,
+            silence_id: r.silence_id,
+            silence_until: r.silence_until,
+            silence_expired_at: r.silence_expired_at,
         }
     }
 }

@@ -340,6 +340,7 @@ fn numbers(erus: &[&EruAudit]) -> Markup {
                                 @if e.fired.failed > 0 { ", " (e.fired.failed) " failed" }
                                 @if e.fired.abandoned > 0 { ", " (e.fired.abandoned) " abandoned" }
                                 @if e.fired.in_progress > 0 { ", " (e.fired.in_progress) " in progress" }
+                                @if e.fired.reverted > 0 { "; " (e.fired.reverted) " reverted" }
                                 ")"
                             }
                         }

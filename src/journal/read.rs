@@ -272,7 +272,8 @@ impl Journal {
 /// Slot records with their slot's restart attempt, up to a WHERE clause that takes `AND ...`.
 const SLOT_RECORDS: &str = "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at, \
                             r.finished_at AS restart_finished_at, r.outcome AS restart_outcome, \
-                            r.reason AS restart_reason, r.attempts AS restart_attempts \
+                            r.reason AS restart_reason, r.attempts AS restart_attempts, \
+                            r.reverted_at AS restart_reverted_at \
                             FROM slots s LEFT JOIN restarts r ON r.uid = s.uid AND r.slot = s.slot WHERE true";
 
 /// A newest-first page: `select` (which ends in a WHERE clause), a condition for each filter

@@ -77,6 +77,31 @@ pub struct FailedAttempt {
     pub next_attempt_at: DateTime<Utc>,
 }
 
+/// An Alertmanager silence of the restart of `slot`: created (`id`, lasting `until`), or expired.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SilenceChange {
+    Created {
+        uid: String,
+        slot: DateTime<Utc>,
+        id: String,
+        until: DateTime<Utc>,
+    },
+    Expired {
+        uid: String,
+        slot: DateTime<Utc>,
+        at: DateTime<Utc>,
+    },
+}
+
+/// A restart another field manager undid (`by`, if the managedFields name it), seen at `at`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RevertedRestart {
+    pub uid: String,
+    pub slot: DateTime<Utc>,
+    pub by: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
 /// The end of a restart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FinishedRestart {
@@ -230,6 +255,10 @@ pub struct Entry {
     pub notices: Vec<NewNotice>,
     /// Manual runs seen, started, patched or ended.
     pub runs: Vec<super::RunChange>,
+    /// Restarts seen undone by another field manager.
+    pub reverts: Vec<RevertedRestart>,
+    /// Silences of restarts created or expired.
+    pub silences: Vec<SilenceChange>,
 }
 
 impl Entry {
@@ -250,6 +279,8 @@ pub struct Appended {
     pub restarts_finished: u64,
     /// Manual-run rows added or changed.
     pub runs: u64,
+    /// Restarts newly marked reverted.
+    pub reverts: u64,
 }
 
 impl Appended {
@@ -261,6 +292,7 @@ impl Appended {
             + self.attempts
             + self.restarts_finished
             + self.runs
+            + self.reverts
     }
 }
 
@@ -349,6 +381,17 @@ pub struct RestartRow {
     pub finished_at: Option<Ts>,
     pub outcome: Outcome,
     pub reason: Option<String>,
+    /// Who removed or replaced the restart's annotation after its patch, if another field
+    /// manager did and the managedFields name it.
+    pub reverted_by: Option<String>,
+    /// When the operator saw the restart undone; null unless it was.
+    pub reverted_at: Option<Ts>,
+    /// The Alertmanager silence held for the restart (`spec.silence`), if one was created.
+    pub silence_id: Option<String>,
+    /// The end it was created with: it lapses then even if nobody expires it.
+    pub silence_until: Option<Ts>,
+    /// When the operator expired it (the rollout ended), if it did.
+    pub silence_expired_at: Option<Ts>,
 }
 
 /// A journaled missed or skipped slot (or a summarized run of them).
@@ -382,6 +425,8 @@ pub struct SlotRecordRow {
     pub restart_outcome: Option<Outcome>,
     pub restart_reason: Option<String>,
     pub restart_attempts: Option<i64>,
+    /// When the slot's restart was seen undone by another field manager, if it was.
+    pub restart_reverted_at: Option<Ts>,
 }
 
 /// What an audit of a window reads: the Erus' ledgers, their epochs, the slot records of the

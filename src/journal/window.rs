@@ -19,7 +19,7 @@ use crate::{
 /// The record columns, in the order of [`Record`]'s fields.
 const COLUMNS: &str = "id, uid, namespace, name, target, slot, last_slot, slot_count, result, reason, \
      window_start, window_end, evaluated_at, note, restart_decided_at, restart_patched_at, \
-     restart_finished_at, restart_outcome, restart_reason, restart_attempts";
+     restart_finished_at, restart_outcome, restart_reason, restart_attempts, restart_reverted_at";
 
 /// One record as the database writes it into the array: [`COLUMNS`], in order. Times are
 /// borrowed from the document (they never need unescaping), not copied into a `String` each.
@@ -45,6 +45,7 @@ struct Record<'a>(
     Option<String>,
     Option<String>,
     Option<i64>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
 );
 
 /// The window's filter: `[since, until)`, an Eru's namespace and name, a target, and how many
@@ -68,7 +69,8 @@ pub(super) async fn records(
     // journal) instead of the window's range of `slots_by_last_slot`
     let window = "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at,
                 r.finished_at AS restart_finished_at, r.outcome AS restart_outcome,
-                r.reason AS restart_reason, r.attempts AS restart_attempts
+                r.reason AS restart_reason, r.attempts AS restart_attempts,
+                r.reverted_at AS restart_reverted_at
          FROM slots s LEFT JOIN restarts r ON r.uid = s.uid AND r.slot = s.slot
          WHERE s.last_slot >= $1 AND s.slot < $2 AND ($3 IS NULL OR s.namespace = $3)
            AND ($4 IS NULL OR s.name = $4) AND ($5 IS NULL OR s.target = $5)
@@ -139,5 +141,6 @@ fn typed(r: Record<'_>) -> Result<SlotRecordRow> {
             .transpose()?,
         restart_reason: r.18,
         restart_attempts: r.19,
+        restart_reverted_at: maybe("restart_reverted_at", r.20)?,
     })
 }

@@ -128,6 +128,39 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
     finished_on(conn, entry, &mut done, &mut deltas).await?;
     slots_on(conn, entry, &mut done, &mut deltas).await?;
     done.runs = super::runs::runs_on(conn, entry).await?;
+    for s in &entry.silences {
+        let query = match s {
+            SilenceChange::Created { uid, slot, id, until } => sqlx::query(
+                "UPDATE restarts SET silence_id = $3, silence_until = $4
+                 WHERE uid = $1 AND slot = $2 AND silence_id IS NULL",
+            )
+            .bind(uid)
+            .bind(ts(*slot))
+            .bind(id)
+            .bind(ts(*until)),
+            SilenceChange::Expired { uid, slot, at } => sqlx::query(
+                "UPDATE restarts SET silence_expired_at = $3
+                 WHERE uid = $1 AND slot = $2 AND silence_id IS NOT NULL AND silence_expired_at IS NULL",
+            )
+            .bind(uid)
+            .bind(ts(*slot))
+            .bind(ts(*at)),
+        };
+        query.execute(&mut *conn).await?;
+    }
+    for r in &entry.reverts {
+        done.reverts += sqlx::query(
+            "UPDATE restarts SET reverted_by = $3, reverted_at = $4
+             WHERE uid = $1 AND slot = $2 AND reverted_at IS NULL",
+        )
+        .bind(&r.uid)
+        .bind(ts(r.slot))
+        .bind(r.by.as_deref().map(free_text))
+        .bind(ts(r.at))
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    }
     for n in (entry.notices.iter()).filter(|n| matches!(n.of, NoticeOf::Held(_) | NoticeOf::Gap(_))) {
         notice_on(conn, n).await?;
     }

@@ -133,6 +133,7 @@ pub fn desired<K: Workload>(workload: &K, name: &str, default_schedule: &str) ->
         dry_run: false,
         gates: None,
         need: None,
+        silence: None,
     };
     let mut eru = Eru::new(name, spec);
     eru.metadata = ObjectMeta {

@@ -261,6 +261,7 @@ fn a_user_made_eru_is_never_overwritten_or_deleted() {
         dry_run: false,
         gates: None,
         need: None,
+        silence: None,
     };
     let user_made = Eru::new("web", spec);
     let d = deployment(json!({AUTO_ANNOTATION: "true"}));

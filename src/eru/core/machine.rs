@@ -152,6 +152,14 @@ impl EruMachine {
                 }))
             }
             EruEvent::RestartPending(pending) => go_on_or_give_up(context, restart, pending),
+            EruEvent::Silenced { id, until } => {
+                context.record(EruRecord::Silenced {
+                    slot: restart.slot,
+                    id: id.clone(),
+                    until: *until,
+                });
+                Handled
+            }
             EruEvent::SlotsDue(slots) => {
                 record_slots(context, &slots.records);
                 match &slots.due {
@@ -194,6 +202,21 @@ impl EruMachine {
                 None,
                 Some("the target disappeared during the rollout".into()),
             ),
+            EruEvent::RolloutReverted { revert, at } => {
+                // the pods roll again, to the template without the restart: it did not happen
+                let outcome = finish(
+                    context,
+                    vocab::Outcome::Failed,
+                    Some(*at),
+                    Some(revert.text(*slot)),
+                );
+                context.record(EruRecord::Reverted {
+                    slot: *slot,
+                    revert: revert.clone(),
+                    at: *at,
+                });
+                outcome
+            }
             EruEvent::SlotsDue(slots) => {
                 record_slots(context, &slots.records);
                 if let Some(due) = slots.due.as_ref().filter(|d| d.slot != *slot) {
@@ -330,6 +353,18 @@ impl EruMachine {
                 context.act(EruAction::ReportTargetMissing);
                 Transition(State::target_missing())
             }
+            EruEvent::SilenceExpired { slot, at } => {
+                context.record(EruRecord::SilenceExpired { slot: *slot, at: *at });
+                Handled
+            }
+            EruEvent::Reverted { slot, revert, at } => {
+                context.record(EruRecord::Reverted {
+                    slot: *slot,
+                    revert: revert.clone(),
+                    at: *at,
+                });
+                Handled
+            }
             EruEvent::Adopt { rollout, deadline } => {
                 context.record(EruRecord::Decided {
                     slot: rollout.slot,
@@ -351,6 +386,10 @@ impl EruMachine {
     /// applies once it has ended.
     #[superstate]
     fn busy(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+        if let EruEvent::SilenceExpired { slot, at } = event {
+            // an earlier restart's silence, expired once a newer restart had started
+            context.record(EruRecord::SilenceExpired { slot: *slot, at: *at });
+        }
         if let EruEvent::RunDue(due) = event
             && due.new
         {

@@ -36,6 +36,37 @@ impl Gate {
     }
 }
 
+/// A restart another field manager undid: the template no longer carries its slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Revert {
+    /// The manager that wrote the template after the patch, if the managedFields name one.
+    pub by: Option<String>,
+    /// When it wrote (the API server's clock, seconds), if known.
+    pub at: Option<DateTime<Utc>>,
+    /// The slot the template carries now, if any (none: the annotation was removed).
+    pub carries: Option<DateTime<Utc>>,
+}
+
+impl Revert {
+    /// The revert in words, for a reason, a note and an Event.
+    pub fn text(&self, slot: DateTime<Utc>) -> String {
+        let what = match self.carries {
+            Some(other) => format!("replaced by {}", super::schedule::slot_text(other)),
+            None => "removed".to_string(),
+        };
+        let who = match (&self.by, self.at) {
+            (Some(by), Some(at)) => format!(" by {by} at {}", super::schedule::slot_text(at)),
+            (Some(by), None) => format!(" by {by}"),
+            _ => " (the managedFields name no writer of it)".to_string(),
+        };
+        format!(
+            "reverted: the pod template's {} ({}) was {what}{who}",
+            super::RESTARTED_AT_ANNOTATION,
+            super::schedule::slot_text(slot)
+        )
+    }
+}
+
 /// The slot a target's pod template carries, and when that patch landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Template {
@@ -201,6 +232,17 @@ pub enum EruEvent {
     },
     /// The target being rolled out disappeared.
     TargetGone,
+    /// Another field manager undid the restart being rolled out (its slot left the template).
+    RolloutReverted {
+        revert: Revert,
+        at: DateTime<Utc>,
+    },
+    /// Another field manager undid the latest restart after its rollout ended.
+    Reverted {
+        slot: DateTime<Utc>,
+        revert: Revert,
+        at: DateTime<Utc>,
+    },
     /// A restart the status shows rolling out and the target carries, whose journal is gone: the
     /// pass takes it over (decided and patched, as the cluster shows), so its end is recorded.
     Adopt {
@@ -209,6 +251,16 @@ pub enum EruEvent {
     },
     /// The Eru asks for a manual run the journal has not started or ended (boxed: rare).
     RunDue(Box<RunDue>),
+    /// An Alertmanager silence was created for the restart about to be patched.
+    Silenced {
+        id: String,
+        until: DateTime<Utc>,
+    },
+    /// The silence of the restart of `slot` was expired (its rollout ended).
+    SilenceExpired {
+        slot: DateTime<Utc>,
+        at: DateTime<Utc>,
+    },
 }
 
 impl EventName for EruEvent {
@@ -226,8 +278,11 @@ impl EventName for EruEvent {
             EruEvent::RolloutDone { .. } => "RolloutDone",
             EruEvent::RolloutFailed { .. } => "RolloutFailed",
             EruEvent::TargetGone => "TargetGone",
+            EruEvent::RolloutReverted { .. } | EruEvent::Reverted { .. } => "Reverted",
             EruEvent::Adopt { .. } => "Adopt",
             EruEvent::RunDue(_) => "RunRequested",
+            EruEvent::Silenced { .. } => "Silenced",
+            EruEvent::SilenceExpired { .. } => "SilenceExpired",
         }
     }
 }
@@ -299,6 +354,21 @@ pub enum EruRecord {
     },
     /// A manual run's record (kept apart from the slots and restarts).
     Run(RunRecord),
+    /// The restart of `slot` holds the Alertmanager silence `id` (until `until`).
+    Silenced {
+        slot: DateTime<Utc>,
+        id: String,
+        until: DateTime<Utc>,
+    },
+    /// The restart of `slot`'s silence was expired at `at`.
+    SilenceExpired { slot: DateTime<Utc>, at: DateTime<Utc> },
+    /// Another field manager undid the restart of `slot` (seen at `at`); its outcome and its
+    /// slot's record stay (the slot is still accounted once).
+    Reverted {
+        slot: DateTime<Utc>,
+        revert: Revert,
+        at: DateTime<Utc>,
+    },
 }
 
 /// What the reconciler does in the cluster once the pass is journaled.
@@ -327,6 +397,8 @@ pub enum EruAction {
     PatchRun { token: String, target: String },
     /// Tell the user the run-now annotation cannot be used (an Event).
     ReportBadRun { reason: String },
+    /// Expire the Alertmanager silence `id` of the restart of `slot` (its rollout ended).
+    ExpireSilence { slot: DateTime<Utc>, id: String },
 }
 
 /// What one Eru pass decided.

@@ -22,6 +22,8 @@ pub struct OpenRestart {
     pub decided_at: DateTime<Utc>,
     /// When its patch landed, if it did.
     pub patched_at: Option<DateTime<Utc>>,
+    /// The Alertmanager silence held for it and not expired yet, if any.
+    pub silence: Option<String>,
 }
 
 /// A manual run the journal holds in progress.
@@ -91,12 +93,16 @@ pub struct Shown {
 }
 
 /// The latest restart as a status shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShownRestart {
     pub slot: DateTime<Utc>,
     pub patched_at: Option<DateTime<Utc>>,
     /// Its outcome was `in_progress`.
     pub in_progress: bool,
+    /// Its target's journal key (a status written before it was kept has none).
+    pub target: Option<String>,
+    /// It was seen undone by another field manager.
+    pub reverted: bool,
 }
 
 impl Shown {
@@ -105,7 +111,7 @@ impl Shown {
     pub fn cursor(&self) -> Option<DateTime<Utc>> {
         [
             self.ledger.accounted_through,
-            self.last_restart.map(|r| r.slot),
+            self.last_restart.as_ref().map(|r| r.slot),
             self.ledger.last_missed,
         ]
         .into_iter()

@@ -17,7 +17,9 @@ use super::{
     hold::{self, Held},
     ledger::{self, Epoch, Span, Window},
     machine::{EruMachine, InFlight, State, restore, retry_delay},
-    messages::{EruAction, EruDecision, EruEvent, Gate, Grant, Pending, Rollout, SlotsDue, Template},
+    messages::{
+        EruAction, EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, Rollout, SlotsDue, Template,
+    },
     observed::{Observed, RunSeen},
     run::{Blocked, ManualRun, RunDue, RunRollout},
     target::{DEFAULT_ROLLOUT_TIMEOUT_SECONDS, Verdict},
@@ -58,6 +60,10 @@ pub enum Fed {
     Patched { at: DateTime<Utc> },
     /// The restart patch failed with the API's message.
     PatchFailed { message: String, at: DateTime<Utc> },
+    /// An Alertmanager silence was created for the restart about to be patched.
+    Silenced { id: String, until: DateTime<Utc> },
+    /// The silence of the restart of `slot` was expired.
+    SilenceExpired { slot: DateTime<Utc>, at: DateTime<Utc> },
 }
 
 /// One pass's plan for an Eru.
@@ -120,6 +126,7 @@ pub fn plan(observed: Observed) -> Plan {
         downtime,
     };
     plan.track_in_flight();
+    plan.expire_silence();
     feed(&mut plan.state, &mut plan.decision, &plan.spec_event);
     plan.account(cursor, unrecorded, &epochs);
     // a due slot asking the fleet for a place (EruAction::AskPlace) concludes with the answer
@@ -154,6 +161,8 @@ impl Plan {
                 self.at = at;
                 self.feed(&EruEvent::RestartPatched { at });
             }
+            Fed::Silenced { id, until } => self.feed(&EruEvent::Silenced { id, until }),
+            Fed::SilenceExpired { slot, at } => self.feed(&EruEvent::SilenceExpired { slot, at }),
             Fed::PatchFailed { message, at } => {
                 self.at = at;
                 let failures = match &self.state {
@@ -275,6 +284,29 @@ impl Plan {
         feed(&mut self.state, &mut self.decision, event);
     }
 
+    /// The silence of the restart in flight, once that restart ended (in this pass, by its
+    /// rollout's end or given up): expired now, not at its own end.
+    fn expire_silence(&mut self) {
+        let Some(open) = self.observed.journal.open_restart.as_ref() else {
+            return;
+        };
+        let Some(id) = &open.silence else {
+            return;
+        };
+        let slot = open.restart.slot;
+        let asked = |a: &EruAction| matches!(a, EruAction::ExpireSilence { slot: s, .. } if *s == slot);
+        if self.decision.actions.iter().any(asked) {
+            return;
+        }
+        let ended = self.decision.records.iter().any(|r| {
+            matches!(r, EruRecord::Finished { slot: s, .. } | EruRecord::GaveUp { slot: s, .. } if *s == slot)
+        });
+        if ended || self.state.slot() != Some(slot) {
+            self.decision
+                .act(EruAction::ExpireSilence { slot, id: id.clone() });
+        }
+    }
+
     /// The restart in flight: did its patch land, and how does its rollout go? (A landing seen
     /// now may be rolled out now too.)
     fn track_in_flight(&mut self) {
@@ -286,8 +318,12 @@ impl Plan {
             feed(state, decision, &EruEvent::RestartPatched { at });
         }
         if let State::RollingOut { rollout } = &*state {
+            let (slot, patched_at) = (rollout.slot, rollout.patched_at);
             let event = match view_of(&rollout.target) {
                 None => EruEvent::TargetGone,
+                Some(v) if let Some(revert) = v.reverted(slot, patched_at, false) => {
+                    EruEvent::RolloutReverted { revert, at: o.now }
+                }
                 Some(v) => match v.verdict(rollout.slot, rollout.patched_at, o.now, self.rollout_timeout) {
                     Verdict::Done => EruEvent::RolloutDone {
                         finished_at: v.finished_at(rollout.patched_at, o.now),
@@ -391,6 +427,7 @@ impl Plan {
     /// the manual run the Eru asks for.
     fn conclude(&mut self) {
         self.conclude_restart();
+        self.expire_silence();
         if let State::RunRestarting { run } = &self.state {
             let pending = self.pending(&run.target, run.requested_at, run.deadline, run.next_attempt_at);
             feed(
@@ -400,7 +437,36 @@ impl Plan {
             );
         }
         feed(&mut self.state, &mut self.decision, &self.spec_event);
+        self.reverted();
         self.run_now();
+    }
+
+    /// The latest restart, ended, undone since by another field manager (its slot left the
+    /// template): told once (the status then shows it), while no restart is in flight.
+    fn reverted(&mut self) {
+        let o = &self.observed;
+        if self.state.in_flight() || self.state.asks_place().is_some() {
+            return;
+        }
+        let Some(last) = o.cluster.shown.as_ref().and_then(|s| s.last_restart.as_ref()) else {
+            return;
+        };
+        if last.in_progress || last.reverted {
+            return;
+        }
+        let (Some(target), Some(patched_at)) = (&last.target, last.patched_at) else {
+            return; // never landed, or a status from before targets were kept
+        };
+        if let Some(revert) =
+            (o.cluster.targets.get(target)).and_then(|v| v.reverted(last.slot, patched_at, true))
+        {
+            let event = EruEvent::Reverted {
+                slot: last.slot,
+                revert,
+                at: o.now,
+            };
+            feed(&mut self.state, &mut self.decision, &event);
+        }
     }
 
     /// What a restart (or manual run) not landed must know: what blocks it now, whether its
@@ -614,6 +680,7 @@ fn rolling_out_unjournaled(observed: &Observed) -> Option<Rollout> {
         .shown
         .as_ref()?
         .last_restart
+        .as_ref()
         .filter(|r| r.in_progress)?;
     let landed = observed.target()?.landed_at(last.slot, observed.now)?;
     Some(Rollout {

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::messages::Gate;
+use super::messages::{Gate, Revert};
 
 /// How long a rollout may take when neither the Eru (`rolloutTimeoutSeconds`) nor the kind (a
 /// Deployment's `progressDeadlineSeconds`) says.
@@ -37,6 +37,10 @@ pub struct TargetView {
     pub template_run: Option<String>,
     /// When the run manager last changed the template (the API server's clock, seconds).
     pub run_applied_at: Option<DateTime<Utc>>,
+    /// The newest writer of the pod template other than this operator's managers (a field
+    /// manager that owns fields under `spec.template`), and when it wrote, if the managedFields
+    /// name one.
+    pub template_writer: Option<(String, DateTime<Utc>)>,
 }
 
 /// How a rollout stands.
@@ -92,6 +96,35 @@ impl TargetView {
             self.run_applied_at
                 .filter(|at| *at + Duration::seconds(1) > asked && *at <= now)
                 .unwrap_or(now)
+        })
+    }
+
+    /// Whether another field manager undid the restart of `slot` patched at `patched_at`, and
+    /// who: the template does not carry the slot, and was not changed by this operator's own
+    /// restart manager last (another Eru's slot on the same target is no revert). `ended` says
+    /// the restart's rollout already ended, so the cache has seen its patch: without a writer
+    /// named after the patch, a template without the slot is then a revert by someone unnamed
+    /// (a removal by an update leaves no managedFields entry), where during the rollout it may
+    /// be a cache that has not seen the patch yet.
+    pub fn reverted(&self, slot: DateTime<Utc>, patched_at: DateTime<Utc>, ended: bool) -> Option<Revert> {
+        if self.template_slot == Some(slot) {
+            return None;
+        }
+        let since = patched_at - Duration::seconds(1);
+        let writer = self.template_writer.as_ref().filter(|(_, at)| *at >= since);
+        let ours_last = self
+            .restart_applied_at
+            .is_some_and(|ours| writer.is_none_or(|(_, at)| ours >= *at));
+        if self.template_slot.is_some() && ours_last {
+            return None; // another slot of this operator's (another Eru, or a newer slot)
+        }
+        if writer.is_none() && !ended {
+            return None;
+        }
+        Some(Revert {
+            by: writer.map(|(by, _)| by.clone()),
+            at: writer.map(|(_, at)| *at),
+            carries: self.template_slot,
         })
     }
 

@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use super::context::EruContext;
 use crate::eru::{
-    CachedEru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, RUN_MANAGER, Target, TargetKind,
+    CachedEru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, RUN_MANAGER, SilenceOnUnknown, Target, TargetKind,
     core::{
         machine::State,
         messages::{EruAction, Restart},
@@ -63,17 +63,106 @@ async fn hang_after_patch_failpoint() {
 }
 
 /// Performs `action` for `eru`, whose plan is in `state`; returns what the plan must hear back.
-pub async fn act(context: &EruContext, eru: &CachedEru, state: &State, action: &EruAction) -> Option<Fed> {
+pub async fn act(context: &EruContext, eru: &CachedEru, state: &State, action: &EruAction) -> Vec<Fed> {
+    match action {
+        EruAction::PatchRestart { slot, target } => match state {
+            State::Restarting { restart } if restart.slot == *slot && Utc::now() <= restart.deadline => {
+                // the silence first: held or not, the patch follows its onUnknown
+                let mut fed = Vec::new();
+                if let Some(failed) = silence(context, eru, restart, &mut fed).await {
+                    fed.push(failed);
+                    return fed;
+                }
+                fed.extend(patch(context, eru, restart, *slot, target).await);
+                fed
+            }
+            _ => Vec::new(),
+        },
+        EruAction::ExpireSilence { slot, id } => expire(context, eru, *slot, id).await.into_iter().collect(),
+        other => act_once(context, eru, state, other).await.into_iter().collect(),
+    }
+}
+
+/// Creates the Alertmanager silence of `restart` (`spec.silence`) unless the journal holds one:
+/// on success, adds what the plan must hear (its id and end) to `fed`; when it cannot be
+/// created, `Hold` answers the patch failed (tried again after the backoff, given up at the
+/// deadline with why), `Proceed` goes on without it (a `SilenceFailed` Event).
+async fn silence(
+    context: &EruContext,
+    eru: &CachedEru,
+    restart: &Restart,
+    fed: &mut Vec<Fed>,
+) -> Option<Fed> {
+    let spec = eru.spec.silence.as_deref()?;
+    let uid = eru.uid().unwrap_or_default();
+    if let Ok(Some(row)) = context.ctx.journal.restart(&uid, restart.slot).await
+        && row.silence_id.is_some()
+    {
+        return None; // created by an earlier try
+    }
+    let namespace = eru.namespace().unwrap_or_default();
+    let matchers = crate::eru::silence::matchers(&eru.spec, &namespace);
+    let timeout = eru
+        .spec
+        .rollout_timeout_seconds
+        .unwrap_or(crate::eru::core::target::DEFAULT_ROLLOUT_TIMEOUT_SECONDS);
+    let until = Utc::now() + chrono::Duration::seconds(timeout.max(0) + 60);
+    let comment = format!(
+        "eru {namespace}/{}: restart of slot {} ({}); expired when its rollout ends",
+        eru.name_any(),
+        slot_text(restart.slot),
+        restart.target
+    );
+    match context.options.silencer.create(&matchers, until, comment).await {
+        Ok(id) => {
+            info!(eru = %eru.name_any(), slot = %slot_text(restart.slot), silence = %id, "silence created");
+            fed.push(Fed::Silenced { id, until });
+            None
+        }
+        Err(e) if spec.on_unknown == SilenceOnUnknown::Proceed => {
+            let note = format!(
+                "restart of slot {} goes on unsilenced (silence.onUnknown: Proceed): {e}",
+                slot_text(restart.slot)
+            );
+            warn!(eru = %eru.name_any(), %note, "silence not created");
+            (context.ctx).publish(eru, EventType::Warning, "SilenceFailed", "Restart", Some(note));
+            None
+        }
+        Err(e) => {
+            let message = format!("no Alertmanager silence (silence.onUnknown: Hold holds the patch): {e}");
+            warn!(eru = %eru.name_any(), slot = %slot_text(restart.slot), error = %message, "restart patch held");
+            Some(Fed::PatchFailed {
+                message,
+                at: Utc::now(),
+            })
+        }
+    }
+}
+
+/// Expires the silence `id` of the restart of `slot`; what the plan must hear once it is
+/// (nothing when it could not be: it lapses at its own end, which the journal holds).
+async fn expire(context: &EruContext, eru: &CachedEru, slot: DateTime<Utc>, id: &str) -> Option<Fed> {
+    match context.options.silencer.expire(id).await {
+        Ok(()) => {
+            info!(eru = %eru.name_any(), slot = %slot_text(slot), silence = %id, "silence expired");
+            Some(Fed::SilenceExpired { slot, at: Utc::now() })
+        }
+        Err(e) => {
+            warn!(eru = %eru.name_any(), slot = %slot_text(slot), silence = %id, error = %e, "silence not expired; it lapses at its end");
+            None
+        }
+    }
+}
+
+/// The actions with one answer at most.
+async fn act_once(context: &EruContext, eru: &CachedEru, state: &State, action: &EruAction) -> Option<Fed> {
     let publish = |reason, action, note| {
         context
             .ctx
             .publish(eru, EventType::Warning, reason, action, Some(note))
     };
     match action {
-        EruAction::PatchRestart { slot, target } => match state {
-            State::Restarting { restart } => patch(context, eru, restart, *slot, target).await,
-            _ => None,
-        },
+        EruAction::PatchRestart { .. } | EruAction::ExpireSilence { .. } => None, // see [`act`]
         EruAction::PatchRun { token, target } => match state {
             State::RunRestarting { run } if run.token == *token => patch_run(context, eru, run, target).await,
             _ => None,

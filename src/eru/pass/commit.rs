@@ -22,7 +22,7 @@ use crate::{
     Result,
     journal::{
         Appended, Entry, FailedAttempt, FinishedRestart, LedgerSeed, NewEpoch, NewRestart, NewSlot,
-        ObjectKey, PatchedRestart, RunChange,
+        ObjectKey, PatchedRestart, RevertedRestart, RunChange, SilenceChange,
     },
     runtime::object_key,
 };
@@ -172,6 +172,10 @@ pub fn entry(object: &ObjectKey, records: &[EruRecord], now: DateTime<Utc>) -> E
             }),
             EruRecord::Advance(through) => entry.advances.push((object.clone(), *through)),
             EruRecord::Slots(slots) => entry.slots.extend(slots.iter().map(|r| slot_row(object, r, now))),
+            EruRecord::Run(_)
+            | EruRecord::Silenced { .. }
+            | EruRecord::SilenceExpired { .. }
+            | EruRecord::Reverted { .. } => add_aside(&mut entry, object, record, now),
             restart => add_restart(&mut entry, object, restart, now),
         }
     }
@@ -250,8 +254,32 @@ fn add_restart(entry: &mut Entry, object: &ObjectKey, record: &EruRecord, now: D
             (entry.restarts_finished).push(finished(*slot, now, Outcome::Abandoned, Some(reason.clone())));
             entry.slots.push(slot_row(object, record, now));
         }
+        _ => {}
+    }
+}
+
+/// The rows of a record beside a restart's own: a manual run's, a silence's, a revert's.
+fn add_aside(entry: &mut Entry, object: &ObjectKey, record: &EruRecord, now: DateTime<Utc>) {
+    match record {
         EruRecord::Run(run) => entry.runs.push(run_change(object, run, now)),
-        EruRecord::Seed(_) | EruRecord::Epoch(_) | EruRecord::Advance(_) | EruRecord::Slots(_) => {}
+        EruRecord::Silenced { slot, id, until } => entry.silences.push(SilenceChange::Created {
+            uid: object.uid.clone(),
+            slot: *slot,
+            id: id.clone(),
+            until: *until,
+        }),
+        EruRecord::SilenceExpired { slot, at } => entry.silences.push(SilenceChange::Expired {
+            uid: object.uid.clone(),
+            slot: *slot,
+            at: *at,
+        }),
+        EruRecord::Reverted { slot, revert, at } => entry.reverts.push(RevertedRestart {
+            uid: object.uid.clone(),
+            slot: *slot,
+            by: revert.by.clone(),
+            at: *at,
+        }),
+        _ => {}
     }
 }
 
@@ -340,10 +368,15 @@ fn count(context: &EruContext, object: &ObjectKey, records: &[EruRecord], now: D
                 metrics.add_slots(namespace, name, Reason::DryRun, 1);
             }
             EruRecord::Run(RunRecord::Ended { outcome, .. }) => metrics.add_manual_run(*outcome),
+            EruRecord::Reverted { .. } => metrics.reverted.inc(),
             _ => {}
         }
     }
 }
+
+/// Where the Event of a reverted restart sends the reader: the Argo CD and Flux settings that
+/// stop it.
+const GITOPS_DOC: &str = "https://github.com/meitu/eru-operator/blob/main/docs/gitops.md";
 
 /// The Event of a manual run's record: when it waits, and how it ended.
 fn run_event(record: &RunRecord) -> Option<(EventType, &'static str, &'static str, String)> {
@@ -420,6 +453,15 @@ fn announce(context: &EruContext, reference: ObjectReference, records: &[EruReco
                 "RestartPatchFailed",
                 "Restart",
                 format!("restart patch of slot {} failed: {error}", slot_text(*slot)),
+            ),
+            EruRecord::Reverted { slot, revert, .. } => (
+                EventType::Warning,
+                "RestartReverted",
+                "Restart",
+                format!(
+                    "{}; the pods rolled again. To keep a GitOps tool from undoing restarts, see {GITOPS_DOC}",
+                    revert.text(*slot)
+                ),
             ),
             EruRecord::Run(run) => match run_event(run) {
                 Some(event) => event,

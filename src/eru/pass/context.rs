@@ -35,6 +35,8 @@ pub struct Options {
     /// `--notifications-file`: the routes that pick the events a commit writes to the outbox,
     /// and the delivery task to wake.
     pub notifications: Option<Notifications>,
+    /// `--alertmanager-url`: where an Eru's spec.silence is created.
+    pub silencer: Arc<crate::eru::silence::Silencer>,
 }
 
 /// The notifications' routes and the delivery task's wake-up.

@@ -45,6 +45,10 @@ fn open_restart(row: &RestartRow) -> OpenRestart {
         },
         decided_at: *row.decided_at,
         patched_at: row.patched_at.map(|at| *at),
+        silence: row
+            .silence_id
+            .clone()
+            .filter(|_| row.silence_expired_at.is_none()),
     }
 }
 
@@ -130,6 +134,8 @@ pub fn shown(status: &EruStatus) -> Shown {
             slot: r.slot,
             patched_at: r.patched_at,
             in_progress: r.outcome == crate::vocab::Outcome::InProgress.as_str(),
+            target: r.target.clone(),
+            reverted: r.reverted_at.is_some(),
         }),
     }
 }

@@ -266,5 +266,8 @@ fn last_restart(r: &RestartRow) -> LastRestart {
         duration_seconds: patched_at
             .zip(finished_at)
             .map(|(start, end)| (end - start).as_seconds_f64()),
+        target: Some(r.target.clone()),
+        reverted_by: r.reverted_by.clone(),
+        reverted_at: r.reverted_at.map(|at| *at),
     }
 }

@@ -285,3 +285,95 @@ fn workloads_that_await_their_controller() {
     status["observedGeneration"] = json!(2);
     assert!(statefulset(json!(null), status).awaits_controller());
 }
+
+/// A Deployment whose template carries `annotation`, with these managedFields.
+fn managed(annotation: Option<&str>, fields: serde_json::Value) -> Deployment {
+    let annotations = annotation.map(|a| json!({ RESTARTED_AT_ANNOTATION: a }));
+    serde_json::from_value(json!({
+        "metadata": {"name": "web", "generation": 2, "managedFields": fields},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"annotations": annotations}, "spec": {"containers": []}}
+        },
+        "status": settled()
+    }))
+    .unwrap()
+}
+
+fn entry(manager: &str, second: u32, fields: serde_json::Value) -> serde_json::Value {
+    json!({"manager": manager, "operation": "Apply", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+           "time": t(second).to_rfc3339_opts(chrono::SecondsFormat::Secs, true), "fieldsV1": fields})
+}
+
+fn owns_slot() -> serde_json::Value {
+    json!({"f:spec": {"f:template": {"f:metadata": {"f:annotations": {"f:mtsre.meitu.com/restartedAt": {}}}}}})
+}
+
+/// Reverts: another manager replaced or removed the slot after the patch is named (also from a
+/// lean cache); another slot of this operator's (another Eru) is none; during the rollout, a
+/// template without the slot and no writer since the patch may be a cache that has not seen it.
+#[test]
+fn a_restart_another_manager_undid_is_told_with_who_and_when() {
+    let replaced = managed(
+        Some("2026-11-22T03:00:01Z"),
+        json!([
+            entry(
+                "kubectl-create",
+                0,
+                json!({"f:spec": {"f:replicas": {}, "f:template": {}}})
+            ),
+            entry("argocd-controller", 30, owns_slot()),
+            entry("kubectl-scale", 40, json!({"f:spec": {"f:replicas": {}}})),
+        ]),
+    );
+    let revert = view_deployment(&replaced).reverted(t(10), t(10), false).unwrap();
+    assert_eq!(
+        (revert.by.as_deref(), revert.at, revert.carries),
+        (Some("argocd-controller"), Some(t(30)), Some(t(1))),
+        "the newest template writer, not a later replicas-only writer"
+    );
+    assert_eq!(
+        revert.text(t(10)),
+        "reverted: the pod template's mtsre.meitu.com/restartedAt (2026-11-22T03:00:10Z) was replaced by \
+         2026-11-22T03:00:01Z by argocd-controller at 2026-11-22T03:00:30Z"
+    );
+    let mut lean = replaced.clone();
+    lean_deployment(&mut lean);
+    assert_eq!(view_deployment(&lean).reverted(t(10), t(10), false), Some(revert));
+    assert!(
+        (lean.metadata.managed_fields.as_ref().unwrap().iter())
+            .all(|e| e.manager.as_deref() == Some("argocd-controller")),
+        "of the others, only the template writer is kept"
+    );
+
+    // another Eru's slot, written by this operator's restart manager after the writer: no revert
+    let other_eru = managed(
+        Some("2026-11-22T03:00:20Z"),
+        json!([
+            entry("kubectl-create", 0, json!({"f:spec": {"f:template": {}}})),
+            entry(RESTART_MANAGER, 20, owns_slot()),
+        ]),
+    );
+    assert_eq!(view_deployment(&other_eru).reverted(t(10), t(10), true), None);
+    // removed, no writer since the patch: unknown while rolling out, a revert once it ended
+    let removed = managed(
+        None,
+        json!([entry("kubectl-create", 0, json!({"f:spec": {"f:template": {}}}))]),
+    );
+    let view = view_deployment(&removed);
+    assert_eq!(view.reverted(t(10), t(10), false), None);
+    let revert = view.reverted(t(10), t(10), true).unwrap();
+    assert_eq!((revert.by.as_deref(), revert.carries), (None, None));
+    assert!(
+        revert
+            .text(t(10))
+            .ends_with("was removed (the managedFields name no writer of it)")
+    );
+    // still carried: nothing
+    let kept = managed(
+        Some("2026-11-22T03:00:10Z"),
+        json!([entry("argocd-controller", 30, owns_slot())]),
+    );
+    assert_eq!(view_deployment(&kept).reverted(t(10), t(10), true), None);
+}

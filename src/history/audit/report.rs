@@ -181,6 +181,10 @@ pub struct Fired {
     /// Landed, then its rollout was not seen to end (target gone, Eru deleted).
     pub abandoned: i64,
     pub in_progress: i64,
+    /// Of these, restarts another field manager undid after the patch (docs/gitops.md): counted
+    /// by their outcome above too.
+    #[serde(default)]
+    pub reverted: i64,
 }
 
 /// Slots not restarted for one reason.

@@ -68,6 +68,7 @@ fn record(
         restart_outcome: fired.then_some(Outcome::Succeeded),
         restart_reason: None,
         restart_attempts: fired.then_some(0),
+        restart_reverted_at: None,
     }
 }
 
@@ -140,6 +141,11 @@ fn the_restart_in_flight_is_pending_not_unaccounted() {
         finished_at: None,
         outcome: Outcome::InProgress,
         reason: None,
+        reverted_by: None,
+        reverted_at: None,
+        silence_id: None,
+        silence_until: None,
+        silence_expired_at: None,
     }];
     let a = run(r, None);
     assert_eq!((a.erus[0].pending, a.erus[0].unaccounted.count), (1, 0));

@@ -254,6 +254,7 @@ fn row(e: &EruAudit) -> Vec<String> {
         (Outcome::Failed.as_str(), fired.failed),
         (Outcome::Abandoned.as_str(), fired.abandoned),
         ("in progress", fired.in_progress),
+        ("reverted", fired.reverted),
     ]
     .iter()
     .filter(|(_, n)| *n > 0)

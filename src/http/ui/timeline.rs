@@ -467,6 +467,7 @@ mod tests {
             restart_outcome: outcome,
             restart_reason: None,
             restart_attempts: outcome.map(|_| 1),
+            restart_reverted_at: None,
         }
     }
 

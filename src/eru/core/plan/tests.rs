@@ -108,6 +108,9 @@ fn last_restart(slot: DateTime<Utc>, finished: Option<DateTime<Utc>>) -> LastRes
         .into(),
         reason: None,
         duration_seconds: finished.map(|at| (at - slot).as_seconds_f64()),
+        target: Some("web".into()),
+        reverted_by: None,
+        reverted_at: None,
     }
 }
 
@@ -140,6 +143,7 @@ fn open(
         },
         decided_at,
         patched_at: None,
+        silence: None,
     }
 }
 
@@ -703,6 +707,7 @@ fn each_refused_patch_is_retried_after_the_backoff_of_its_attempt() {
             restart: restart.clone(),
             decided_at: t(5, 0) + Duration::milliseconds(3),
             patched_at: None,
+            silence: None,
         });
         o.now = retry_at;
     }
@@ -1211,5 +1216,154 @@ mod manual_runs {
         });
         let (outcome, _) = ended(&plan_records(o)).unwrap();
         assert_eq!(outcome, RunOutcome::Succeeded);
+    }
+}
+
+mod reverts {
+    //! A restart another field manager undid: during its rollout it fails, saying who; after, it
+    //! is marked once; either way its slot keeps its one record.
+
+    use super::*;
+    use crate::eru::core::messages::Revert;
+
+    fn replaced_by_argocd(at: DateTime<Utc>) -> TargetView {
+        let mut view = target(Some(t(0, 0)));
+        view.template_writer = Some(("argocd-controller".into(), at));
+        view
+    }
+
+    fn reverted(records: &[EruRecord]) -> Option<(DateTime<Utc>, Revert)> {
+        records.iter().find_map(|r| match r {
+            EruRecord::Reverted { slot, revert, .. } => Some((*slot, revert.clone())),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_rollout_whose_slot_left_the_template_fails_naming_the_writer() {
+        let e = eru("*/5 * * * *", 1);
+        let mut o = observed(&e, t(5, 30), Some(t(5, 0)));
+        let mut restart = open((t(5, 0), "web", t(10, 0)), t(5, 0));
+        restart.patched_at = Some(t(5, 1));
+        o.journal.open_restart = Some(restart);
+        o.cluster
+            .targets
+            .insert("web".into(), replaced_by_argocd(t(5, 20)));
+        let decided = plan(o).take();
+        let finished = decided.records.iter().find_map(|r| match r {
+            EruRecord::Finished { outcome, reason, .. } => Some((*outcome, reason.clone().unwrap())),
+            _ => None,
+        });
+        let (outcome, reason) = finished.expect("the restart ends");
+        assert_eq!(outcome, Outcome::Failed);
+        assert!(
+            reason.starts_with("reverted: ")
+                && reason.contains("by argocd-controller at 2026-11-22T03:05:20Z"),
+            "{reason}"
+        );
+        let (slot, revert) = reverted(&decided.records).unwrap();
+        assert_eq!((slot, revert.by.as_deref()), (t(5, 0), Some("argocd-controller")));
+        assert!(
+            !decided.records.iter().any(|r| matches!(r, EruRecord::Slots(_))),
+            "its slot keeps its one (fired) record: {:?}",
+            decided.records
+        );
+        // a writer before the patch (a cache that has not seen it): still rolling out
+        let mut o = observed(&e, t(5, 30), Some(t(5, 0)));
+        let mut restart = open((t(5, 0), "web", t(10, 0)), t(5, 0));
+        restart.patched_at = Some(t(5, 1));
+        o.journal.open_restart = Some(restart);
+        o.cluster
+            .targets
+            .insert("web".into(), replaced_by_argocd(t(4, 0)));
+        let decided = plan(o).take();
+        assert!(reverted(&decided.records).is_none(), "{:?}", decided.records);
+    }
+
+    #[test]
+    fn an_ended_restart_undone_later_is_marked_once() {
+        let e = eru("*/5 * * * *", 1);
+        let mut o = observed(&e, t(7, 0), Some(t(5, 0)));
+        o.cluster.shown = Some(shown(&EruStatus {
+            phase: Some("Waiting".into()),
+            accounted_through: Some(t(5, 0)),
+            last_restart: Some(last_restart(t(5, 0), Some(t(5, 10)))),
+            ..EruStatus::default()
+        }));
+        o.cluster
+            .targets
+            .insert("web".into(), replaced_by_argocd(t(6, 0)));
+        let (slot, revert) = reverted(&plan(o.clone()).take().records).expect("marked");
+        assert_eq!(
+            (slot, revert.by.as_deref(), revert.carries),
+            (t(5, 0), Some("argocd-controller"), Some(t(0, 0)))
+        );
+        // once the status shows it, not again
+        let mut status = last_restart(t(5, 0), Some(t(5, 10)));
+        status.reverted_by = Some("argocd-controller".into());
+        status.reverted_at = Some(t(6, 30));
+        o.cluster.shown = Some(shown(&EruStatus {
+            phase: Some("Waiting".into()),
+            accounted_through: Some(t(5, 0)),
+            last_restart: Some(status),
+            ..EruStatus::default()
+        }));
+        assert!(reverted(&plan(o).take().records).is_none());
+    }
+}
+
+mod silences {
+    //! The silence of a restart is expired when the restart ends, and only then.
+
+    use super::*;
+
+    fn silenced(o: &mut Observed, patched_at: Option<DateTime<Utc>>) {
+        let mut restart = open((t(5, 0), "web", t(10, 0)), t(5, 0));
+        restart.patched_at = patched_at;
+        restart.silence = Some("s-1".into());
+        o.journal.open_restart = Some(restart);
+    }
+
+    fn expires(actions: &[EruAction]) -> Vec<&EruAction> {
+        actions
+            .iter()
+            .filter(|a| matches!(a, EruAction::ExpireSilence { .. }))
+            .collect()
+    }
+
+    #[test]
+    fn a_silence_is_expired_once_its_rollout_ends_not_before() {
+        let e = eru("*/5 * * * *", 1);
+        // rolled out: ended now, its silence expired once
+        let mut o = observed(&e, t(6, 0), Some(t(5, 0)));
+        silenced(&mut o, Some(t(5, 1)));
+        o.cluster.targets.insert("web".into(), target(Some(t(5, 0))));
+        let decided = plan(o).take();
+        assert_eq!(
+            expires(&decided.actions),
+            [&EruAction::ExpireSilence {
+                slot: t(5, 0),
+                id: "s-1".into()
+            }]
+        );
+        // still rolling out: kept
+        let mut o = observed(&e, t(6, 0), Some(t(5, 0)));
+        silenced(&mut o, Some(t(5, 1)));
+        let mut view = target(Some(t(5, 0)));
+        view.settled = false;
+        o.cluster.targets.insert("web".into(), view);
+        assert!(expires(&plan(o).take().actions).is_empty());
+        // given up before it landed (past its deadline): expired too
+        let mut o = observed(&e, t(9, 0), Some(t(5, 0)));
+        silenced(&mut o, None);
+        o.journal.open_restart.as_mut().unwrap().restart.deadline = t(8, 0);
+        let decided = plan(o).take();
+        assert!(
+            decided
+                .records
+                .iter()
+                .any(|r| matches!(r, EruRecord::GaveUp { .. }))
+        );
+        assert_eq!(expires(&decided.actions).len(), 1, "{:?}", decided.actions);
     }
 }
