@@ -1413,7 +1413,9 @@ async fn run_now_restarts_once_per_token_waits_out_a_blackout_and_is_refused_wit
     // (a slot may have fired meanwhile: that is its own revision, with its slot)
     let template = deployments.get("web").await.unwrap().spec.unwrap().template;
     let carried = template.metadata.unwrap().annotations.unwrap_or_default();
-    assert_eq!(carried.get(RUN_ANNOTATION).map(String::as_str), Some("a1"));
+    // the Eru and the token: another Eru of the workload given the same token runs its own
+    let mark = format!("{}/web:a1", ns.name);
+    assert_eq!(carried.get(RUN_ANNOTATION), Some(&mark));
     // a new token: once more
     between_slots().await;
     ask_run(&erus, "web", "a2", "sre-alice").await;
@@ -1423,7 +1425,9 @@ async fn run_now_restarts_once_per_token_waits_out_a_blackout_and_is_refused_wit
     let rollouts = ledger::rollouts(&client, &ns.name, Workload::Deployment("web"))
         .await
         .unwrap();
-    let tokens: Vec<&str> = rollouts.runs.iter().map(|(_, t)| t.as_str()).collect();
+    let tokens: Vec<&str> = (rollouts.runs.iter())
+        .map(|(_, mark)| mark.rsplit_once(':').map_or(mark.as_str(), |(_, token)| token))
+        .collect();
     assert_eq!(
         tokens,
         ["a1", "a2"],
@@ -1509,7 +1513,7 @@ async fn a_run_is_patched_once_across_a_sigkill_and_a_lost_journal() {
     wait_for("the run's patch", Duration::from_secs(40), || async {
         let d = deployments.get("web").await.ok()?;
         let meta = d.spec?.template.metadata?;
-        (meta.annotations?.get(RUN_ANNOTATION)?.as_str() == "k1").then_some(())
+        (meta.annotations?.get(RUN_ANNOTATION)?.ends_with(":k1")).then_some(())
     })
     .await;
     operator.kill(); // between the patch and its record
@@ -1565,7 +1569,9 @@ async fn a_run_is_patched_once_across_a_sigkill_and_a_lost_journal() {
     let rollouts = ledger::rollouts(&client, &ns.name, Workload::Deployment("web"))
         .await
         .unwrap();
-    let tokens: Vec<&str> = rollouts.runs.iter().map(|(_, t)| t.as_str()).collect();
+    let tokens: Vec<&str> = (rollouts.runs.iter())
+        .map(|(_, mark)| mark.rsplit_once(':').map_or(mark.as_str(), |(_, token)| token))
+        .collect();
     assert_eq!(tokens, ["k1", "k2"]);
 }
 

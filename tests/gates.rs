@@ -1290,7 +1290,7 @@ async fn a_restart_is_silenced_while_it_rolls_out_and_an_unknown_silence_follows
         matchers,
         [
             ("namespace".into(), ns.name.clone(), false),
-            ("pod".into(), "web-.+".into(), true)
+            ("pod".into(), "web-[a-z0-9]+-[a-z0-9]{5}".into(), true)
         ]
     );
     let comment = active["comment"].as_str().unwrap();

@@ -122,14 +122,20 @@ fn post(agent: &ureq::Agent, endpoint: &str, body: &str) -> Result<String, Strin
 }
 
 /// The matchers of an Eru's silence: its own, else `namespace` equal to the Eru's and `pod`
-/// matching the target's pods (`<name>-.+`: a Deployment's and a DaemonSet's pods, a
-/// StatefulSet's ordinals).
+/// matching the names the target's controller gives its pods: a Deployment's
+/// `<name>-<template hash>-<5 characters>`, a StatefulSet's `<name>-<ordinal>`, a DaemonSet's
+/// `<name>-<5 characters>` (a sibling workload whose name extends the target's by one such part
+/// can still match: give matchers of your own then).
 pub fn matchers(spec: &EruSpec, namespace: &str) -> Vec<SilenceMatcher> {
     match spec.silence.as_deref() {
         Some(s) if !s.matchers.is_empty() => s.matchers.clone(),
         _ => {
-            let name = &spec.target.name;
-            let _: TargetKind = spec.target.kind; // every kind's pods are named `<name>-...`
+            let name = regex_escape(&spec.target.name);
+            let pods = match spec.target.kind {
+                TargetKind::Deployment => format!("{name}-[a-z0-9]+-[a-z0-9]{{5}}"),
+                TargetKind::StatefulSet => format!("{name}-[0-9]+"),
+                TargetKind::DaemonSet => format!("{name}-[a-z0-9]{{5}}"),
+            };
             vec![
                 SilenceMatcher {
                     name: "namespace".into(),
@@ -138,7 +144,7 @@ pub fn matchers(spec: &EruSpec, namespace: &str) -> Vec<SilenceMatcher> {
                 },
                 SilenceMatcher {
                     name: "pod".into(),
-                    value: format!("{}-.+", regex_escape(name)),
+                    value: pods,
                     regex: true,
                 },
             ]
@@ -168,7 +174,7 @@ mod tests {
         );
         assert_eq!(
             (m[1].name.as_str(), m[1].value.as_str(), m[1].regex),
-            ("pod", "db\\.v2-.+", true)
+            ("pod", "db\\.v2-[0-9]+", true)
         );
         let own: EruSpec = serde_json::from_value(json!({
             "schedule": "0 3 * * *", "target": {"kind": "Deployment", "name": "web"},

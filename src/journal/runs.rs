@@ -69,6 +69,13 @@ pub enum RunChange {
         error: String,
         next_attempt_at: DateTime<Utc>,
     },
+    /// No longer asked for while it waited: `refused` (a run that started is left as it is).
+    Withdrawn {
+        uid: String,
+        token: String,
+        at: DateTime<Utc>,
+        reason: String,
+    },
     /// It ended (or never started: `refused`).
     Ended {
         uid: String,
@@ -83,7 +90,17 @@ pub enum RunChange {
 pub(super) async fn runs_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> Result<u64> {
     let mut changed = 0;
     for change in &entry.runs {
-        let query = match change {
+        changed += statement(change).execute(&mut *conn).await?.rows_affected();
+    }
+    Ok(changed)
+}
+
+type Statement<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
+
+/// The statement of one change: each applies once (a replay matches no row).
+fn statement(change: &RunChange) -> Statement<'_> {
+    {
+        match change {
             RunChange::Requested {
                 object,
                 target,
@@ -92,20 +109,12 @@ pub(super) async fn runs_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> Re
                 requested_at,
                 deadline_at,
                 reason,
-            } => sqlx::query(
-                "INSERT INTO manual_runs (uid, namespace, name, target, token, requested_by, requested_at,
-                   deadline_at, reason)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (uid, token) DO NOTHING",
-            )
-            .bind(&object.uid)
-            .bind(&object.namespace)
-            .bind(&object.name)
-            .bind(target)
-            .bind(token)
-            .bind(requested_by)
-            .bind(ts(*requested_at))
-            .bind(ts(*deadline_at))
-            .bind(reason),
+            } => requested(
+                object,
+                [target, token],
+                [requested_by, reason],
+                [requested_at, deadline_at],
+            ),
             RunChange::Decided { uid, token, at } => sqlx::query(
                 "UPDATE manual_runs SET outcome = 'in_progress', decided_at = $3, reason = NULL
                  WHERE uid = $1 AND token = $2 AND outcome = 'waiting'",
@@ -138,6 +147,19 @@ pub(super) async fn runs_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> Re
             .bind(error.replace('\0', "\u{FFFD}"))
             .bind(ts(*at))
             .bind(ts(*next_attempt_at)),
+            RunChange::Withdrawn {
+                uid,
+                token,
+                at,
+                reason,
+            } => sqlx::query(
+                "UPDATE manual_runs SET outcome = 'refused', finished_at = $3, reason = $4
+                 WHERE uid = $1 AND token = $2 AND outcome = 'waiting'",
+            )
+            .bind(uid)
+            .bind(token)
+            .bind(ts(*at))
+            .bind(reason),
             RunChange::Ended {
                 uid,
                 token,
@@ -153,10 +175,32 @@ pub(super) async fn runs_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> Re
             .bind(*outcome)
             .bind(ts(*at))
             .bind(reason.as_deref().map(|r| r.replace('\0', "\u{FFFD}"))),
-        };
-        changed += query.execute(&mut *conn).await?.rows_affected();
+        }
     }
-    Ok(changed)
+}
+
+/// The row of a run first seen (`waiting`): its Eru, target and token, who asked and why it
+/// waits, when it was asked and its deadline; one already there stays as it is.
+fn requested<'q>(
+    object: &'q ObjectKey,
+    [target, token]: [&'q String; 2],
+    [requested_by, reason]: [&'q Option<String>; 2],
+    [requested_at, deadline_at]: [&'q DateTime<Utc>; 2],
+) -> Statement<'q> {
+    sqlx::query(
+        "INSERT INTO manual_runs (uid, namespace, name, target, token, requested_by, requested_at,
+           deadline_at, reason)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (uid, token) DO NOTHING",
+    )
+    .bind(&object.uid)
+    .bind(&object.namespace)
+    .bind(&object.name)
+    .bind(target)
+    .bind(token)
+    .bind(requested_by)
+    .bind(ts(*requested_at))
+    .bind(ts(*deadline_at))
+    .bind(reason)
 }
 
 impl Journal {

@@ -113,6 +113,7 @@ impl EruMachine {
                 Transition(State::restarting(Restart::decided(due)))
             }
             EruEvent::Place { granted: false } => Transition(State::waiting()),
+            EruEvent::SilenceExpired { slot, at } => expired(context, *slot, *at),
             _ => Handled,
         }
     }
@@ -245,6 +246,7 @@ impl EruMachine {
                 Transition(State::run_restarting(run.clone()))
             }
             EruEvent::Place { granted: false } => Transition(State::waiting()),
+            EruEvent::SilenceExpired { slot, at } => expired(context, *slot, *at),
             _ => Handled,
         }
     }
@@ -285,15 +287,17 @@ impl EruMachine {
             EruEvent::SlotsDue(slots) => {
                 record_slots(context, &slots.records);
                 match &slots.due {
-                    Some(due) => {
-                        // the slot's restart does what the run asked: the run is given up for it
-                        let why = format!("superseded by slot {} before the patch landed", text(due.slot));
-                        context.record(EruRecord::Run(give_up_run(run, &why)));
-                        match start(context, due, slots, true) {
-                            Handled => Transition(State::waiting()),
-                            started => started,
+                    // the slot's restart does what the run asked: the run is given up for it,
+                    // if it starts (a slot skipped, held or run dry leaves the run going on)
+                    Some(due) => match start(context, due, slots, false) {
+                        Handled => Handled,
+                        started => {
+                            let why =
+                                format!("superseded by slot {} before the patch landed", text(due.slot));
+                            context.record(EruRecord::Run(give_up_run(run, &why)));
+                            started
                         }
-                    }
+                    },
                     None => Handled,
                 }
             }
@@ -353,10 +357,8 @@ impl EruMachine {
                 context.act(EruAction::ReportTargetMissing);
                 Transition(State::target_missing())
             }
-            EruEvent::SilenceExpired { slot, at } => {
-                context.record(EruRecord::SilenceExpired { slot: *slot, at: *at });
-                Handled
-            }
+            EruEvent::SilenceExpired { slot, at } => expired(context, *slot, *at),
+            EruEvent::RunWithdrawn { token, now } => withdrawn(context, token, now.as_deref()),
             EruEvent::Reverted { slot, revert, at } => {
                 context.record(EruRecord::Reverted {
                     slot: *slot,
@@ -388,7 +390,10 @@ impl EruMachine {
     fn busy(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         if let EruEvent::SilenceExpired { slot, at } = event {
             // an earlier restart's silence, expired once a newer restart had started
-            context.record(EruRecord::SilenceExpired { slot: *slot, at: *at });
+            return expired(context, *slot, *at);
+        }
+        if let EruEvent::RunWithdrawn { token, now } = event {
+            return withdrawn(context, token, now.as_deref());
         }
         if let EruEvent::RunDue(due) = event
             && due.new
@@ -405,6 +410,25 @@ impl EruMachine {
     fn after_transition(&mut self, from: &State, to: &State, context: &mut EruDecision) {
         context.transition(from, to);
     }
+}
+
+/// Refuses the waiting run `token`, no longer asked for (`now`: the token asked for instead).
+fn withdrawn(context: &mut EruDecision, token: &str, now: Option<&str>) -> Outcome<State> {
+    let reason = match now {
+        Some(now) => format!("replaced by token {now:?} before it started"),
+        None => format!("{} was removed before it started", super::run::RUN_ANNOTATION),
+    };
+    context.record(EruRecord::Run(RunRecord::Withdrawn {
+        token: token.to_string(),
+        reason,
+    }));
+    Handled
+}
+
+/// Records that the silence of the restart of `slot` was expired at `at`.
+fn expired(context: &mut EruDecision, slot: DateTime<Utc>, at: DateTime<Utc>) -> Outcome<State> {
+    context.record(EruRecord::SilenceExpired { slot, at });
+    Handled
 }
 
 /// Records `records`, if any.
@@ -775,6 +799,14 @@ impl State {
         match self {
             State::RunRestarting { run } => Some(run),
             State::RunRollingOut { rollout } => Some(&rollout.run),
+            _ => None,
+        }
+    }
+
+    /// The manual run asking the fleet for a place, if one does.
+    pub fn run_asking(&self) -> Option<&ManualRun> {
+        match self {
+            State::RunStarting { run } => Some(run),
             _ => None,
         }
     }

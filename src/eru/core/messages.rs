@@ -251,6 +251,12 @@ pub enum EruEvent {
     },
     /// The Eru asks for a manual run the journal has not started or ended (boxed: rare).
     RunDue(Box<RunDue>),
+    /// The manual run `token` waits, but the Eru no longer asks for it (`now`: the token it asks
+    /// for instead, if any).
+    RunWithdrawn {
+        token: String,
+        now: Option<String>,
+    },
     /// An Alertmanager silence was created for the restart about to be patched.
     Silenced {
         id: String,
@@ -282,6 +288,7 @@ impl EventName for EruEvent {
             EruEvent::Adopt { .. } => "Adopt",
             EruEvent::RunDue(_) => "RunRequested",
             EruEvent::Silenced { .. } => "Silenced",
+            EruEvent::RunWithdrawn { .. } => "RunWithdrawn",
             EruEvent::SilenceExpired { .. } => "SilenceExpired",
         }
     }

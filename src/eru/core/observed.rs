@@ -90,6 +90,8 @@ pub struct Shown {
     /// The ledger's cursor and totals as the status keeps them.
     pub ledger: Remembered,
     pub last_restart: Option<ShownRestart>,
+    /// The token of the latest manual run, if it is still waiting.
+    pub waiting_run: Option<String>,
 }
 
 /// The latest restart as a status shows it.

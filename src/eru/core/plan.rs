@@ -21,7 +21,7 @@ use super::{
         EruAction, EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, Rollout, SlotsDue, Template,
     },
     observed::{Observed, RunSeen},
-    run::{Blocked, ManualRun, RunDue, RunRollout},
+    run::{Blocked, ManualRun, RunDue, RunRollout, template_value},
     target::{DEFAULT_ROLLOUT_TIMEOUT_SECONDS, Verdict},
 };
 use crate::machine::step;
@@ -37,6 +37,18 @@ pub struct Queued {
     pub ahead: usize,
     /// Restarts holding the places.
     pub in_flight: usize,
+    /// The token of the manual run that waits (then `slot` is when it was asked), if a run does.
+    pub run: Option<String>,
+}
+
+impl Queued {
+    /// What waits, in words: the slot, or the manual run.
+    pub fn what(&self) -> String {
+        match &self.run {
+            Some(token) => format!("manual run {token:?}"),
+            None => format!("slot {}", super::schedule::slot_text(self.slot)),
+        }
+    }
 }
 
 /// How many passed slots [`Plan::upcoming`] looks at for a restart still ahead (a jitter longer
@@ -84,6 +96,8 @@ pub struct Plan {
     pub held: Option<Held>,
     /// The API's message if the restart patch failed in this pass.
     pub patch_error: Option<String>,
+    /// The silence of the journal's restart in flight was asked to be expired in this pass.
+    silence_expiry: bool,
     /// When the manual run that waits for a gate, a blackout or a place needs its next look,
     /// if one waits: its deadline, or sooner (the blackout's end, the gate poll).
     pub run_waits: Option<DateTime<Utc>>,
@@ -123,6 +137,7 @@ pub fn plan(observed: Observed) -> Plan {
         held: None,
         patch_error: None,
         run_waits: None,
+        silence_expiry: false,
         downtime,
     };
     plan.track_in_flight();
@@ -144,12 +159,14 @@ impl Plan {
                 let Some((slot, deadline)) = self.state.asks_place() else {
                     return;
                 };
+                let run = self.state.run_asking().map(|r| r.token.clone());
                 if let Grant::Queued { ahead, in_flight } = grant {
                     self.queued = Some(Queued {
                         slot,
                         deadline,
                         ahead,
                         in_flight,
+                        run,
                     });
                 }
                 self.feed(&EruEvent::Place {
@@ -294,8 +311,7 @@ impl Plan {
             return;
         };
         let slot = open.restart.slot;
-        let asked = |a: &EruAction| matches!(a, EruAction::ExpireSilence { slot: s, .. } if *s == slot);
-        if self.decision.actions.iter().any(asked) {
+        if self.silence_expiry {
             return;
         }
         let ended = self.decision.records.iter().any(|r| {
@@ -304,6 +320,7 @@ impl Plan {
         if ended || self.state.slot() != Some(slot) {
             self.decision
                 .act(EruAction::ExpireSilence { slot, id: id.clone() });
+            self.silence_expiry = true;
         }
     }
 
@@ -337,17 +354,18 @@ impl Plan {
             };
             feed(state, decision, &event);
         }
+        let mark = |run: &ManualRun| template_value(&o.cluster.h_key, &run.token);
         if let State::RunRestarting { run } = &*state
             && let Some(at) =
-                view_of(&run.target).and_then(|v| v.run_landed_at(&run.token, run.requested_at, o.now))
+                view_of(&run.target).and_then(|v| v.run_landed_at(&mark(run), run.requested_at, o.now))
         {
             feed(state, decision, &EruEvent::RestartPatched { at });
         }
         if let State::RunRollingOut { rollout } = &*state {
-            let (token, at) = (&rollout.run.token, rollout.patched_at);
+            let (mark, at) = (mark(&rollout.run), rollout.patched_at);
             let event = match view_of(&rollout.run.target) {
                 None => EruEvent::TargetGone,
-                Some(v) => match v.run_verdict(token, at, o.now, self.rollout_timeout) {
+                Some(v) => match v.run_verdict(&mark, at, o.now, self.rollout_timeout) {
                     Verdict::Done => EruEvent::RolloutDone {
                         finished_at: v.finished_at(at, o.now),
                     },
@@ -438,7 +456,24 @@ impl Plan {
         }
         feed(&mut self.state, &mut self.decision, &self.spec_event);
         self.reverted();
+        self.withdrawn();
         self.run_now();
+    }
+
+    /// The latest manual run, if it still waits while the Eru asks for another token (or none):
+    /// refused, saying so.
+    fn withdrawn(&mut self) {
+        let o = &self.observed;
+        let Some(waiting) = o.cluster.shown.as_ref().and_then(|s| s.waiting_run.clone()) else {
+            return;
+        };
+        let now = match &o.cluster.run {
+            Some(Ok(asked)) if asked.token == waiting => return,
+            Some(Ok(asked)) => Some(asked.token.clone()),
+            _ => None,
+        };
+        let event = EruEvent::RunWithdrawn { token: waiting, now };
+        feed(&mut self.state, &mut self.decision, &event);
     }
 
     /// The latest restart, ended, undone since by another field manager (its slot left the
@@ -543,10 +578,21 @@ impl Plan {
                 (run, true, None)
             }
         };
+        // it waited for a place in the fleet (the queue keeps it by when it was asked)
+        let waited = match o.operator.queued == Some(run.requested_at) {
+            true => Some("fleet_capacity: no place under --max-concurrent-restarts".to_string()),
+            false => waited,
+        };
         let view = o.cluster.targets.get(&run.target);
         let (blocked, opens) = self.run_blocked(&run.target).unzip();
         let due = RunDue {
-            landed_at: view.and_then(|v| v.run_landed_at(&run.token, run.requested_at, o.now)),
+            landed_at: view.and_then(|v| {
+                v.run_landed_at(
+                    &template_value(&o.cluster.h_key, &run.token),
+                    run.requested_at,
+                    o.now,
+                )
+            }),
             blocked,
             dry_run: o.cluster.spec.dry_run || o.operator.dry_run_all,
             now: o.now,

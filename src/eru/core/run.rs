@@ -1,7 +1,7 @@
 //! Manual runs, pure: `mtsre.meitu.com/run-now: <token>` on an Eru asks for one unscheduled
 //! restart per distinct token. A run is not a slot: it is journaled apart (the slot arithmetic
 //! stays exact), keyed by its token, and marks the pod template with its own annotation
-//! ([`RUN_ANNOTATION`]), so the slot annotation that joins the cluster to the ledger only ever
+//! ([`RUN_ANNOTATION`]: the Eru and the token, [`template_value`]), so the slot annotation that joins the cluster to the ledger only ever
 //! carries slots. It goes through the fleet cap and the gates like a slot: it waits while a
 //! gate, a blackout or a restart in flight stands in its way, up to its deadline (when it was
 //! asked plus `startingDeadlineSeconds`), and is refused then; a suspended, invalid or targetless
@@ -15,6 +15,13 @@ use crate::vocab::RunOutcome;
 /// The annotation an Eru carries to ask for a run, and its pod template carries once the run's
 /// patch landed (the run's idempotency key on the workload).
 pub const RUN_ANNOTATION: &str = "mtsre.meitu.com/run-now";
+
+/// What a run's patch sets on the pod template: the Eru (`namespace/name`) and the token, so two
+/// Erus of one workload given the same token each run once (one never takes the other's run for
+/// its own).
+pub fn template_value(eru: &str, token: &str) -> String {
+    format!("{eru}:{token}")
+}
 
 /// The most a token may be: it is a journal key and an annotation value.
 pub const MAX_TOKEN_LEN: usize = 63;
@@ -132,6 +139,9 @@ pub enum RunRecord {
         error: String,
         retry_at: DateTime<Utc>,
     },
+    /// A run that waits is no longer asked for (another token replaced it, or the annotation was
+    /// removed): refused, if it still waits.
+    Withdrawn { token: String, reason: String },
     /// It ended, or never started (`Refused`), for `reason`.
     Ended {
         token: String,

@@ -100,8 +100,10 @@ impl TargetView {
     }
 
     /// Whether another field manager undid the restart of `slot` patched at `patched_at`, and
-    /// who: the template does not carry the slot, and was not changed by this operator's own
-    /// restart manager last (another Eru's slot on the same target is no revert). `ended` says
+    /// who: the template does not carry the slot, and the annotation is not this operator's
+    /// restart manager's any more (a slot it still owns is another Eru's, or a cache that has not
+    /// seen the patch: a manager that replaces or removes the annotation takes it from the
+    /// restart manager, whose entry then goes, as it owns nothing else). `ended` says
     /// the restart's rollout already ended, so the cache has seen its patch: without a writer
     /// named after the patch, a template without the slot is then a revert by someone unnamed
     /// (a removal by an update leaves no managedFields entry), where during the rollout it may
@@ -110,14 +112,11 @@ impl TargetView {
         if self.template_slot == Some(slot) {
             return None;
         }
+        if self.template_slot.is_some() && self.restart_applied_at.is_some() {
+            return None; // a slot the restart manager owns: another Eru's, or an older one
+        }
         let since = patched_at - Duration::seconds(1);
         let writer = self.template_writer.as_ref().filter(|(_, at)| *at >= since);
-        let ours_last = self
-            .restart_applied_at
-            .is_some_and(|ours| writer.is_none_or(|(_, at)| ours >= *at));
-        if self.template_slot.is_some() && ours_last {
-            return None; // another slot of this operator's (another Eru, or a newer slot)
-        }
         if writer.is_none() && !ended {
             return None;
         }

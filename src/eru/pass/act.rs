@@ -19,7 +19,7 @@ use crate::eru::{
         machine::State,
         messages::{EruAction, Restart},
         plan::Fed,
-        run::{ManualRun, RUN_ANNOTATION},
+        run::{ManualRun, RUN_ANNOTATION, template_value},
         schedule::slot_text,
     },
     workloads::Workload,
@@ -100,13 +100,19 @@ async fn silence(
     {
         return None; // created by an earlier try
     }
+    // a standby creates nothing (its patch is refused alike)
+    context.ctx.leadership.check("the silence").ok()?;
     let namespace = eru.namespace().unwrap_or_default();
     let matchers = crate::eru::silence::matchers(&eru.spec, &namespace);
-    let timeout = eru
-        .spec
-        .rollout_timeout_seconds
-        .unwrap_or(crate::eru::core::target::DEFAULT_ROLLOUT_TIMEOUT_SECONDS);
-    let until = Utc::now() + chrono::Duration::seconds(timeout.max(0) + 60);
+    // as long as the rollout may take (the Eru's timeout, else the target's own, as the plan
+    // judges it) after the latest the patch may land, and a minute
+    let timeout = eru.spec.rollout_timeout_seconds.unwrap_or_else(|| {
+        (context.targets.view(&namespace, &restart.target))
+            .map_or(crate::eru::core::target::DEFAULT_ROLLOUT_TIMEOUT_SECONDS, |v| {
+                v.rollout_timeout_seconds
+            })
+    });
+    let until = restart.deadline.max(Utc::now()) + chrono::Duration::seconds(timeout.max(0) + 60);
     let comment = format!(
         "eru {namespace}/{}: restart of slot {} ({}); expired when its rollout ends",
         eru.name_any(),
@@ -276,7 +282,9 @@ async fn patch_run(context: &EruContext, eru: &CachedEru, run: &ManualRun, targe
         warn!(eru = %eru.name_any(), token = %run.token, error = %e, "manual run patch not sent");
         return None;
     }
-    let annotation = (RUN_ANNOTATION, run.token.as_str());
+    let eru_key = crate::eru::core::schedule::eru_seed(&eru.namespace().unwrap_or_default(), &eru.name_any());
+    let value = template_value(&eru_key, &run.token);
+    let annotation = (RUN_ANNOTATION, value.as_str());
     let result = throttle::within(
         budget,
         apply_template(context, eru, target, annotation, RUN_MANAGER),

@@ -317,6 +317,12 @@ fn run_change(object: &ObjectKey, record: &RunRecord, now: DateTime<Utc>) -> Run
             error: error.clone(),
             next_attempt_at: *retry_at,
         },
+        RunRecord::Withdrawn { token, reason } => RunChange::Withdrawn {
+            uid: object.uid.clone(),
+            token: token.clone(),
+            at: now,
+            reason: reason.clone(),
+        },
         RunRecord::Ended {
             token,
             outcome,
@@ -368,6 +374,7 @@ fn count(context: &EruContext, object: &ObjectKey, records: &[EruRecord], now: D
                 metrics.add_slots(namespace, name, Reason::DryRun, 1);
             }
             EruRecord::Run(RunRecord::Ended { outcome, .. }) => metrics.add_manual_run(*outcome),
+            EruRecord::Run(RunRecord::Withdrawn { .. }) => metrics.add_manual_run(RunOutcome::Refused),
             EruRecord::Reverted { .. } => metrics.reverted.inc(),
             _ => {}
         }
@@ -407,6 +414,12 @@ fn run_event(record: &RunRecord) -> Option<(EventType, &'static str, &'static st
             let note = format!("manual run {token:?} {}{reason}", outcome.as_str());
             (type_, why, "Restart", note)
         }
+        RunRecord::Withdrawn { token, reason } => (
+            EventType::Normal,
+            "ManualRunRefused",
+            "Restart",
+            format!("manual run {token:?} {}: {reason}", RunOutcome::Refused.as_str()),
+        ),
         _ => return None,
     })
 }

@@ -147,7 +147,24 @@ async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
             name: row.name.clone(),
             uid: row.uid.clone(),
         };
-        match super::commit::commit_records(context, &object, &[deleted_record(row)], now).await {
+        let mut records = vec![deleted_record(row)];
+        // its silence ends with it (else it would lapse at its own end)
+        if let Some(id) = row
+            .silence_id
+            .as_ref()
+            .filter(|_| row.silence_expired_at.is_none())
+        {
+            match context.options.silencer.expire(id).await {
+                Ok(()) => records.push(EruRecord::SilenceExpired {
+                    slot: *row.slot,
+                    at: Utc::now(),
+                }),
+                Err(e) => {
+                    warn!(error = %e, silence = %id, "could not expire the deleted Eru's silence; it lapses at its end")
+                }
+            }
+        }
+        match super::commit::commit_records(context, &object, &records, now).await {
             Ok(_) => {
                 info!(namespace = %row.namespace, name = %row.name, slot = %row.slot, "Eru deleted: its restart in progress is abandoned")
             }

@@ -137,6 +137,9 @@ pub fn shown(status: &EruStatus) -> Shown {
             target: r.target.clone(),
             reverted: r.reverted_at.is_some(),
         }),
+        waiting_run: (status.last_manual_run.as_ref())
+            .filter(|r| r.outcome == RunOutcome::Waiting.as_str())
+            .map(|r| r.token.clone()),
     }
 }
 
@@ -244,16 +247,12 @@ async fn journaled(
         }),
         None => None,
     };
-    let run_shown = known
-        .and_then(|s| s.last_manual_run.as_ref())
-        .is_some_and(|r| r.outcome == RunOutcome::InProgress.as_str());
-    let open_run = match asked.is_some() || run_shown {
-        true => (journal.open_manual_run(&uid).await?).map(|row| OpenRun {
-            run: manual_run(&row),
-            patched_at: row.patched_at.map(|at| *at),
-        }),
-        false => None,
-    };
+    // always: a run in flight is tracked to its end whatever the annotation says now (one
+    // indexed read: the partial index of runs in progress)
+    let open_run = (journal.open_manual_run(&uid).await?).map(|row| OpenRun {
+        run: manual_run(&row),
+        patched_at: row.patched_at.map(|at| *at),
+    });
     let runs = (journal.runs_since(since).await?.iter())
         .map(|r| (*r.started_at, *r.heartbeat_at))
         .collect();

@@ -147,7 +147,7 @@ fn conditions(eru: &CachedEru, plan: &Plan, known: Option<&EruStatus>, capped: b
                 "NotQueued"
             },
             &queued.map_or("no slot waits for a restart place".to_string(), |q| {
-                format!("slot {} waits for a restart place", slot_text(q.slot))
+                format!("{} waits for a restart place", q.what())
             }),
             eru,
         ));
@@ -195,11 +195,16 @@ fn ready(
             true,
             "Queued",
             format!(
-                "slot {} waits for a restart place: {} restarts in flight, {} slots ahead; skipped \
-                 (fleet_capacity) if not started by {}",
-                slot_text(q.slot),
+                "{} waits for a restart place: {} restarts in flight, {} slots ahead; {} if not \
+                 started by {}",
+                q.what(),
                 q.in_flight,
                 q.ahead,
+                if q.run.is_some() {
+                    crate::vocab::RunOutcome::Refused.as_str()
+                } else {
+                    "skipped (fleet_capacity)"
+                },
                 slot_text(q.deadline)
             ),
         )

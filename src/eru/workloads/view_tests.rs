@@ -347,12 +347,17 @@ fn a_restart_another_manager_undid_is_told_with_who_and_when() {
         "of the others, only the template writer is kept"
     );
 
-    // another Eru's slot, written by this operator's restart manager after the writer: no revert
+    // another Eru's slot, which the restart manager owns, even with a newer template writer (an
+    // image changed): no revert
     let other_eru = managed(
         Some("2026-11-22T03:00:20Z"),
         json!([
-            entry("kubectl-create", 0, json!({"f:spec": {"f:template": {}}})),
             entry(RESTART_MANAGER, 20, owns_slot()),
+            entry(
+                "argocd-controller",
+                40,
+                json!({"f:spec": {"f:template": {"f:spec": {}}}})
+            ),
         ]),
     );
     assert_eq!(view_deployment(&other_eru).reverted(t(10), t(10), true), None);

@@ -1152,7 +1152,7 @@ mod manual_runs {
     fn a_token_the_template_carries_is_taken_over_not_patched_again() {
         let mut o = asking("a");
         let mut view = target(None);
-        view.template_run = Some("a".into());
+        view.template_run = Some("ns/nightly:a".into());
         view.run_applied_at = Some(t(7, 10));
         o.cluster.targets.insert("web".into(), view);
         let mut plan = plan(o);
@@ -1193,7 +1193,7 @@ mod manual_runs {
         let e = eru("*/5 * * * *", 1);
         let mut o = observed(&e, t(5, 10), Some(t(0, 0)));
         let mut view = target(None);
-        view.template_run = Some("a".into());
+        view.template_run = Some("ns/nightly:a".into());
         view.settled = false;
         o.cluster.targets.insert("web".into(), view.clone());
         o.journal.open_run = Some(OpenRun {
@@ -1365,5 +1365,139 @@ mod silences {
                 .any(|r| matches!(r, EruRecord::GaveUp { .. }))
         );
         assert_eq!(expires(&decided.actions).len(), 1, "{:?}", decided.actions);
+    }
+}
+
+mod run_edges {
+    //! A manual run beside slots and other tokens: superseded only by a slot that starts,
+    //! withdrawn when another token replaces it, refused at its deadline for the fleet's cap.
+
+    use super::*;
+    use crate::eru::core::{
+        observed::{OpenRun, RunSeen, Shown},
+        run::{Asked, ManualRun, RunRecord},
+    };
+    use crate::vocab::RunOutcome;
+
+    fn run(token: &str) -> ManualRun {
+        ManualRun {
+            token: token.into(),
+            requested_by: None,
+            requested_at: t(4, 0),
+            deadline: t(9, 0),
+            target: "web".into(),
+            attempts: 0,
+            last_error: None,
+            next_attempt_at: None,
+        }
+    }
+
+    fn runs(records: &[EruRecord]) -> Vec<RunRecord> {
+        (records.iter())
+            .filter_map(|r| match r {
+                EruRecord::Run(run) => Some(run.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_run_not_landed_is_superseded_only_by_a_slot_that_starts() {
+        let e = eru("*/5 * * * *", 1);
+        // the slot is skipped (a blackout): the run goes on
+        let mut o = observed(&e, t(5, 1), Some(t(0, 0)));
+        o.journal.open_run = Some(OpenRun {
+            run: run("a"),
+            patched_at: None,
+        });
+        let mut blacked = o.clone();
+        let window = json!({"start": "2026-11-22T03:04:30Z", "end": "2026-11-22T03:05:30Z"});
+        blacked.cluster.spec.blackouts = vec![serde_json::from_value(window).unwrap()];
+        blacked.journal.epochs[0].spec.blackouts = blacked.cluster.spec.blackouts.clone();
+        let mut p = plan(blacked);
+        let decided = p.take();
+        assert!(
+            !runs(&decided.records)
+                .iter()
+                .any(|r| matches!(r, RunRecord::Ended { .. })),
+            "{:?}",
+            decided.records
+        );
+        assert!(
+            decided
+                .records
+                .iter()
+                .any(|r| matches!(r, EruRecord::Slots(s) if s[0].reason == Reason::Blackout)),
+            "{:?}",
+            decided.records
+        );
+        // the slot starts: the run is given up for it
+        let mut p = plan(o);
+        p.after(Fed::Place(Grant::Granted));
+        let mut all = p.take().records;
+        all.extend(p.take().records);
+        assert!(
+            runs(&all).iter().any(|r| matches!(r,
+                RunRecord::Ended { outcome: RunOutcome::Abandoned, reason: Some(why), .. }
+                if why.starts_with("superseded by slot 2026-11-22T03:05:00Z"))),
+            "{all:?}"
+        );
+    }
+
+    #[test]
+    fn a_waiting_run_another_token_replaced_is_refused_saying_so() {
+        let e = eru("0 * * * *", 1);
+        let mut o = observed(&e, t(7, 0), Some(t(0, 0)));
+        o.cluster.shown = Some(Shown {
+            phase: Some("Waiting".into()),
+            waiting_run: Some("old".into()),
+            ..Shown::default()
+        });
+        o.cluster.run = Some(Ok(Asked {
+            token: "new".into(),
+            requested_by: None,
+            set_at: Some(t(6, 59)),
+        }));
+        let records = runs(&plan(o.clone()).take().records);
+        assert!(
+            records.contains(&RunRecord::Withdrawn {
+                token: "old".into(),
+                reason: "replaced by token \"new\" before it started".into()
+            }),
+            "{records:?}"
+        );
+        // the annotation removed
+        o.cluster.run = None;
+        let records = runs(&plan(o).take().records);
+        assert_eq!(
+            records,
+            [RunRecord::Withdrawn {
+                token: "old".into(),
+                reason: "mtsre.meitu.com/run-now was removed before it started".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_run_that_never_got_a_place_is_refused_for_the_fleets_cap() {
+        let e = eru("0 * * * *", 1);
+        let mut o = observed(&e, t(9, 30), Some(t(0, 0)));
+        o.cluster.run = Some(Ok(Asked {
+            token: "a".into(),
+            requested_by: None,
+            set_at: Some(t(4, 0)),
+        }));
+        o.journal.run = Some(RunSeen::Waiting {
+            run: run("a"),
+            waited: None,
+        });
+        o.operator.queued = Some(t(4, 0));
+        let records = runs(&plan(o).take().records);
+        assert!(
+            records.iter().any(|r| matches!(r,
+                RunRecord::Ended { outcome: RunOutcome::Refused, reason: Some(why), .. }
+                if why.contains("fleet_capacity"))),
+            "{records:?}"
+        );
     }
 }
