@@ -1674,6 +1674,13 @@ async fn a_restart_another_manager_reverts_is_told_by_name_and_accounted_once() 
     );
     let audit = get_json(&operator.url(&format!("/audit?namespace={}", ns.name)));
     assert_eq!(audit["erus"][0]["fired"]["reverted"], 1, "{audit}");
+    let (code, page) = common::get(&operator.url(&format!("/ui?namespace={}", ns.name)));
+    assert_eq!(code, 200);
+    assert_eq!(
+        page.matches(r#"data-kind="reverted""#).count(),
+        1,
+        "the page rings the one reverted restart"
+    );
 
     // resumed: the next slot restarts as usual, and every slot has its one record
     suspend(false).await;

@@ -16,7 +16,7 @@ use crate::{
 pub(super) fn legend() -> Markup {
     html! {
         figure.legend aria-label="legend" {
-            svg width="1180" height="24" role="img" aria-label="legend" {
+            svg width="1270" height="24" role="img" aria-label="legend" {
                 (defs())
                 g transform="translate(8,12)" { (outcome_mark(Outcome::Succeeded, 0.0, 0.0, None)) }
                 text x="20" y="16" { (Outcome::Succeeded) }
@@ -42,6 +42,8 @@ pub(super) fn legend() -> Markup {
                 text x="1000" y="16" { "no journal" }
                 path class="mark manual succeeded" d="M1086 6l6 6-6 6-6-6z" {}
                 text x="1096" y="16" { "manual run" }
+                circle.mark.reverted cx="1186" cy="12" r="7" {}
+                text x="1198" y="16" { "reverted" }
             }
         }
     }
@@ -292,7 +294,9 @@ fn blackouts_of(records: &[&SlotRecordRow]) -> Vec<(DateTime<Utc>, DateTime<Utc>
 /// large); every other record is a mark of its own.
 fn record_marks(records: &[&SlotRecordRow], y: f64, x: &dyn Fn(DateTime<Utc>) -> f64) -> Markup {
     let succeeded = |r: &&SlotRecordRow| {
-        r.record.result == SlotResult::Fired && r.restart_outcome == Some(Outcome::Succeeded)
+        r.record.result == SlotResult::Fired
+            && r.restart_outcome == Some(Outcome::Succeeded)
+            && r.restart_reverted_at.is_none()
     };
     let mut marks = Vec::new();
     let mut rest = records;
@@ -366,7 +370,15 @@ fn record_mark(r: &SlotRecordRow, y: f64, x: &dyn Fn(DateTime<Utc>) -> f64) -> M
         if let Some(at) = r.restart_finished_at {
             title.push_str(&format!("; finished {}", after(s.slot.0, at.0)));
         }
-        return outcome_mark(outcome, x(s.slot.0), y, Some(&title));
+        let Some(at) = r.restart_reverted_at else {
+            return outcome_mark(outcome, x(s.slot.0), y, Some(&title));
+        };
+        // undone by another field manager (/history names it): the outcome, ringed
+        title.push_str(&format!("; reverted, seen {}", after(s.slot.0, at.0)));
+        return html! {
+            (outcome_mark(outcome, x(s.slot.0), y, Some(&title)))
+            circle.mark.reverted cx=(Px(x(s.slot.0))) cy=(Px(y)) r="8" data-kind="reverted" { title { (title) } }
+        };
     }
     let reason = s.reason.map_or("", Reason::as_str);
     let mut title = format!("slot {}", s.slot);
