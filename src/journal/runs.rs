@@ -144,7 +144,7 @@ fn statement(change: &RunChange) -> Statement<'_> {
             )
             .bind(uid)
             .bind(token)
-            .bind(error.replace('\0', "\u{FFFD}"))
+            .bind(super::write::free_text(error))
             .bind(ts(*at))
             .bind(ts(*next_attempt_at)),
             RunChange::Withdrawn {
@@ -159,7 +159,7 @@ fn statement(change: &RunChange) -> Statement<'_> {
             .bind(uid)
             .bind(token)
             .bind(ts(*at))
-            .bind(reason),
+            .bind(super::write::free_text(reason)),
             RunChange::Ended {
                 uid,
                 token,
@@ -174,7 +174,7 @@ fn statement(change: &RunChange) -> Statement<'_> {
             .bind(token)
             .bind(*outcome)
             .bind(ts(*at))
-            .bind(reason.as_deref().map(|r| r.replace('\0', "\u{FFFD}"))),
+            .bind(reason.as_deref().map(super::write::free_text)),
         }
     }
 }
@@ -200,7 +200,7 @@ fn requested<'q>(
     .bind(requested_by)
     .bind(ts(*requested_at))
     .bind(ts(*deadline_at))
-    .bind(reason)
+    .bind(reason.as_deref().map(super::write::free_text))
 }
 
 impl Journal {

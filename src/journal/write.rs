@@ -112,7 +112,7 @@ fn update_sql() -> String {
 /// Free text from elsewhere (an API server's error message) as the journal keeps it: PostgreSQL
 /// refuses a NUL character in text, which would fail the whole entry, so it becomes U+FFFD on
 /// either backend.
-fn free_text(text: &str) -> String {
+pub(super) fn free_text(text: &str) -> String {
     text.replace('\0', "\u{FFFD}")
 }
 

@@ -701,14 +701,8 @@ fn go_on_or_give_up_run(context: &mut EruDecision, run: &ManualRun, pending: &Pe
 
 /// The record of a manual run given up before its patch landed, with the last API message.
 fn give_up_run(run: &ManualRun, why: &str) -> RunRecord {
-    let mut reason = why.to_string();
-    if let Some(error) = &run.last_error {
-        reason.push_str(&format!(
-            "; last error ({} failed patches): {error}",
-            run.attempts
-        ));
-    }
-    RunRecord::ended(run, RunOutcome::Abandoned, None, reason)
+    let last = super::retry::last_error_note(run.attempts, run.last_error.as_deref());
+    RunRecord::ended(run, RunOutcome::Abandoned, None, format!("{why}{last}"))
 }
 
 /// What a dry run would have patched.

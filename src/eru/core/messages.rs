@@ -141,25 +141,14 @@ impl Restart {
     /// When the restart needs its next look: its next try after a backoff, or its deadline (to
     /// give it up), whichever comes first.
     pub fn wake(&self, now: DateTime<Utc>) -> DateTime<Utc> {
-        let deadline = self.deadline;
-        self.next_attempt_at
-            .filter(|at| *at > now)
-            .map_or(deadline, |at| at.min(deadline))
-            + chrono::Duration::milliseconds(1)
+        super::retry::next_look(self.next_attempt_at, self.deadline, now)
     }
 
     /// The restart's reason when given up for `reason`: the reason's name, what happened, and the
     /// last API message if patches failed.
     pub(super) fn give_up_text(&self, reason: Reason, what: &str) -> String {
-        let mut text = format!("{}: {what}", reason.as_str());
-        if let Some(error) = &self.last_error {
-            let n = self.attempts;
-            text.push_str(&format!(
-                "; last error ({n} failed patch{}): {error}",
-                if n == 1 { "" } else { "es" }
-            ));
-        }
-        text
+        let last = super::retry::last_error_note(self.attempts, self.last_error.as_deref());
+        format!("{}: {what}{last}", reason.as_str())
     }
 }
 

@@ -26,6 +26,7 @@ pub mod messages;
 pub mod need;
 pub mod observed;
 pub mod plan;
+pub mod retry;
 pub mod run;
 pub mod schedule;
 pub mod target;

@@ -76,10 +76,7 @@ pub struct ManualRun {
 impl ManualRun {
     /// When it needs its next look before its patch landed: its next try, or its deadline.
     pub fn wake(&self, now: DateTime<Utc>) -> DateTime<Utc> {
-        self.next_attempt_at
-            .filter(|at| *at > now)
-            .map_or(self.deadline, |at| at.min(self.deadline))
-            + chrono::Duration::milliseconds(1)
+        super::retry::next_look(self.next_attempt_at, self.deadline, now)
     }
 
     /// What it is called in records and Events.

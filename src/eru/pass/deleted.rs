@@ -109,16 +109,21 @@ pub async fn abandon_open(context: &EruContext, uid: &str) {
     }
 }
 
+/// The journal key of the deleted Eru `namespace/name` (`uid`).
+fn eru_key(namespace: &str, name: &str, uid: &str) -> ObjectKey {
+    ObjectKey {
+        kind: KIND,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        uid: uid.to_string(),
+    }
+}
+
 /// Ends the manual runs of deleted Erus: one in progress `abandoned`, one waiting `refused`, with
 /// reason `eru_deleted`, through the commit path.
 async fn end_runs(context: &EruContext, runs: Vec<RunRow>) {
     for row in &runs {
-        let object = ObjectKey {
-            kind: KIND,
-            namespace: row.namespace.clone(),
-            name: row.name.clone(),
-            uid: row.uid.clone(),
-        };
+        let object = eru_key(&row.namespace, &row.name, &row.uid);
         let outcome = match row.outcome {
             RunOutcome::InProgress => RunOutcome::Abandoned,
             _ => RunOutcome::Refused,
@@ -141,12 +146,7 @@ async fn end_runs(context: &EruContext, runs: Vec<RunRow>) {
 async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
     let now = Utc::now();
     for row in &rows {
-        let object = ObjectKey {
-            kind: KIND,
-            namespace: row.namespace.clone(),
-            name: row.name.clone(),
-            uid: row.uid.clone(),
-        };
+        let object = eru_key(&row.namespace, &row.name, &row.uid);
         let mut records = vec![deleted_record(row)];
         // its silence ends with it (else it would lapse at its own end)
         if let Some(id) = row
