@@ -18,6 +18,7 @@ pub mod config;
 pub mod crds;
 pub mod error;
 pub mod eru;
+pub mod failpoint;
 pub mod history;
 pub mod http;
 pub mod journal;

@@ -14,7 +14,7 @@ use std::{
 use chrono::{DateTime, Utc};
 use common::{
     Operator, TestNamespace, client,
-    eru::{create_eru, deployment, items, settle, time, wait_ready},
+    eru::{create_eru, deployment, items, settle, status, time, wait_ready},
     ledger::{Ledger, ON_SCHEDULE, check, every},
     wait_for,
 };
@@ -590,6 +590,96 @@ async fn a_leader_frozen_between_decision_and_patch_patches_nothing_when_it_resu
         ),
     )
     .await;
+}
+
+/// The fence (src/journal/fence.rs) on a shared PostgreSQL journal: a leader frozen in its
+/// writer after a batch's statements and its leadership deadline's check, just before the commit
+/// (the failpoint `stop-before-journal-commit`), past its lease while the standby takes over and
+/// takes a newer epoch, then resumed: the database refuses the commit, and the journal holds
+/// nothing of that batch — the batch moves its run's last sign of life to the commit's instant,
+/// after the resume, and the frozen run's never gets there. Without the fence, the resumed
+/// writer's commit (one round trip) races its renew loop's exit and may land.
+#[tokio::test]
+#[ignore = "needs the local cluster and PostgreSQL: hack/test.sh"]
+async fn a_leader_frozen_before_its_commit_commits_nothing_once_a_newer_leader_took_the_journal() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "ha-fence").await;
+    common::allow_lease(&client, &ns.name).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let url = common::fresh_database("fence");
+    let frozen_flags = elected(&ns.name, "frozen");
+    let failpoint = [("ERU_FAILPOINT", "stop-before-journal-commit")];
+    let mut frozen =
+        Operator::start_on(&client, &ns.name, &strs(&frozen_flags), &failpoint, Some(&url)).await;
+    wait_for("the first replica to lead", Duration::from_secs(60), || async {
+        (frozen.role().as_deref() == Some("leader")).then_some(())
+    })
+    .await;
+    let standby_flags = elected(&ns.name, "standby");
+    let standby = Operator::start_on(&client, &ns.name, &strs(&standby_flags), &[], Some(&url)).await;
+    assert_eq!(standby.role().as_deref(), Some("standby"));
+
+    // the Eru's first pass is the leader's first batch of records: it stops before committing it
+    let spec = json!({"schedule": "0 0 1 1 *", "target": {"kind": "Deployment", "name": "web"}});
+    create_eru(&client, &ns.name, "web", spec).await.unwrap();
+    let pid = frozen.pid().unwrap();
+    wait_for(
+        "the leader to stop before its commit",
+        Duration::from_secs(60),
+        || async { (process_state(pid) == Some('T')).then_some(()) },
+    )
+    .await;
+    let frozen_at = Instant::now();
+    let took = takeover(&standby, frozen_at).await;
+    println!(
+        "takeover from a leader frozen before its commit: {:.1} s",
+        took.as_secs_f64()
+    );
+    // the new leader journals the Eru's pass itself
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    wait_for("the new leader's pass", Duration::from_secs(60), || async {
+        (status(&erus, "web").await?.phase.as_deref() == Some("Waiting")).then_some(())
+    })
+    .await;
+    let frozen_for = LEASE_DURATION + Duration::from_secs(5);
+    tokio::time::sleep(frozen_for.saturating_sub(frozen_at.elapsed())).await;
+    let resumed_at = Utc::now();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-CONT", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    wait_for("the resumed process to exit", Duration::from_secs(60), || async {
+        frozen.exited().map(drop)
+    })
+    .await;
+    let log = std::fs::read_to_string(&frozen.log).unwrap_or_default();
+    assert!(
+        log.contains("failpoint stop-before-journal-commit: continued"),
+        "{log}"
+    );
+    // the refusal is logged when the writer got there before the renew loop ended the process
+    println!(
+        "the resumed commit refused by the fence before the exit: {}",
+        log.contains("journal write refused by the fence")
+    );
+    let runs = common::get_json(&standby.url("/audit"))["operator"]["runs"].clone();
+    let frozen_runs: Vec<&Value> = (runs.as_array().unwrap().iter())
+        .filter(|r| r["instance"].as_str().is_some_and(|i| i.starts_with("frozen")))
+        .collect();
+    assert!(!frozen_runs.is_empty(), "{runs}");
+    assert!(
+        frozen_runs
+            .iter()
+            .all(|r| time(&r["last_heartbeat"]) < resumed_at),
+        "the frozen batch committed after the resume: {runs}"
+    );
+    // the Eru's transitions chain: journaled once, by the new leader
+    assert!(!standby.chained_transitions("Eru", "web").is_empty());
 }
 
 /// The high-availability install is valid for the API server (dry run): two replicas, the

@@ -115,6 +115,9 @@ pub(super) async fn lead(
     });
     let run_id = loop {
         let started = async {
+            // the fence first: from now on a predecessor frozen mid-write commits nothing
+            let epoch = term.journal.take_fence().await?;
+            info!(epoch, "took the journal's leader epoch");
             if let Some(p) = &previous {
                 term.journal
                     .record_term(&p.holder, p.acquired.unwrap_or(p.renewed), p.renewed)
@@ -160,18 +163,21 @@ pub(super) async fn lead(
     Some(run_id)
 }
 
-/// After everything else stopped: journals the end of the run, then releases the Lease.
+/// After everything else stopped: journals the end of the run, then releases the Lease — also
+/// when that last write failed (the standby then need not wait out the lease; the run's end is
+/// told by its last heartbeat instead).
 pub(super) async fn finish(
     journal: &Journal,
     term: tokio::task::JoinHandle<Option<i64>>,
     elector: Option<Elector>,
 ) -> anyhow::Result<()> {
-    if let Ok(Some(run_id)) = term.await {
-        journal.stop_run(run_id, Utc::now()).await?;
-    }
+    let stopped = match term.await {
+        Ok(Some(run_id)) => journal.stop_run(run_id, Utc::now()).await,
+        _ => Ok(()),
+    };
     if let Some(elector) = elector {
         let _ = elector.release.send(true);
         let _ = elector.task.await;
     }
-    Ok(())
+    Ok(stopped?)
 }

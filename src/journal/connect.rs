@@ -11,7 +11,7 @@ use sqlx::{
     any::{AnyConnectOptions, AnyPoolOptions},
 };
 
-use super::{Journal, writer};
+use super::{Journal, fence, writer};
 use crate::{Error, Result};
 
 /// Which database a journal is kept in.
@@ -43,6 +43,28 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// few seconds (at 10 s a 10 s restart went unreported: the waits outlasted it), long enough
 /// for a burst of passes sharing eight connections.
 const POSTGRES_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Per-connection bounds of every PostgreSQL connection the operator works on (not the
+/// migrations', which may rewrite a large table): no statement runs longer than 30 s, and a
+/// transaction left idle for 30 s (its process frozen between two statements, or before its
+/// commit) is ended by the server, releasing its locks — a new leader's writes wait for a frozen
+/// one's at most that long. Longer than a lease (15 s by default): a leader frozen past its lease
+/// that resumes still finds its transaction, and the fence (fence.rs) refuses its commit.
+const POSTGRES_BOUNDS: [&str; 2] = [
+    "SET statement_timeout = '30s'",
+    "SET idle_in_transaction_session_timeout = '30s'",
+];
+
+/// Sets [`POSTGRES_BOUNDS`] on a new connection (one statement each: a prepared statement holds
+/// one command).
+fn bounded(conn: &mut AnyConnection) -> futures::future::BoxFuture<'_, std::result::Result<(), sqlx::Error>> {
+    Box::pin(async move {
+        for bound in POSTGRES_BOUNDS {
+            conn.execute(bound).await?;
+        }
+        Ok(())
+    })
+}
 
 /// Per-connection settings of every SQLite connection (`journal_mode=WAL` is a property of the
 /// file, set once when it is opened). `SqliteConnectOptions` cannot reach an `AnyPool`, whose
@@ -269,7 +291,9 @@ impl Journal {
                     conn.execute(READER_PRAGMAS).await.map(|_| ())
                 })
             }),
-            Backend::Postgres => readers.acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT),
+            Backend::Postgres => readers
+                .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
+                .after_connect(|conn, _| bounded(conn)),
         };
         Self {
             pool: readers.connect_lazy_with(options.clone()),
@@ -324,6 +348,15 @@ impl Journal {
             .map_err(|e| db_error(&describe_postgres(&e)))?;
         schema_matches(applied.as_deref(), &migrator, false).map_err(|reason| db_error(&reason))?;
         migrator.run(&pool).await.map_err(|e| db_error(&e))?;
+        pool.close().await;
+        // the pool the operator works on, every connection bounded
+        let pool = AnyPoolOptions::new()
+            .max_connections(POSTGRES_CONNECTIONS)
+            .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
+            .after_connect(|conn, _| bounded(conn))
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| db_error(&describe_postgres(&e)))?;
         Ok(Self {
             options: Some(options),
             ..Self::on(pool, Backend::Postgres)
@@ -332,11 +365,18 @@ impl Journal {
 
     fn on(pool: AnyPool, backend: Backend) -> Self {
         let outages = std::sync::Arc::default();
-        let writer = writer::Writer::spawn(pool.clone(), std::sync::Arc::clone(&outages));
+        let fence = std::sync::Arc::new(fence::Fence::default());
+        let writer = writer::Writer::spawn(
+            pool.clone(),
+            backend,
+            std::sync::Arc::clone(&outages),
+            std::sync::Arc::clone(&fence),
+        );
         Self {
             pool,
             writer,
             outages,
+            fence,
             backend,
             options: None,
         }

@@ -143,6 +143,7 @@ impl PartialEq<&str> for Ts {
 
 mod columns;
 mod connect;
+mod fence;
 mod lock;
 mod outage;
 mod outbox;
@@ -158,6 +159,7 @@ mod write;
 mod writer;
 
 pub use connect::{Backend, is_postgres_url, redact};
+pub use fence::WriteGuard;
 pub use lock::{ActorLock, WriterLock};
 pub use retention::Pruned;
 pub use rows::*;
@@ -171,6 +173,8 @@ pub struct Journal {
     pool: AnyPool,
     writer: writer::Writer,
     outages: Arc<outage::Outages>,
+    /// The leader epoch this process writes under, and its write guard.
+    fence: Arc<fence::Fence>,
     backend: Backend,
     /// The database's connection options, for [`Journal::with_own_readers`] (none in memory).
     options: Option<sqlx::any::AnyConnectOptions>,
@@ -195,10 +199,11 @@ impl Journal {
         self.writer.append(entry.clone()).await
     }
 
-    /// Asks `guard` immediately before every batch of appends and heartbeats commits; a batch it
-    /// refuses is not written, and each of its callers gets the error.
-    pub fn guard_writes(&self, guard: writer::WriteGuard) {
-        self.writer.guard(guard);
+    /// Asks `guard` immediately before every write commits (the writer's batches of appends and
+    /// heartbeats, and the writes outside it: settles, prunes, retention, the run's stop); a write
+    /// it refuses is not committed, and its callers get the error.
+    pub fn guard_writes(&self, guard: WriteGuard) {
+        self.fence.guard(guard);
     }
 
     /// Tells `observer` the size and duration of every group commit.
@@ -209,6 +214,8 @@ impl Journal {
     /// Records the start of an operator process; returns its run id (which the journal outages
     /// this process sees are recorded under).
     pub async fn start_run(&self, version: &str, instance: &str, at: DateTime<Utc>) -> Result<i64> {
+        const STARTING: &str = "the run's start";
+        let mut tx = self.pool.begin().await?;
         let row = sqlx::query(
             "INSERT INTO operator_runs (started_at, heartbeat_at, version, instance)
              VALUES ($1, $2, $3, $4) RETURNING id",
@@ -217,9 +224,11 @@ impl Journal {
         .bind(ts(at))
         .bind(version)
         .bind(instance)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await?;
         let run = row.try_get(0)?;
+        // before this process leads: its epoch, not the leadership deadline, says it may
+        self.commit_in_term(tx, STARTING).await?;
         self.outages.started(run, at);
         Ok(run)
     }
@@ -242,12 +251,14 @@ impl Journal {
 
     /// Records a clean stop.
     pub async fn stop_run(&self, run: i64, at: DateTime<Utc>) -> Result<()> {
+        const STOPPING: &str = "the run's stop";
+        let mut tx = self.begin_fenced(STOPPING).await?;
         sqlx::query("UPDATE operator_runs SET heartbeat_at = $1, stopped_at = $1 WHERE id = $2")
             .bind(ts(at))
             .bind(run)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
-        Ok(())
+        self.commit_fenced(tx, STOPPING).await
     }
 
     /// The operator runs that were alive at or after `since`, and the last one before it (whose

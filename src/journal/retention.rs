@@ -111,16 +111,19 @@ impl Journal {
     /// Deletes at most `batch` rows of each table older than `cutoff`; returns how many went. Call
     /// it again until it prunes nothing.
     pub async fn prune(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<Pruned> {
+        const RETENTION: &str = "retention's prune";
         let mut pruned = Pruned::default();
         let cutoff = ts(cutoff);
+        let mut tx = self.begin_fenced(RETENTION).await?;
         for (count, sql) in STATEMENTS {
             *count(&mut pruned) += sqlx::query(sql)
                 .bind(&cutoff)
                 .bind(i64::from(batch))
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?
                 .rows_affected();
         }
+        self.commit_fenced(tx, RETENTION).await?;
         Ok(pruned)
     }
 }

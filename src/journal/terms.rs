@@ -18,9 +18,11 @@ impl Journal {
         acquired: DateTime<Utc>,
         renewed: DateTime<Utc>,
     ) -> Result<()> {
+        const RECORDING: &str = "the term taken over";
+        let mut tx = self.pool.begin().await?;
         let known: i64 = sqlx::query("SELECT count(*) FROM operator_runs WHERE instance = $1")
             .bind(holder)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *tx)
             .await?
             .try_get(0)?;
         if known > 0 {
@@ -30,7 +32,7 @@ impl Journal {
             )
             .bind(holder)
             .bind(ts(renewed))
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
         } else {
             sqlx::query(
@@ -40,9 +42,10 @@ impl Journal {
             .bind(ts(renewed))
             .bind(FROM_LEASE)
             .bind(holder)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
         }
-        Ok(())
+        // before this process leads: its epoch, not the leadership deadline, says it may
+        self.commit_in_term(tx, RECORDING).await
     }
 }

@@ -8,6 +8,7 @@ use chrono::TimeZone;
 use super::*;
 use crate::vocab::{Outcome, Reason};
 
+mod fence;
 mod pg;
 mod read_only;
 mod unreadable;

@@ -131,8 +131,8 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
     for s in &entry.silences {
         let query = match s {
             SilenceChange::Created { uid, slot, id, until } => sqlx::query(
-                "UPDATE restarts SET silence_id = $3, silence_until = $4
-                 WHERE uid = $1 AND slot = $2 AND silence_id IS NULL",
+                "UPDATE restarts SET silence_id = $3, silence_until = $4, silence_expired_at = NULL
+                 WHERE uid = $1 AND slot = $2 AND (silence_id IS NULL OR silence_id <> $3)",
             )
             .bind(uid)
             .bind(ts(*slot))

@@ -19,7 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
 use super::{
-    Appended, Entry,
+    Appended, Backend, Entry,
+    fence::Fence,
     outage::{Open, Outages},
     ts, write,
 };
@@ -30,10 +31,6 @@ const MAX_BATCH: usize = 512;
 
 /// Called after every commit of appends with how many it held and how long it took.
 pub type BatchObserver = Box<dyn Fn(usize, Duration) + Send + Sync>;
-
-/// Asked immediately before every batch commits: `false` refuses the whole batch (this process
-/// must not write now: it does not lead).
-pub type WriteGuard = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// What a job writes.
 enum Work {
@@ -66,7 +63,6 @@ impl Job {
 pub(super) struct Writer {
     jobs: mpsc::UnboundedSender<Job>,
     observer: Arc<OnceLock<BatchObserver>>,
-    guard: Arc<OnceLock<WriteGuard>>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -76,22 +72,13 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    /// Starts the writer task on `pool`; it keeps `outages` up to date.
-    pub(super) fn spawn(pool: AnyPool, outages: Arc<Outages>) -> Self {
+    /// Starts the writer task on `pool`; it keeps `outages` up to date and commits under `fence`.
+    pub(super) fn spawn(pool: AnyPool, backend: Backend, outages: Arc<Outages>, fence: Arc<Fence>) -> Self {
         let (jobs, rx) = mpsc::unbounded_channel();
         let observer = Arc::new(OnceLock::new());
-        let guard = Arc::new(OnceLock::new());
-        tokio::spawn(run(pool, rx, observer.clone(), guard.clone(), outages));
-        Self {
-            jobs,
-            observer,
-            guard,
-        }
-    }
-
-    /// Sets what is asked before every batch (once).
-    pub(super) fn guard(&self, guard: WriteGuard) {
-        let _ = self.guard.set(guard);
+        let db = Db { pool, backend, fence };
+        tokio::spawn(run(db, rx, observer.clone(), outages));
+        Self { jobs, observer }
     }
 
     /// Sets what is told about each batch (once).
@@ -117,24 +104,24 @@ impl Writer {
     }
 }
 
-async fn run(
+/// Where the writer commits: the pool, its backend, and the fence every commit goes through.
+struct Db {
     pool: AnyPool,
+    backend: Backend,
+    fence: Arc<Fence>,
+}
+
+async fn run(
+    db: Db,
     mut rx: mpsc::UnboundedReceiver<Job>,
     observer: Arc<OnceLock<BatchObserver>>,
-    guard: Arc<OnceLock<WriteGuard>>,
     outages: Arc<Outages>,
 ) {
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut jobs, MAX_BATCH).await > 0 {
-        if guard.get().is_some_and(|may_write| !may_write()) {
-            // not a journal failure: no outage; nothing of the batch is written
-            warn!(
-                jobs = jobs.len(),
-                "journal writes refused: this process does not lead"
-            );
-            for job in jobs.drain(..) {
-                let _ = job.reply.send(Err(Error::NotLeader("a journal write".into())));
-            }
+        // asked here too (not only before the commit): a standby's batch costs no connection
+        if db.fence.allowed(WHAT).is_err() {
+            refuse(&mut jobs, WHAT);
             continue;
         }
         let started = Instant::now();
@@ -149,13 +136,18 @@ async fn run(
         let open = close.open;
         // the outage state changes before any caller hears back: a pass that learns its batch
         // failed (or worked) then reads the state that batch left
-        let results = match commit(&pool, &jobs, close).await {
+        let results = match commit(&db, &jobs, close).await {
             Ok((results, at)) => {
                 outages.wrote(at);
                 if let Some(open) = open {
                     info!(since = %ts(open.since), until = %ts(at), "journal writable again; its outage is journaled");
                 }
                 results
+            }
+            Err(Error::NotLeader(why)) => {
+                // not a journal failure: no outage; nothing of the batch was written
+                refuse(&mut jobs, &why);
+                continue;
             }
             Err(e) => {
                 let message = e.to_string();
@@ -180,6 +172,18 @@ async fn run(
     }
 }
 
+/// What the writer's refusals say is refused.
+const WHAT: &str = "a journal write";
+
+/// Answers every job of `jobs` that `what` was refused (this process does not lead, or no
+/// more): nothing of them was written.
+fn refuse(jobs: &mut Vec<Job>, what: &str) {
+    warn!(jobs = jobs.len(), refused = %what, "journal writes refused: this process does not lead");
+    for job in jobs.drain(..) {
+        let _ = job.reply.send(Err(Error::NotLeader(what.to_string())));
+    }
+}
+
 /// What a batch's jobs got, and the instant its transaction was about to commit.
 type Committed<T> = Result<(Vec<T>, DateTime<Utc>)>;
 
@@ -197,11 +201,12 @@ struct Close {
 /// in as it is; when one fails, the transaction is rolled back and the batch written again with
 /// each entry under a savepoint of its own, so it fails alone (three statements more per entry,
 /// paid only then).
-async fn commit(pool: &AnyPool, jobs: &[Job], close: Close) -> Committed<Result<Appended>> {
-    let mut conn = pool.acquire().await?;
-    let results = match commit_all(&mut conn, jobs, close).await {
+async fn commit(db: &Db, jobs: &[Job], close: Close) -> Committed<Result<Appended>> {
+    let mut conn = db.pool.acquire().await?;
+    let results = match commit_all(&mut conn, db, jobs, close).await {
         Ok((appended, at)) => Ok((appended.into_iter().map(Ok).collect(), at)),
-        Err(_) => commit_each(&mut conn, jobs, close).await,
+        Err(refused @ Error::NotLeader(_)) => Err(refused),
+        Err(_) => commit_each(&mut conn, db, jobs, close).await,
     };
     if results.is_err() {
         // SQLite keeps a transaction whose COMMIT failed (disk full) open, holding the write
@@ -212,18 +217,23 @@ async fn commit(pool: &AnyPool, jobs: &[Job], close: Close) -> Committed<Result<
     results
 }
 
-async fn commit_all(conn: &mut AnyConnection, jobs: &[Job], close: Close) -> Committed<Appended> {
+async fn commit_all(conn: &mut AnyConnection, db: &Db, jobs: &[Job], close: Close) -> Committed<Appended> {
     let mut tx = conn.begin().await?;
     let mut appended = Vec::with_capacity(jobs.len());
     for job in jobs {
         appended.push(job.write_on(&mut tx).await?);
     }
-    let at = finish(&mut tx, close).await?;
+    let at = finish(&mut tx, db, jobs, close).await?;
     tx.commit().await?;
     Ok((appended, at))
 }
 
-async fn commit_each(conn: &mut AnyConnection, jobs: &[Job], close: Close) -> Committed<Result<Appended>> {
+async fn commit_each(
+    conn: &mut AnyConnection,
+    db: &Db,
+    jobs: &[Job],
+    close: Close,
+) -> Committed<Result<Appended>> {
     let mut tx = conn.begin().await?;
     let mut results = Vec::with_capacity(jobs.len());
     for job in jobs {
@@ -239,15 +249,20 @@ async fn commit_each(conn: &mut AnyConnection, jobs: &[Job], close: Close) -> Co
             }
         }
     }
-    let at = finish(&mut tx, close).await?;
+    let at = finish(&mut tx, db, jobs, close).await?;
     tx.commit().await?;
     Ok((results, at))
 }
 
-/// The instant the batch on `conn` is about to commit. The open outage's window, ending then,
-/// goes into the same transaction (the outage ends with this write, and is journaled by it), and
-/// so does the writing run's sign of life.
-async fn finish(conn: &mut AnyConnection, close: Close) -> Result<DateTime<Utc>> {
+/// The last statements of the batch of `jobs` on `conn`, immediately before it commits; the
+/// instant of the commit. The write guard (the leadership deadline) is asked first. The open
+/// outage's window, ending then, goes into the same transaction (the outage ends with this write,
+/// and is journaled by it), and so does the writing run's sign of life; the fence is read last.
+async fn finish(conn: &mut AnyConnection, db: &Db, jobs: &[Job], close: Close) -> Result<DateTime<Utc>> {
+    db.fence.allowed(WHAT)?;
+    if jobs.iter().any(|j| matches!(j.work, Work::Entry(_))) {
+        crate::failpoint::stop_once(crate::failpoint::STOP_BEFORE_JOURNAL_COMMIT);
+    }
     let at = Utc::now();
     if let Some(open) = close.open {
         write::outage_on(conn, open.run, open.since, at).await?;
@@ -255,5 +270,6 @@ async fn finish(conn: &mut AnyConnection, close: Close) -> Result<DateTime<Utc>>
     if let Some(run) = close.alive {
         write::alive_on(conn, run, at).await?;
     }
+    db.fence.check(conn, db.backend, WHAT).await?;
     Ok(at)
 }

@@ -22,41 +22,28 @@ use crate::eru::{
         run::{ManualRun, RUN_ANNOTATION, template_value},
         schedule::slot_text,
     },
+    silence,
     workloads::Workload,
 };
+use crate::failpoint;
 use crate::runtime::{
     api_message,
     throttle::{self, Budget, Class},
 };
 
-/// Test-only failpoints (docs/development.md):
+/// Test-only failpoints here (`crate::failpoint`; docs/development.md):
 /// - `hang-after-restart-patch`: hang right after a restart (or manual run) patch (the e2e tests
 ///   SIGKILL the operator there to prove a slot or a token is never restarted twice);
 /// - `stop-before-restart-patch`: the first restart patch is decided and journaled, then the
 ///   process stops itself (SIGSTOP) just before sending it; the test freezes it past its lease
 ///   and resumes it (SIGCONT) to prove a process that lost its lead in a freeze patches nothing.
-const FAILPOINT_ENV: &str = "ERU_FAILPOINT";
-
-/// `stop-before-restart-patch` fires once per process.
-static STOPPED_ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 fn stop_before_patch_failpoint() {
-    use std::sync::atomic::Ordering;
-    if std::env::var(FAILPOINT_ENV).as_deref() == Ok("stop-before-restart-patch")
-        && !STOPPED_ONCE.swap(true, Ordering::SeqCst)
-    {
-        warn!("failpoint stop-before-restart-patch: stopping this process until SIGCONT");
-        // SAFETY: raise(3) has no preconditions; the process stops here until continued
-        unsafe {
-            libc::raise(libc::SIGSTOP);
-        }
-        warn!("failpoint stop-before-restart-patch: continued");
-    }
+    failpoint::stop_once(failpoint::STOP_BEFORE_RESTART_PATCH);
 }
 
 /// `hang-after-restart-patch`: never returns (the test SIGKILLs the process).
 async fn hang_after_patch_failpoint() {
-    if std::env::var(FAILPOINT_ENV).as_deref() == Ok("hang-after-restart-patch") {
+    if failpoint::armed("hang-after-restart-patch") {
         warn!("failpoint hang-after-restart-patch: waiting to be killed");
         std::future::pending::<()>().await;
     }
@@ -83,10 +70,12 @@ pub async fn act(context: &EruContext, eru: &CachedEru, state: &State, action: &
     }
 }
 
-/// Creates the Alertmanager silence of `restart` (`spec.silence`) unless the journal holds one:
-/// on success, adds what the plan must hear (its id and end) to `fed`; when it cannot be
-/// created, `Hold` answers the patch failed (tried again after the backoff, given up at the
-/// deadline with why), `Proceed` goes on without it (a `SilenceFailed` Event).
+/// Creates the Alertmanager silence of `restart` (`spec.silence`) unless the journal holds one
+/// that still covers the rollout (an earlier try's; one that lapsed or would lapse before the
+/// rollout may end is replaced: a silence is a short lease, `silence::end`): on success, adds
+/// what the plan must hear (its id and end) to `fed`; when it cannot be created, `Hold` answers
+/// the patch failed (tried again after the backoff, given up at the deadline with why),
+/// `Proceed` goes on without it (a `SilenceFailed` Event).
 async fn silence(
     context: &EruContext,
     eru: &CachedEru,
@@ -95,24 +84,25 @@ async fn silence(
 ) -> Option<Fed> {
     let spec = eru.spec.silence.as_deref()?;
     let uid = eru.uid().unwrap_or_default();
-    if let Ok(Some(row)) = context.ctx.journal.restart(&uid, restart.slot).await
-        && row.silence_id.is_some()
-    {
-        return None; // created by an earlier try
-    }
-    // a standby creates nothing (its patch is refused alike)
-    context.ctx.leadership.check("the silence").ok()?;
     let namespace = eru.namespace().unwrap_or_default();
-    let matchers = crate::eru::silence::matchers(&eru.spec, &namespace);
     // as long as the rollout may take (the Eru's timeout, else the target's own, as the plan
-    // judges it) after the latest the patch may land, and a minute
+    // judges it) and a minute, from now: the patch is sent next
     let timeout = eru.spec.rollout_timeout_seconds.unwrap_or_else(|| {
         (context.targets.view(&namespace, &restart.target))
             .map_or(crate::eru::core::target::DEFAULT_ROLLOUT_TIMEOUT_SECONDS, |v| {
                 v.rollout_timeout_seconds
             })
     });
-    let until = restart.deadline.max(Utc::now()) + chrono::Duration::seconds(timeout.max(0) + 60);
+    if let Ok(Some(row)) = context.ctx.journal.restart(&uid, restart.slot).await
+        && row.silence_id.is_some()
+        && (row.silence_until).is_some_and(|until| silence::still_holds(*until, Utc::now(), timeout))
+    {
+        return None; // created by an earlier try, and it lasts
+    }
+    // a standby creates nothing (its patch is refused alike)
+    context.ctx.leadership.check("the silence").ok()?;
+    let matchers = silence::matchers(&eru.spec, &namespace);
+    let until = silence::end(Utc::now(), timeout);
     let comment = format!(
         "eru {namespace}/{}: restart of slot {} ({}); expired when its rollout ends",
         eru.name_any(),

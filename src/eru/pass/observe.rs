@@ -305,6 +305,8 @@ fn cluster(
             if let Some(gates) = &eru.spec.gates {
                 check_gates(gates)?;
             }
+            // nor a silence's namespace matcher (a silence stays in the Eru's namespace)
+            crate::eru::silence::check(&eru.spec, &namespace)?;
             Ok(s)
         });
     Cluster {

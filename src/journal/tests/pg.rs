@@ -186,7 +186,10 @@ async fn operators_starting_at_once_migrate_once() {
         .fetch_one(&journals[0].pool)
         .await
         .unwrap();
-    assert_eq!(applied, 8, "0001, 0005, 0006, 0007, 0008, 0009, 0010 and 0011");
+    assert_eq!(
+        applied, 9,
+        "0001, 0005, 0006, 0007, 0008, 0009, 0010, 0011 and 0012"
+    );
     for j in &journals {
         j.close().await;
     }
