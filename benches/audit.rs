@@ -65,6 +65,7 @@ async fn journal(path: &std::path::Path, erus: usize, hours: i64, end: DateTime<
                     deadline_at: slot + chrono::Duration::minutes(5),
                 });
                 batch.restarts_patched.push(PatchedRestart {
+                    landed_generation: None,
                     uid: o.uid.clone(),
                     slot,
                     patched_at: slot + chrono::Duration::seconds(1),

@@ -653,10 +653,15 @@ async fn a_leader_frozen_before_its_commit_commits_nothing_once_a_newer_leader_t
             .unwrap()
             .success()
     );
-    wait_for("the resumed process to exit", Duration::from_secs(60), || async {
-        frozen.exited().map(drop)
-    })
-    .await;
+    let resumed = Instant::now();
+    while frozen.exited().is_none() {
+        assert!(
+            resumed.elapsed() < Duration::from_secs(60),
+            "the resumed process did not exit:\n{}",
+            frozen.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let log = std::fs::read_to_string(&frozen.log).unwrap_or_default();
     assert!(
         log.contains("failpoint stop-before-journal-commit: continued"),

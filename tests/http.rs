@@ -507,6 +507,7 @@ async fn slots_list_each_slot_once_with_its_restart_where_history_and_missed_ove
     let entry = Entry {
         restarts_decided: vec![decided(0), decided(2), decided(3)],
         restarts_patched: vec![PatchedRestart {
+            landed_generation: None,
             uid: web.uid.clone(),
             slot: slot(0),
             patched_at: slot(0) + Duration::seconds(1),

@@ -8,3 +8,9 @@ CREATE TABLE leader_fence (
     epoch BIGINT NOT NULL
 );
 INSERT INTO leader_fence (id, epoch) VALUES (1, 0);
+
+-- The target's metadata.generation once a restart's patch had landed (the patch's answer, or the
+-- cached object that first carried the slot): a template without the slot at a later generation
+-- was written after the patch, so its revert is proven, never guessed from second-rounded times.
+-- Null for restarts journaled before this column (their reverts are told once the rollout ends).
+ALTER TABLE restarts ADD COLUMN landed_generation BIGINT;

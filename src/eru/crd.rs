@@ -201,9 +201,10 @@ pub struct EruSpec {
     pub need: Option<Box<NeedConditions>>,
 
     /// Silence the target's alerts while it restarts: an Alertmanager silence
-    /// (`--alertmanager-url`) created just before the restart patch and expired when the rollout
-    /// ends; it lapses by itself at the rollout's timeout even if the operator dies. Journaled
-    /// with the restart (docs/eru.md, Silences).
+    /// (`--alertmanager-url`), confined to the Eru's namespace, created just before the restart
+    /// patch and expired when the rollout ends; it lapses by itself at the rollout's timeout
+    /// (6 hours at most) even if the operator dies. Journaled with the restart (docs/eru.md,
+    /// Silences).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub silence: Option<Box<Silence>>,
 }
@@ -212,9 +213,10 @@ pub struct EruSpec {
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Silence {
-    /// The silence's matchers (all must match an alert). Default: `namespace` equal to the
-    /// Eru's namespace and `pod` matching `<target name>-.+` (the target's pods, as
-    /// kube-state-metrics and the kubelet label their alerts).
+    /// The silence's matchers (all must match an alert), after `namespace` equal to the Eru's
+    /// namespace, which every silence carries: these can only narrow it (a `namespace` matcher
+    /// that cannot match the Eru's namespace makes the Eru Invalid). Default: `pod` matching the
+    /// target's pods (as kube-state-metrics and the kubelet label their alerts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub matchers: Vec<SilenceMatcher>,

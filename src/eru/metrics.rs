@@ -376,6 +376,7 @@ mod tests {
                 slot: at(1_800_000_000),
                 target: "Deployment/web".into(),
                 patched_at: at(1_800_000_002),
+                landed_generation: None,
             },
         };
         let series = r#"eru_rollout_started_timestamp_seconds{name="web",namespace="ns"} 1800000002"#;

@@ -200,6 +200,7 @@ fn marked(meta: &ObjectMeta, template: Option<&Template>) -> TargetView {
             .map(str::to_string),
         run_applied_at: managed_at(meta, |e| e.manager.as_deref() == Some(RUN_MANAGER)),
         template_writer: template_writer(meta),
+        generation: meta.generation,
         ..TargetView::default()
     }
 }

@@ -65,6 +65,8 @@ pub struct PatchedRestart {
     pub uid: String,
     pub slot: DateTime<Utc>,
     pub patched_at: DateTime<Utc>,
+    /// The target's generation once it had landed, when known.
+    pub landed_generation: Option<i64>,
 }
 
 /// A restart patch failed; the next try is due at `next_attempt_at`.
@@ -373,6 +375,9 @@ pub struct RestartRow {
     pub decided_at: Ts,
     /// When its patch landed; null until then (and for restarts journaled before this was kept).
     pub patched_at: Option<Ts>,
+    /// The target's generation once the patch had landed (migration 0012); null before.
+    #[serde(skip_serializing)]
+    pub landed_generation: Option<i64>,
     /// Never patched after this instant; null for restarts journaled before this was kept.
     pub deadline_at: Option<Ts>,
     pub attempts: i64,

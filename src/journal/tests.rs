@@ -189,6 +189,7 @@ async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new(journal: Jo
     // the patch lands (once), then a failed attempt replayed counts once
     let landed = Entry {
         restarts_patched: vec![PatchedRestart {
+            landed_generation: None,
             uid: "u1".into(),
             slot: at(0),
             patched_at: at(0) + chrono::Duration::milliseconds(30),
@@ -1135,6 +1136,7 @@ async fn an_audits_window_reads_the_records_the_listing_reads(journal: Journal) 
     windowed.note = Some("a \"quoted\" note, ünïcode".into());
     let more = Entry {
         restarts_patched: vec![PatchedRestart {
+            landed_generation: None,
             uid: "u1".into(),
             slot: at(0),
             patched_at: at(0) + chrono::Duration::milliseconds(30),

@@ -267,11 +267,13 @@ async fn restarts_on(
     }
     for p in &entry.restarts_patched {
         done.restarts_patched += sqlx::query(
-            "UPDATE restarts SET patched_at = $3 WHERE uid = $1 AND slot = $2 AND patched_at IS NULL",
+            "UPDATE restarts SET patched_at = $3, landed_generation = $4
+             WHERE uid = $1 AND slot = $2 AND patched_at IS NULL",
         )
         .bind(&p.uid)
         .bind(ts(p.slot))
         .bind(ts(p.patched_at))
+        .bind(p.landed_generation)
         .execute(&mut *conn)
         .await?
         .rows_affected();

@@ -122,16 +122,18 @@ impl EruMachine {
     #[state(superstate = "busy")]
     fn restarting(restart: &Restart, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
-            EruEvent::RestartPatched { at } => {
+            EruEvent::RestartPatched { at, generation } => {
                 context.record(EruRecord::Patched {
                     slot: restart.slot,
                     at: *at,
                     target: restart.target.clone(),
+                    generation: *generation,
                 });
                 Transition(State::rolling_out(Rollout {
                     slot: restart.slot,
                     target: restart.target.clone(),
                     patched_at: *at,
+                    landed_generation: *generation,
                 }))
             }
             EruEvent::PatchFailed {
@@ -255,7 +257,7 @@ impl EruMachine {
     #[state(superstate = "busy")]
     fn run_restarting(run: &ManualRun, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
-            EruEvent::RestartPatched { at } => {
+            EruEvent::RestartPatched { at, .. } => {
                 context.record(EruRecord::Run(RunRecord::Patched {
                     token: run.token.clone(),
                     at: *at,
@@ -377,6 +379,7 @@ impl EruMachine {
                     slot: rollout.slot,
                     at: rollout.patched_at,
                     target: rollout.target.clone(),
+                    generation: rollout.landed_generation,
                 });
                 Transition(State::rolling_out(rollout.clone()))
             }
@@ -525,11 +528,13 @@ fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue, superseding: bo
             slot: due.slot,
             at: template.landed_at,
             target: due.target.clone(),
+            generation: template.generation,
         });
         return Transition(State::rolling_out(Rollout {
             slot: due.slot,
             target: due.target.clone(),
             patched_at: template.landed_at,
+            landed_generation: template.generation,
         }));
     }
     if slots.gate.reason().is_none()

@@ -72,6 +72,8 @@ impl Revert {
 pub struct Template {
     pub slot: DateTime<Utc>,
     pub landed_at: DateTime<Utc>,
+    /// The target's generation as seen carrying it.
+    pub generation: Option<i64>,
 }
 
 /// Slots that came due since the cursor.
@@ -159,6 +161,9 @@ pub struct Rollout {
     /// The journal key of the workload rolling it out.
     pub target: String,
     pub patched_at: DateTime<Utc>,
+    /// The target's generation once the patch had landed, when known: a template without the
+    /// slot at a later generation was written after the patch (a revert, proven).
+    pub landed_generation: Option<i64>,
 }
 
 /// What a restart that has not landed must do now.
@@ -201,9 +206,10 @@ pub enum EruEvent {
     },
     /// A decided restart has not landed: patch it, wait for the backoff, or give it up.
     RestartPending(Pending),
-    /// The target's template carries the slot being restarted.
+    /// The target's template carries the slot being restarted (at `generation`, when known).
     RestartPatched {
         at: DateTime<Utc>,
+        generation: Option<i64>,
     },
     /// The restart patch failed; the next try is due at `retry_at`.
     PatchFailed {
@@ -316,6 +322,8 @@ pub enum EruRecord {
         slot: DateTime<Utc>,
         at: DateTime<Utc>,
         target: String,
+        /// The target's generation once it had landed, when known.
+        generation: Option<i64>,
     },
     /// A restart patch failed.
     Attempt {

@@ -22,6 +22,8 @@ pub struct OpenRestart {
     pub decided_at: DateTime<Utc>,
     /// When its patch landed, if it did.
     pub patched_at: Option<DateTime<Utc>>,
+    /// The target's generation once its patch had landed, when journaled.
+    pub landed_generation: Option<i64>,
     /// The Alertmanager silence held for it and not expired yet, if any.
     pub silence: Option<String>,
 }

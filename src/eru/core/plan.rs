@@ -69,7 +69,11 @@ pub enum Fed {
     /// The fleet's answer for the slot the plan asked a place for ([`EruAction::AskPlace`]).
     Place(Grant),
     /// The restart patch landed.
-    Patched { at: DateTime<Utc> },
+    Patched {
+        at: DateTime<Utc>,
+        /// The target's generation in the patch's answer.
+        generation: Option<i64>,
+    },
     /// The restart patch failed with the API's message.
     PatchFailed { message: String, at: DateTime<Utc> },
     /// An Alertmanager silence was created for the restart about to be patched.
@@ -174,9 +178,9 @@ impl Plan {
                 });
                 self.conclude();
             }
-            Fed::Patched { at } => {
+            Fed::Patched { at, generation } => {
                 self.at = at;
-                self.feed(&EruEvent::RestartPatched { at });
+                self.feed(&EruEvent::RestartPatched { at, generation });
             }
             Fed::Silenced { id, until } => self.feed(&EruEvent::Silenced { id, until }),
             Fed::SilenceExpired { slot, at } => self.feed(&EruEvent::SilenceExpired { slot, at }),
@@ -330,15 +334,19 @@ impl Plan {
         let (o, state, decision) = (&self.observed, &mut self.state, &mut self.decision);
         let view_of = |target: &str| o.cluster.targets.get(target);
         if let State::Restarting { restart } = &*state
-            && let Some(at) = view_of(&restart.target).and_then(|v| v.landed_at(restart.slot, o.now))
+            && let Some(view) = view_of(&restart.target)
+            && let Some(at) = view.landed_at(restart.slot, o.now)
         {
-            feed(state, decision, &EruEvent::RestartPatched { at });
+            // seen carrying the slot: the cache is past the patch
+            let generation = view.generation;
+            feed(state, decision, &EruEvent::RestartPatched { at, generation });
         }
         if let State::RollingOut { rollout } = &*state {
             let (slot, patched_at) = (rollout.slot, rollout.patched_at);
+            let landed = rollout.landed_generation;
             let event = match view_of(&rollout.target) {
                 None => EruEvent::TargetGone,
-                Some(v) if let Some(revert) = v.reverted(slot, patched_at, false) => {
+                Some(v) if let Some(revert) = v.reverted(slot, patched_at, landed, false) => {
                     EruEvent::RolloutReverted { revert, at: o.now }
                 }
                 Some(v) => match v.verdict(rollout.slot, rollout.patched_at, o.now, self.rollout_timeout) {
@@ -359,7 +367,11 @@ impl Plan {
             && let Some(at) =
                 view_of(&run.target).and_then(|v| v.run_landed_at(&mark(run), run.requested_at, o.now))
         {
-            feed(state, decision, &EruEvent::RestartPatched { at });
+            feed(
+                state,
+                decision,
+                &EruEvent::RestartPatched { at, generation: None },
+            );
         }
         if let State::RunRollingOut { rollout } = &*state {
             let (mark, at) = (mark(&rollout.run), rollout.patched_at);
@@ -417,6 +429,7 @@ impl Plan {
             Some(Template {
                 slot: d.slot,
                 landed_at,
+                generation: target?.generation,
             })
         });
         let slots = EruEvent::SlotsDue(SlotsDue {
@@ -493,7 +506,7 @@ impl Plan {
             return; // never landed, or a status from before targets were kept
         };
         if let Some(revert) =
-            (o.cluster.targets.get(target)).and_then(|v| v.reverted(last.slot, patched_at, true))
+            (o.cluster.targets.get(target)).and_then(|v| v.reverted(last.slot, patched_at, None, true))
         {
             let event = EruEvent::Reverted {
                 slot: last.slot,
@@ -710,6 +723,7 @@ fn in_flight(observed: &Observed) -> Option<InFlight> {
             slot: open.restart.slot,
             target: open.restart.target.clone(),
             patched_at,
+            landed_generation: open.landed_generation,
         }),
         None => InFlight::Pending(open.restart.clone()),
     })
@@ -728,11 +742,13 @@ fn rolling_out_unjournaled(observed: &Observed) -> Option<Rollout> {
         .last_restart
         .as_ref()
         .filter(|r| r.in_progress)?;
-    let landed = observed.target()?.landed_at(last.slot, observed.now)?;
+    let target = observed.target()?;
+    let landed = target.landed_at(last.slot, observed.now)?;
     Some(Rollout {
         slot: last.slot,
         target: observed.cluster.spec.target.clone(),
         patched_at: last.patched_at.unwrap_or(landed),
+        landed_generation: target.generation,
     })
 }
 

@@ -41,6 +41,9 @@ pub struct TargetView {
     /// manager that owns fields under `spec.template`), and when it wrote, if the managedFields
     /// name one.
     pub template_writer: Option<(String, DateTime<Utc>)>,
+    /// The workload's `metadata.generation` as cached (the API server raises it at every change
+    /// of the spec, the pod template's annotations included).
+    pub generation: Option<i64>,
 }
 
 /// How a rollout stands.
@@ -103,23 +106,34 @@ impl TargetView {
     /// who: the template does not carry the slot, and the annotation is not this operator's
     /// restart manager's any more (a slot it still owns is another Eru's, or a cache that has not
     /// seen the patch: a manager that replaces or removes the annotation takes it from the
-    /// restart manager, whose entry then goes, as it owns nothing else). `ended` says
-    /// the restart's rollout already ended, so the cache has seen its patch: without a writer
-    /// named after the patch, a template without the slot is then a revert by someone unnamed
-    /// (a removal by an update leaves no managedFields entry), where during the rollout it may
-    /// be a cache that has not seen the patch yet.
-    pub fn reverted(&self, slot: DateTime<Utc>, patched_at: DateTime<Utc>, ended: bool) -> Option<Revert> {
+    /// restart manager, whose entry then goes, as it owns nothing else).
+    ///
+    /// A template without the slot is a revert only once the cache is proven past the patch:
+    /// its generation is later than `landed` (the workload's generation once the patch had
+    /// landed), or the rollout `ended` (the cache has seen the patch). Before, it may be a cache
+    /// that has not seen the patch yet — and managedFields times, whole seconds on the API
+    /// server's clock, cannot tell a write just before the patch from one just after. The writer
+    /// is named when the managedFields name one from the patch's second on, else unnamed (a
+    /// removal by an update leaves no managedFields entry).
+    pub fn reverted(
+        &self,
+        slot: DateTime<Utc>,
+        patched_at: DateTime<Utc>,
+        landed: Option<i64>,
+        ended: bool,
+    ) -> Option<Revert> {
         if self.template_slot == Some(slot) {
             return None;
         }
         if self.template_slot.is_some() && self.restart_applied_at.is_some() {
             return None; // a slot the restart manager owns: another Eru's, or an older one
         }
-        let since = patched_at - Duration::seconds(1);
-        let writer = self.template_writer.as_ref().filter(|(_, at)| *at >= since);
-        if writer.is_none() && !ended {
+        let written_after = matches!((self.generation, landed), (Some(now), Some(landed)) if now > landed);
+        if !written_after && !ended {
             return None;
         }
+        let since = patched_at - Duration::seconds(1);
+        let writer = self.template_writer.as_ref().filter(|(_, at)| *at >= since);
         Some(Revert {
             by: writer.map(|(by, _)| by.clone()),
             at: writer.map(|(_, at)| *at),

@@ -244,10 +244,10 @@ async fn patch(
     let result = throttle::within(budget, patch_restart(context, eru, target, slot)).await;
     let at = Utc::now();
     Some(match result {
-        Ok(()) => {
+        Ok(generation) => {
             info!(eru = %eru.name_any(), slot = %slot_text(slot), "restart patched");
             hang_after_patch_failpoint().await;
-            Fed::Patched { at }
+            Fed::Patched { at, generation }
         }
         Err(e) => {
             let message = api_message(&e);
@@ -282,10 +282,10 @@ async fn patch_run(context: &EruContext, eru: &CachedEru, run: &ManualRun, targe
     .await;
     let at = Utc::now();
     Some(match result {
-        Ok(()) => {
+        Ok(generation) => {
             info!(eru = %eru.name_any(), token = %run.token, "manual run patched");
             hang_after_patch_failpoint().await;
-            Fed::Patched { at }
+            Fed::Patched { at, generation }
         }
         Err(e) => {
             let message = api_message(&e);
@@ -313,21 +313,22 @@ async fn patch_restart(
     eru: &CachedEru,
     target: &str,
     slot: DateTime<Utc>,
-) -> kube::Result<()> {
+) -> kube::Result<Option<i64>> {
     let slot = slot_text(slot);
     let annotation = (RESTARTED_AT_ANNOTATION, slot.as_str());
     apply_template(context, eru, target, annotation, RESTART_MANAGER).await
 }
 
 /// Sets one annotation on the pod template of the workload `target` names, with server-side
-/// apply as `manager` (which owns only that annotation there).
+/// apply as `manager` (which owns only that annotation there); the workload's generation in the
+/// answer (the template carries the annotation at it).
 async fn apply_template(
     context: &EruContext,
     eru: &CachedEru,
     target: &str,
     (key, value): (&str, &str),
     manager: &str,
-) -> kube::Result<()> {
+) -> kube::Result<Option<i64>> {
     let _urgent = context.ctx.urgent.begin();
     let Some(Target { kind, name }) = Target::from_key(target) else {
         // journaled by an operator that knows more kinds (its gate is closed: never reached)
@@ -354,14 +355,16 @@ async fn apply_template(
     }
 }
 
-/// Sends `patch` to the workload `name` of kind `K`.
+/// Sends `patch` to the workload `name` of kind `K`; its generation after the patch.
 async fn apply<K: Workload>(
     context: &EruContext,
     namespace: &str,
     name: &str,
     params: &PatchParams,
     patch: &Patch<serde_json::Value>,
-) -> kube::Result<()> {
+) -> kube::Result<Option<i64>> {
     let api: Api<K> = context.ctx.api(namespace);
-    api.patch(name, params, patch).await.map(drop)
+    api.patch(name, params, patch)
+        .await
+        .map(|patched| patched.meta().generation)
 }

@@ -206,11 +206,17 @@ fn add_restart(entry: &mut Entry, object: &ObjectKey, record: &EruRecord, now: D
             deadline,
             target,
         } => entry.restarts_decided.push(decided(*slot, *deadline, target)),
-        EruRecord::Patched { slot, at, target } => {
+        EruRecord::Patched {
+            slot,
+            at,
+            target,
+            generation,
+        } => {
             entry.restarts_patched.push(PatchedRestart {
                 uid: object.uid.clone(),
                 slot: *slot,
                 patched_at: *at,
+                landed_generation: *generation,
             });
             let fired = SlotRecord::one(*slot, Reason::Scheduled, None, target);
             entry.slots.push(slot_row(object, &fired, now));

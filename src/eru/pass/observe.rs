@@ -45,6 +45,7 @@ fn open_restart(row: &RestartRow) -> OpenRestart {
         },
         decided_at: *row.decided_at,
         patched_at: row.patched_at.map(|at| *at),
+        landed_generation: row.landed_generation,
         silence: row
             .silence_id
             .clone()

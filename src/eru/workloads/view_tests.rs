@@ -315,7 +315,7 @@ fn owns_slot() -> serde_json::Value {
 /// template without the slot and no writer since the patch may be a cache that has not seen it.
 #[test]
 fn a_restart_another_manager_undid_is_told_with_who_and_when() {
-    let replaced = managed(
+    let mut replaced = managed(
         Some("2026-11-22T03:00:01Z"),
         json!([
             entry(
@@ -327,7 +327,11 @@ fn a_restart_another_manager_undid_is_told_with_who_and_when() {
             entry("kubectl-scale", 40, json!({"f:spec": {"f:replicas": {}}})),
         ]),
     );
-    let revert = view_deployment(&replaced).reverted(t(10), t(10), false).unwrap();
+    // the patch landed at generation 2; the cache shows a later one
+    replaced.metadata.generation = Some(3);
+    let revert = view_deployment(&replaced)
+        .reverted(t(10), t(10), Some(2), false)
+        .unwrap();
     assert_eq!(
         (revert.by.as_deref(), revert.at, revert.carries),
         (Some("argocd-controller"), Some(t(30)), Some(t(1))),
@@ -340,7 +344,10 @@ fn a_restart_another_manager_undid_is_told_with_who_and_when() {
     );
     let mut lean = replaced.clone();
     lean_deployment(&mut lean);
-    assert_eq!(view_deployment(&lean).reverted(t(10), t(10), false), Some(revert));
+    assert_eq!(
+        view_deployment(&lean).reverted(t(10), t(10), Some(2), false),
+        Some(revert)
+    );
     assert!(
         (lean.metadata.managed_fields.as_ref().unwrap().iter())
             .all(|e| e.manager.as_deref() == Some("argocd-controller")),
@@ -360,15 +367,18 @@ fn a_restart_another_manager_undid_is_told_with_who_and_when() {
             ),
         ]),
     );
-    assert_eq!(view_deployment(&other_eru).reverted(t(10), t(10), true), None);
+    assert_eq!(
+        view_deployment(&other_eru).reverted(t(10), t(10), None, true),
+        None
+    );
     // removed, no writer since the patch: unknown while rolling out, a revert once it ended
     let removed = managed(
         None,
         json!([entry("kubectl-create", 0, json!({"f:spec": {"f:template": {}}}))]),
     );
     let view = view_deployment(&removed);
-    assert_eq!(view.reverted(t(10), t(10), false), None);
-    let revert = view.reverted(t(10), t(10), true).unwrap();
+    assert_eq!(view.reverted(t(10), t(10), None, false), None);
+    let revert = view.reverted(t(10), t(10), None, true).unwrap();
     assert_eq!((revert.by.as_deref(), revert.carries), (None, None));
     assert!(
         revert
@@ -380,5 +390,38 @@ fn a_restart_another_manager_undid_is_told_with_who_and_when() {
         Some("2026-11-22T03:00:10Z"),
         json!([entry("argocd-controller", 30, owns_slot())]),
     );
-    assert_eq!(view_deployment(&kept).reverted(t(10), t(10), true), None);
+    assert_eq!(view_deployment(&kept).reverted(t(10), t(10), Some(2), true), None);
+}
+
+/// A write in the same second as the patch but before it (managedFields times are whole
+/// seconds) while the cache has not seen the patch: no revert — the cache's generation is not
+/// past the patch's. Once it is (the same write, then the annotation removed), a revert.
+#[test]
+fn a_write_just_before_the_patch_is_no_revert_while_the_cache_is_behind() {
+    // the first restart ever: the template carried no slot before it; another manager wrote the
+    // template at 03:00:10 (the same second as the patch at 03:00:10.5)
+    let mut behind = managed(
+        None,
+        json!([entry(
+            "kubectl-edit",
+            10,
+            json!({"f:spec": {"f:template": {"f:spec": {}}}})
+        )]),
+    );
+    behind.metadata.generation = Some(4);
+    let patched_at = t(10) + chrono::Duration::milliseconds(500);
+    // the patch's answer said generation 5: the cache (4) is behind it
+    assert_eq!(
+        view_deployment(&behind).reverted(t(10), patched_at, Some(5), false),
+        None
+    );
+    let mut undone = behind.clone();
+    undone.metadata.generation = Some(6);
+    let revert = view_deployment(&undone)
+        .reverted(t(10), patched_at, Some(5), false)
+        .unwrap();
+    assert_eq!(
+        (revert.by.as_deref(), revert.carries),
+        (Some("kubectl-edit"), None)
+    );
 }

@@ -146,6 +146,7 @@ fn the_restart_in_flight_is_pending_not_unaccounted() {
         silence_id: None,
         silence_until: None,
         silence_expired_at: None,
+        landed_generation: None,
     }];
     let a = run(r, None);
     assert_eq!((a.erus[0].pending, a.erus[0].unaccounted.count), (1, 0));

@@ -30,6 +30,7 @@ fn rolling(slot: DateTime<Utc>, patched_at: DateTime<Utc>) -> State {
             slot,
             target: "web".into(),
             patched_at,
+            landed_generation: None,
         },
     }
 }
@@ -134,7 +135,10 @@ fn a_due_slot_is_decided_then_patched_then_rolls_out_then_succeeds() {
     let state = step(
         EruMachine,
         state,
-        &EruEvent::RestartPatched { at: t(1) },
+        &EruEvent::RestartPatched {
+            at: t(1),
+            generation: None,
+        },
         &mut decision,
     );
     assert_eq!(state, rolling(t(1), t(1)));
@@ -164,7 +168,8 @@ fn a_due_slot_is_decided_then_patched_then_rolls_out_then_succeeds() {
             EruRecord::Patched {
                 slot: t(1),
                 at: t(1),
-                target: "web".into()
+                target: "web".into(),
+                generation: None
             },
             EruRecord::Finished {
                 slot: t(1),
@@ -183,6 +188,7 @@ fn an_already_landed_slot_is_never_patched_again() {
     event.template = Some(Template {
         slot: t(1),
         landed_at: t(1) + Duration::milliseconds(40),
+        generation: None,
     });
     let (state, decision) = dispatch(EruMachine, State::Waiting {}, &EruEvent::SlotsDue(event));
     assert_eq!(state, rolling(t(1), t(1) + Duration::milliseconds(40)));
@@ -612,7 +618,8 @@ fn restore_takes_a_restart_in_flight_from_the_journal_only() {
             Some(InFlight::Landed(Rollout {
                 slot: t(1),
                 target: "web".into(),
-                patched_at: t(1)
+                patched_at: t(1),
+                landed_generation: None
             }))
         ),
         rolling(t(1), t(1))

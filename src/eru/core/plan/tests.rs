@@ -143,6 +143,7 @@ fn open(
         },
         decided_at,
         patched_at: None,
+        landed_generation: None,
         silence: None,
     }
 }
@@ -707,6 +708,7 @@ fn each_refused_patch_is_retried_after_the_backoff_of_its_attempt() {
             restart: restart.clone(),
             decided_at: t(5, 0) + Duration::milliseconds(3),
             patched_at: None,
+            landed_generation: None,
             silence: None,
         });
         o.now = retry_at;
@@ -1057,7 +1059,10 @@ mod manual_runs {
             token: "a".into(),
             target: "web".into()
         }));
-        plan.after(Fed::Patched { at: t(7, 31) });
+        plan.after(Fed::Patched {
+            at: t(7, 31),
+            generation: None,
+        });
         let patched = plan.take();
         assert_eq!(
             runs(&patched.records),
@@ -1246,14 +1251,21 @@ mod reverts {
     #[test]
     fn a_rollout_whose_slot_left_the_template_fails_naming_the_writer() {
         let e = eru("*/5 * * * *", 1);
-        let mut o = observed(&e, t(5, 30), Some(t(5, 0)));
-        let mut restart = open((t(5, 0), "web", t(10, 0)), t(5, 0));
-        restart.patched_at = Some(t(5, 1));
-        o.journal.open_restart = Some(restart);
-        o.cluster
-            .targets
-            .insert("web".into(), replaced_by_argocd(t(5, 20)));
-        let decided = plan(o).take();
+        // the patch landed at generation 2; the cache shows generation 3, without the slot
+        let rolling = |view: TargetView| {
+            let mut o = observed(&e, t(5, 30), Some(t(5, 0)));
+            let mut restart = open((t(5, 0), "web", t(10, 0)), t(5, 0));
+            restart.patched_at = Some(t(5, 1));
+            restart.landed_generation = Some(2);
+            o.journal.open_restart = Some(restart);
+            o.cluster.targets.insert("web".into(), view);
+            o
+        };
+        let at_generation = |generation: Option<i64>, written: DateTime<Utc>| TargetView {
+            generation,
+            ..replaced_by_argocd(written)
+        };
+        let decided = plan(rolling(at_generation(Some(3), t(5, 20)))).take();
         let finished = decided.records.iter().find_map(|r| match r {
             EruRecord::Finished { outcome, reason, .. } => Some((*outcome, reason.clone().unwrap())),
             _ => None,
@@ -1272,16 +1284,12 @@ mod reverts {
             "its slot keeps its one (fired) record: {:?}",
             decided.records
         );
-        // a writer before the patch (a cache that has not seen it): still rolling out
-        let mut o = observed(&e, t(5, 30), Some(t(5, 0)));
-        let mut restart = open((t(5, 0), "web", t(10, 0)), t(5, 0));
-        restart.patched_at = Some(t(5, 1));
-        o.journal.open_restart = Some(restart);
-        o.cluster
-            .targets
-            .insert("web".into(), replaced_by_argocd(t(4, 0)));
-        let decided = plan(o).take();
-        assert!(reverted(&decided.records).is_none(), "{:?}", decided.records);
+        // a cache that has not seen the patch (its generation is older), though a writer's
+        // whole-second time reads as the patch's own second: still rolling out
+        for (generation, written) in [(Some(1), t(5, 1)), (Some(2), t(5, 20)), (None, t(5, 20))] {
+            let decided = plan(rolling(at_generation(generation, written))).take();
+            assert!(reverted(&decided.records).is_none(), "{generation:?}: {:?}", decided.records);
+        }
     }
 
     #[test]
