@@ -1292,7 +1292,7 @@ async fn an_erus_silence_stays_in_its_namespace_and_ends_with_its_rollout() {
         alert_state(&am, &probe, &ns.name).filter(|(state, _)| state == "suppressed")
     })
     .await;
-    assert_eq!(own.1, [id.clone()], "{own:?}");
+    assert_eq!(own.1, std::slice::from_ref(&id), "{own:?}");
     let theirs = alert_state(&am, &probe, &other).expect("the other namespace's alert");
     assert_eq!(
         theirs,

@@ -185,6 +185,9 @@ pub struct Pending {
 }
 
 /// Events of an Eru, derived by the reconciler from what it observed.
+// `SlotsDue` is the large one: an event lives on one pass's stack and is fed by reference, never
+// kept in a collection, so boxing it would only add an allocation per pass
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EruEvent {
     /// The schedule or time zone does not parse.
