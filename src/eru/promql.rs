@@ -131,8 +131,14 @@ fn collect<'a>(expr: &'a Expr, into: &mut Vec<&'a VectorSelector>) -> Result<(),
         Expr::Paren(paren) => collect(&paren.expr, into),
         Expr::Subquery(subquery) => collect(&subquery.expr, into),
         Expr::NumberLiteral(_) | Expr::StringLiteral(_) => Ok(()),
-        Expr::VectorSelector(selector) => Ok(into.push(selector)),
-        Expr::MatrixSelector(matrix) => Ok(into.push(&matrix.vs)),
+        Expr::VectorSelector(selector) => {
+            into.push(selector);
+            Ok(())
+        }
+        Expr::MatrixSelector(matrix) => {
+            into.push(&matrix.vs);
+            Ok(())
+        }
         Expr::Call(call) => call.args.args.iter().try_for_each(|arg| collect(arg, into)),
         Expr::Extension(_) => Err("it holds an extension node no PromQL text produces".into()),
     }

@@ -19,6 +19,7 @@ use crate::eru::{
         schedule::{Schedule, eru_seed},
     },
     gates::check_gates,
+    promql::need_query,
 };
 use crate::{
     Result,
@@ -304,6 +305,11 @@ fn cluster(
             // what CEL cannot check: the alert gate's regexp (the Eru is Invalid, with an Event)
             if let Some(gates) = &eru.spec.gates {
                 check_gates(gates)?;
+            }
+            // a need query that cannot be confined to the Eru's namespace is never sent: the
+            // Eru is Invalid (a condition and an Event), as for a bad schedule
+            if let Some(query) = eru.spec.need.as_ref().and_then(|n| n.query.as_deref()) {
+                need_query(query, &namespace, &eru.spec.target.name)?;
             }
             Ok(s)
         });
