@@ -557,7 +557,8 @@ async fn a_need_query_restarts_only_above_its_threshold_and_says_when_it_cannot_
     deployment(&client, &ns.name, "web", 1, json!({})).await;
     wait_ready(&deployments, "web", 1).await;
     let mut prometheus = Prometheus::start();
-    prometheus.record(0.1, json!({"ns": ns.name}));
+    // labelled `namespace`: the operator confines every selector of the query by that label
+    prometheus.record(0.1, json!({"namespace": ns.name}));
     let url = prometheus.url();
     let flags = ["--prometheus-url", &url, "--gate-cache-ttl", "1s"];
     let operator = Operator::start(&client, &ns.name, &flags).await;
@@ -566,7 +567,7 @@ async fn a_need_query_restarts_only_above_its_threshold_and_says_when_it_cannot_
         &ns.name,
         "web",
         json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"},
-               "need": {"query": "max(eru_test_need{ns=\"$namespace\"})", "threshold": "0.5", "onUnknown": "Skip"}}),
+               "need": {"query": "max(eru_test_need{namespace=\"$namespace\"})", "threshold": "0.5", "onUnknown": "Skip"}}),
     )
     .await
     .unwrap();
@@ -589,13 +590,13 @@ async fn a_need_query_restarts_only_above_its_threshold_and_says_when_it_cannot_
     };
     let low = first("not_needed", created(&erus, "web").await).await;
     let expected_note = format!(
-        "the need query returned 0.1 at most, not above its threshold 0.5: max(eru_test_need{{ns=\"{}\"}})",
+        "the need query returned 0.1 at most, not above its threshold 0.5: max(eru_test_need{{namespace=\"{}\"}})",
         ns.name
     );
     assert_eq!(low.note.as_deref(), Some(expected_note.as_str()), "{low:?}");
     // above the threshold: restarted
     let raised = Utc::now();
-    prometheus.record(0.9, json!({"ns": ns.name}));
+    prometheus.record(0.9, json!({"namespace": ns.name}));
     let restarted = common::eru::succeeded_after(&operator, "web", raised).await;
     // Prometheus gone: need_unknown, with the error
     let stopped = Utc::now();
@@ -625,6 +626,298 @@ async fn a_need_query_restarts_only_above_its_threshold_and_says_when_it_cannot_
         records.iter().any(|r| r.fired() && r.slot == restarted),
         "{records:?}"
     );
+}
+
+/// `need.query` is confined to the Eru's namespace (issue 54): `tenant_value` has a series in the
+/// Eru's namespace (0.1) and one in another (0.97). A query naming the other namespace and one
+/// naming none are both evaluated on the Eru's own: every slot `not_needed` with 0.1 in its note,
+/// never 0.97. A query that cannot be confined makes the Eru Invalid (condition and Event) and
+/// nothing restarts it. An answer of 100,000 series (served by a fake Prometheus of the test's:
+/// the bound is the operator's, and 100,000 real series cost minutes of a 2-core machine) is
+/// `need_unknown` with why; the operator's memory is read before and after.
+#[tokio::test]
+#[ignore = "needs the local cluster and Prometheus: hack/test.sh"]
+async fn a_need_query_sees_only_its_erus_namespace_and_a_huge_answer_is_refused() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "need-tenant").await;
+    let other = TestNamespace::create(&client, "need-other").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    for name in ["other", "none", "refused"] {
+        deployment(&client, &ns.name, name, 1, json!({})).await;
+        wait_ready(&deployments, name, 1).await;
+    }
+    let prometheus = Prometheus::start();
+    prometheus.rules(&format!(
+        "groups:\n  - name: tenants\n    interval: 1s\n    rules:\n      - record: tenant_value\n        expr: vector(0.1)\n        labels: {{namespace: {}}}\n      - record: tenant_value\n        expr: vector(0.97)\n        labels: {{namespace: {}}}\n",
+        ns.name, other.name
+    ));
+    wait_for_sync("both tenants' series", || {
+        (prometheus.query("count(tenant_value)").as_deref() == Some("2")).then_some(())
+    });
+    let url = prometheus.url();
+    let operator = Operator::start(
+        &client,
+        &ns.name,
+        &["--prometheus-url", &url, "--gate-cache-ttl", "1s"],
+    )
+    .await;
+    let need = |query: &str| json!({"query": query, "threshold": "0.5", "onUnknown": "Skip"});
+    for (name, query) in [
+        (
+            "other",
+            format!("max(tenant_value{{namespace=\"{}\"}})", other.name),
+        ),
+        ("none", "max(tenant_value)".to_string()),
+        (
+            "refused",
+            "max(tenant_value{namespace=\"$namespace\"}".to_string(),
+        ),
+    ] {
+        create_eru(
+            &client,
+            &ns.name,
+            name,
+            json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": name},
+                   "need": need(&query)}),
+        )
+        .await
+        .unwrap();
+    }
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    refused_as_invalid(&client, &erus, &ns.name).await;
+    // three slots of each, at least
+    let enough = Utc::now() + Span::seconds(15);
+    for name in ["other", "none"] {
+        wait_for(
+            &format!("{name}: a slot after {enough}"),
+            Duration::from_secs(60),
+            || async {
+                slot_records(&operator, name)
+                    .ok()?
+                    .into_iter()
+                    .find(|r| r.slot > enough)
+            },
+        )
+        .await;
+    }
+    let confined = format!(
+        "the need query returned 0.1 at most, not above its threshold 0.5: max(tenant_value{{namespace=\"{}\"}})",
+        ns.name
+    );
+    for name in ["other", "none"] {
+        let settled = settle(&erus, &operator, name).await;
+        let from = created(&erus, name).await + Span::seconds(1);
+        // every slot not_needed, from A's value: nothing restarted, so nothing else may happen
+        let expected = Ledger::deployment(
+            name,
+            name,
+            (from, settled),
+            common::ledger::every(5, from, settled),
+        )
+        .require(from, settled, "not_needed", &[]);
+        for record in check(&client, &ns.name, &operator, &expected).await {
+            assert_eq!(
+                record.note.as_deref(),
+                Some(confined.as_str()),
+                "{name}: {record:?}"
+            );
+        }
+    }
+    // the refused Eru never restarted and recorded no slot it could not have judged
+    let refused = deployments.get("refused").await.unwrap();
+    assert_eq!(
+        template_slot(&refused),
+        None,
+        "the refused Eru restarted its target"
+    );
+    let records = slot_records(&operator, "refused").unwrap();
+    assert!(records.iter().all(|r| !r.fired()), "{records:?}");
+    huge_answer_is_refused(&client).await;
+}
+
+/// Waits until the Eru `refused` (its need query does not parse) is Invalid, its condition and
+/// its Event saying why.
+async fn refused_as_invalid(client: &Client, erus: &Api<Eru>, ns: &str) {
+    let why = format!("need.query cannot be confined to namespace {ns}: it does not parse as PromQL");
+    wait_for("refused: Invalid, with why", Duration::from_secs(30), || async {
+        let s = status(erus, "refused").await?;
+        let invalid = (s.conditions.iter())
+            .any(|c| c.type_ == "ScheduleValid" && c.status == "False" && c.message.starts_with(&why));
+        (s.phase.as_deref() == Some("Invalid") && invalid).then_some(())
+    })
+    .await;
+    wait_for(
+        "refused: an InvalidSpec Event",
+        Duration::from_secs(30),
+        || async {
+            let events = common::eru::events(client, ns, "refused", "InvalidSpec").await;
+            (events.iter())
+                .find(|e| e.note.as_deref().is_some_and(|n| n.starts_with(&why)))
+                .map(|_| ())
+        },
+    )
+    .await;
+}
+
+/// An Eru whose query answers 100,000 series (a fake Prometheus, `onUnknown: Skip`): every slot
+/// `need_unknown`, the note saying the answer was too large; the query the fake received is the
+/// confined one. Prints the operator's VmRSS and VmHWM before and after (docs: the bound).
+async fn huge_answer_is_refused(client: &Client) {
+    let ns = TestNamespace::create(client, "need-huge").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(client, &ns.name, "huge", 1, json!({})).await;
+    wait_ready(&deployments, "huge", 1).await;
+    let fake = FakePrometheus::start(&ns.name, 100_000);
+    let url = fake.url();
+    let operator = Operator::start(
+        client,
+        &ns.name,
+        &["--prometheus-url", &url, "--gate-cache-ttl", "1s"],
+    )
+    .await;
+    let before = memory(&operator);
+    create_eru(
+        client,
+        &ns.name,
+        "huge",
+        json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "huge"},
+               "need": {"query": "tenant_value", "threshold": "0.5", "onUnknown": "Skip"}}),
+    )
+    .await
+    .unwrap();
+    let enough = Utc::now() + Span::seconds(15);
+    wait_for("huge: a slot after 15 s", Duration::from_secs(60), || async {
+        slot_records(&operator, "huge")
+            .ok()?
+            .into_iter()
+            .find(|r| r.slot > enough)
+    })
+    .await;
+    let after = memory(&operator);
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    let settled = settle(&erus, &operator, "huge").await;
+    let from = created(&erus, "huge").await + Span::seconds(1);
+    let expected = Ledger::deployment(
+        "huge",
+        "huge",
+        (from, settled),
+        common::ledger::every(5, from, settled),
+    )
+    .require(from, settled, "need_unknown", &[]);
+    for record in check(client, &ns.name, &operator, &expected).await {
+        assert_eq!(
+            record.note.as_deref(),
+            Some("the need query answered more than 1024 KiB; narrow it (an aggregation such as max)"),
+            "{record:?}"
+        );
+    }
+    let sent = fake.queries();
+    assert!(!sent.is_empty(), "the fake Prometheus was never asked");
+    let confined = format!("tenant_value{{namespace=\"{}\"}}", ns.name);
+    assert!(sent.iter().all(|q| *q == confined), "{sent:?}");
+    println!(
+        "operator memory, {} answers of {} bytes: VmRSS {} -> {} kB, VmHWM {} -> {} kB",
+        sent.len(),
+        fake.body_len(),
+        before.0,
+        after.0,
+        before.1,
+        after.1
+    );
+}
+
+/// The operator's (VmRSS, VmHWM) in kB, from /proc.
+fn memory(operator: &Operator) -> (u64, u64) {
+    let pid = operator.pid().expect("the operator runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        (status.lines())
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .trim()
+                    .strip_suffix("kB")?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("{name} in /proc/{pid}/status"))
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// An HTTP server on loopback answering every `/api/v1/query` with the same vector of `series`
+/// samples of `tenant_value` in `namespace` (about 100 bytes each), keeping the queries asked.
+struct FakePrometheus {
+    port: u16,
+    queries: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    body_len: usize,
+}
+
+impl FakePrometheus {
+    fn start(namespace: &str, series: usize) -> Self {
+        let samples: Vec<String> = (0..series)
+            .map(|i| format!(r#"{{"metric":{{"__name__":"tenant_value","namespace":"{namespace}","pod":"p-{i:06}"}},"value":[1700000000,"0.1"]}}"#))
+            .collect();
+        let body = format!(
+            r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
+            samples.join(",")
+        );
+        let body = std::sync::Arc::new(body.into_bytes());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let queries = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (kept, answer) = (queries.clone(), body.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (kept, answer) = (kept.clone(), answer.clone());
+                std::thread::spawn(move || serve_one(stream, &kept, &answer));
+            }
+        });
+        Self {
+            port,
+            queries,
+            body_len: body.len(),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn queries(&self) -> Vec<String> {
+        self.queries.lock().unwrap().clone()
+    }
+
+    fn body_len(&self) -> usize {
+        self.body_len
+    }
+}
+
+/// One request: its `query` parameter kept, the answer written whole (the operator may hang up
+/// first: its bound).
+fn serve_one(stream: std::net::TcpStream, kept: &std::sync::Mutex<Vec<String>>, answer: &[u8]) {
+    use std::io::{BufRead, Write};
+    let mut reader = std::io::BufReader::new(&stream);
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let target = line.split_whitespace().nth(1).unwrap_or_default().to_string();
+    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+        line.clear();
+    }
+    if let Some((_, query)) = target.split_once('?') {
+        let asked = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "query");
+        kept.lock().unwrap().extend(asked.map(|(_, v)| v.into_owned()));
+    }
+    let mut stream = &stream;
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        answer.len()
+    );
+    let _ = stream
+        .write_all(head.as_bytes())
+        .and_then(|_| stream.write_all(answer));
 }
 
 /// A Prometheus server of its own on loopback, killed on drop, evaluating one rule file the test
@@ -702,6 +995,17 @@ impl Prometheus {
                 .unwrap();
             assert_eq!(status, 200, "reload");
         }
+    }
+
+    /// The value of the first sample `query` answers now, as Prometheus writes it.
+    fn query(&self, query: &str) -> Option<String> {
+        let agent = common::agent(Some(Duration::from_secs(5)));
+        let mut response = (agent.get(format!("{}/api/v1/query", self.url())))
+            .query("query", query)
+            .call()
+            .ok()?;
+        let body: Value = serde_json::from_str(&response.body_mut().read_to_string().ok()?).ok()?;
+        body["data"]["result"][0]["value"][1].as_str().map(str::to_string)
     }
 
     /// The names of the firing alerts.

@@ -269,9 +269,11 @@ pub struct NeedConditions {
     #[schemars(range(min = 1, max = 2_592_000))]
     pub min_pod_age_seconds: Option<i64>,
     /// A PromQL query, asked of `--prometheus-url` when a slot is due (`$namespace` and `$target`
-    /// stand for the Eru's namespace and its target's name): the restart is needed only when a
-    /// sample of its answer is above `threshold`; else the slot is skipped `not_needed` with the
-    /// value and the query in its note. For example the highest memory working set of the
+    /// stand for the Eru's namespace and its target's name), confined to the Eru's namespace:
+    /// every selector's `namespace` matchers are replaced by `namespace="<the Eru's namespace>"`
+    /// (a query that cannot be confined makes the Eru Invalid). The restart is needed only when a
+    /// sample of its answer (at most 1 MiB, 10,000 samples) is above `threshold`; else the slot is
+    /// skipped `not_needed` with the value and the query as sent in its note. For example the highest memory working set of the
     /// target's containers over their limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 4096))]

@@ -37,6 +37,7 @@ use super::{
         hold::{self, Answer},
         need::{self, Need},
     },
+    promql,
 };
 use strum::VariantArray;
 
@@ -48,6 +49,18 @@ use crate::vocab::{GateKind, Reason};
 const NAMED: usize = 5;
 /// Longest a Prometheus request may take.
 const PROMETHEUS_TIMEOUT: StdDuration = StdDuration::from_secs(5);
+/// The largest answer of a need query read, in bytes. A need query answers one figure per
+/// target (its `max`, a few pods' values): a few KiB. 1 MiB leaves room for a query over a
+/// large namespace while four answers at once (below) stay a few MiB of the chart's 256 Mi;
+/// Prometheus's own cap is far larger, and a tenant writes the query.
+pub const NEED_ANSWER_BYTES: u64 = 1024 * 1024;
+/// The most samples of a need query's answer kept; more is an unknown answer. Small samples
+/// (`{"metric":{},"value":[0,"1"]}`) fit 30,000 in [`NEED_ANSWER_BYTES`]: this caps them too.
+pub const NEED_ANSWER_SERIES: usize = 10_000;
+/// Requests to Prometheus (alert gates and need queries) in flight at once in the whole
+/// process: a burst of due slots (64 passes at once) holds at most this many answers in memory,
+/// and Prometheus sees a few requests, not a storm.
+const PROMETHEUS_REQUESTS: usize = 4;
 
 /// Operator-wide options of the gates.
 #[derive(Clone, Debug)]
@@ -132,8 +145,11 @@ pub struct Gatekeeper {
     /// (namespace, target kind, name) → the PodDisruptionBudgets selecting its pods that allow
     /// no disruption now, as a note names them.
     budgets: Answers<(String, TargetKind, String), Vec<String>>,
-    /// need.query (as sent) → the values of its samples.
+    /// need.query (as sent: substituted and confined to the Eru's namespace) → the values of
+    /// its samples.
     queries: Answers<String, Vec<f64>>,
+    /// Permits for a request to Prometheus ([`PROMETHEUS_REQUESTS`]).
+    prometheus: tokio::sync::Semaphore,
     /// The firing alerts; an async lock so concurrent passes wait for one request.
     alerts: tokio::sync::Mutex<Option<Cached<Arc<Vec<Alert>>>>>,
     /// `eru_gate_evaluations_total{gate, result}`: one per gate asked for a due slot.
@@ -167,6 +183,7 @@ impl Gatekeeper {
             pods: Answers::new(),
             budgets: Answers::new(),
             queries: Answers::new(),
+            prometheus: tokio::sync::Semaphore::new(PROMETHEUS_REQUESTS),
             alerts: tokio::sync::Mutex::new(None),
             evaluations,
         }
@@ -426,11 +443,14 @@ impl Gatekeeper {
             });
         }
         if let (Some(query), Some(threshold)) = (&conditions.query, &conditions.threshold) {
-            let query = query.replace("$namespace", namespace).replace("$target", name);
-            answers.push(match (threshold.parse::<f64>(), self.samples(&query).await) {
-                (Ok(threshold), Ok(samples)) => need::by_query(&samples, threshold, &query),
-                (Err(_), _) => Need::Unknown(format!("need.threshold {threshold:?} is not a number")),
-                (_, Err(error)) => Need::Unknown(error),
+            // the spec's validation refuses what cannot be confined; this never sends it either
+            answers.push(match promql::need_query(query, namespace, name) {
+                Ok(query) => match (threshold.parse::<f64>(), self.samples(&query).await) {
+                    (Ok(threshold), Ok(samples)) => need::by_query(&samples, threshold, &query),
+                    (Err(_), _) => Need::Unknown(format!("need.threshold {threshold:?} is not a number")),
+                    (_, Err(error)) => Need::Unknown(error),
+                },
+                Err(error) => Need::Unknown(error),
             });
         }
         let skip = conditions.on_unknown == NeedOnUnknown::Skip;
@@ -450,6 +470,11 @@ impl Gatekeeper {
             return Err("no --prometheus-url: the need query cannot be asked".into());
         };
         let ttl = self.options.cache_ttl;
+        if let Some(answer) = self.queries.get(query, ttl) {
+            return answer;
+        }
+        let _permit = self.prometheus.acquire().await.map_err(|e| e.to_string())?;
+        // another pass may have asked the same query while this one waited for its permit
         if let Some(answer) = self.queries.get(query, ttl) {
             return answer;
         }
@@ -555,6 +580,7 @@ impl Gatekeeper {
         }
         let endpoint = format!("{}/api/v1/alerts", url.trim_end_matches('/'));
         let agent = agent.clone();
+        let _permit = self.prometheus.acquire().await.map_err(|e| e.to_string())?;
         let fetched = tokio::task::spawn_blocking(move || fetch(&agent, &endpoint))
             .await
             .map_err(|e| e.to_string())
@@ -606,35 +632,109 @@ fn fetch(agent: &ureq::Agent, endpoint: &str) -> Result<Vec<Alert>, String> {
 }
 
 /// GET Prometheus's `/api/v1/query` for `query`: the values of the vector's samples (or the
-/// scalar). Errors name the URL without credentials or query string, as [`fetch`]'s.
+/// scalar). Errors name the URL without credentials or query string, as [`fetch`]'s. The answer
+/// is read up to [`NEED_ANSWER_BYTES`] and parsed into [`Samples`], never into a whole JSON tree.
 fn fetch_samples(agent: &ureq::Agent, endpoint: &str, query: &str) -> Result<Vec<f64>, String> {
     let refuse = |e: &dyn std::fmt::Display| {
         let shown = redact_url(endpoint);
         format!("asking Prometheus at {shown} failed: {e}").replace(endpoint, &shown)
     };
     let mut response = (agent.get(endpoint).query("query", query).call()).map_err(|e| refuse(&e))?;
-    let body = (response
+    let body = response
         .body_mut()
         .with_config()
-        .limit(16 * 1024 * 1024)
-        .read_to_string())
-    .map_err(|e| refuse(&e))?;
-    let answer: serde_json::Value = serde_json::from_str(&body).map_err(|e| refuse(&e))?;
-    let value = |v: &serde_json::Value| v.get(1)?.as_str()?.parse::<f64>().ok();
-    let data = &answer["data"];
-    match data["resultType"].as_str() {
-        Some("vector") => Ok((data["result"].as_array().into_iter().flatten())
-            .filter_map(|sample| value(&sample["value"]))
-            .collect()),
-        Some("scalar") => Ok(value(&data["result"]).into_iter().collect()),
-        other => Err(format!(
-            "the need query answered {}, not a vector or a scalar{}",
-            other.unwrap_or("nothing"),
-            answer["error"]
-                .as_str()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default()
+        .limit(NEED_ANSWER_BYTES)
+        .read_to_vec()
+        .map_err(|e| match e {
+            ureq::Error::BodyExceedsLimit(_) => format!(
+                "the need query answered more than {} KiB; narrow it (an aggregation such as max)",
+                NEED_ANSWER_BYTES / 1024
+            ),
+            e => refuse(&e),
+        })?;
+    samples_of(&body).map_err(|e| e.unwrap_or_else(|e| refuse(&e)))
+}
+
+/// The values of a `/api/v1/query` answer: `Err(Ok(why))` for an answer read whole that is not
+/// a vector or a scalar, or holds more than [`NEED_ANSWER_SERIES`] samples; `Err(Err(e))` for
+/// one that is not Prometheus's JSON.
+fn samples_of(body: &[u8]) -> Result<Vec<f64>, Result<String, serde_json::Error>> {
+    let answer: QueryAnswer = serde_json::from_slice(body).map_err(|e| match e.is_data() {
+        true if e.to_string().starts_with(TOO_MANY) => Ok(format!(
+            "the need query answered more than {NEED_ANSWER_SERIES} series; narrow it (an aggregation such as max)"
         )),
+        _ => Err(e),
+    })?;
+    match answer.data {
+        Some(QueryData::Vector(Samples(values))) => Ok(values),
+        Some(QueryData::Scalar((_, value))) => Ok(value.parse::<f64>().into_iter().collect()),
+        other => Err(Ok(format!(
+            "the need query answered {}, not a vector or a scalar{}",
+            match other {
+                Some(QueryData::Matrix(_)) => "a range vector",
+                Some(QueryData::String(_)) => "a string",
+                _ => "nothing",
+            },
+            answer.error.map(|e| format!(": {e}")).unwrap_or_default()
+        ))),
+    }
+}
+
+/// A `/api/v1/query` answer, as far as a need query reads it.
+#[derive(Deserialize)]
+struct QueryAnswer {
+    #[serde(default)]
+    data: Option<QueryData>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// Its `data`: a vector's samples, a scalar, or a kind a need query has no use for (skipped
+/// unread).
+#[derive(Deserialize)]
+#[serde(tag = "resultType", content = "result", rename_all = "lowercase")]
+enum QueryData {
+    Vector(Samples),
+    Scalar((serde::de::IgnoredAny, String)),
+    Matrix(serde::de::IgnoredAny),
+    String(serde::de::IgnoredAny),
+}
+
+/// One sample of a vector: its value only (its labels are skipped unread).
+#[derive(Deserialize)]
+struct Sample {
+    value: (serde::de::IgnoredAny, String),
+}
+
+/// The text a too-long vector fails with (how [`samples_of`] tells it from a malformed answer).
+const TOO_MANY: &str = "too many series";
+
+/// A vector's sample values: at most [`NEED_ANSWER_SERIES`], else an error (the whole answer is
+/// never held as a list).
+struct Samples(Vec<f64>);
+
+impl<'de> Deserialize<'de> for Samples {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Samples;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of samples")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Samples, A::Error> {
+                let (mut values, mut series) = (Vec::new(), 0);
+                while let Some(sample) = seq.next_element::<Sample>()? {
+                    series += 1;
+                    if series > NEED_ANSWER_SERIES {
+                        return Err(serde::de::Error::custom(TOO_MANY));
+                    }
+                    // a value Prometheus writes as text: "NaN", "+Inf", "0.5"
+                    values.extend(sample.value.1.parse::<f64>().ok());
+                }
+                Ok(Samples(values))
+            }
+        }
+        deserializer.deserialize_seq(Visit)
     }
 }
 
@@ -798,6 +898,64 @@ mod tests {
         assert!(check_gates(&gates(serde_json::json!({"alerts": {"name": "Node.*"}}))).is_ok());
         let re = alert_name("A|B").unwrap();
         assert!(re.is_match("B") && !re.is_match("AB"), "anchored");
+    }
+
+    /// A `/api/v1/query` answer of `n` samples, each of value `value`.
+    fn vector(n: usize, value: &str) -> Vec<u8> {
+        let sample =
+            format!(r#"{{"metric":{{"namespace":"shop","pod":"web-0"}},"value":[1700000000.5,"{value}"]}}"#);
+        let samples = vec![sample; n].join(",");
+        format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{samples}]}}}}"#)
+            .into_bytes()
+    }
+
+    #[test]
+    fn a_need_answer_is_read_as_values_only() {
+        assert_eq!(samples_of(&vector(3, "0.25")).unwrap(), vec![0.25; 3]);
+        assert_eq!(samples_of(&vector(0, "1")).unwrap(), Vec::<f64>::new());
+        let nan = samples_of(&vector(1, "NaN")).unwrap();
+        assert!(
+            nan.len() == 1 && nan[0].is_nan(),
+            "NaN is a value need::by_query ignores"
+        );
+        let scalar = br#"{"status":"success","data":{"resultType":"scalar","result":[1700000000,"0.5"]}}"#;
+        assert_eq!(samples_of(scalar).unwrap(), vec![0.5]);
+        // the order of the fields does not matter
+        let reordered = br#"{"data":{"result":[],"resultType":"vector"},"status":"success"}"#;
+        assert_eq!(samples_of(reordered).unwrap(), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn a_need_answer_of_too_many_series_is_refused_with_why() {
+        assert_eq!(
+            samples_of(&vector(NEED_ANSWER_SERIES, "1")).unwrap().len(),
+            NEED_ANSWER_SERIES
+        );
+        let too_many = samples_of(&vector(NEED_ANSWER_SERIES + 1, "1"))
+            .unwrap_err()
+            .unwrap();
+        assert_eq!(
+            too_many,
+            "the need query answered more than 10000 series; narrow it (an aggregation such as max)"
+        );
+    }
+
+    #[test]
+    fn a_need_answer_of_another_kind_says_what_it_was() {
+        let matrix = br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]]}]}}"#;
+        assert_eq!(
+            samples_of(matrix).unwrap_err().unwrap(),
+            "the need query answered a range vector, not a vector or a scalar"
+        );
+        let error = br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#;
+        assert_eq!(
+            samples_of(error).unwrap_err().unwrap(),
+            "the need query answered nothing, not a vector or a scalar: parse error"
+        );
+        assert!(
+            samples_of(b"<html>").unwrap_err().is_err(),
+            "not JSON: the caller's error"
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod gates;
 pub mod index;
 pub mod metrics;
 pub mod pass;
+pub mod promql;
 pub mod silence;
 pub mod workloads;
 

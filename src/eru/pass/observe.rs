@@ -19,6 +19,7 @@ use crate::eru::{
         schedule::{Schedule, eru_seed},
     },
     gates::check_gates,
+    promql::need_query,
 };
 use crate::{
     Result,
@@ -302,12 +303,7 @@ fn cluster(
         .map_err(|e| e.to_string())
         .and_then(|s| {
             Blackouts::compile(&eru.spec.blackouts, &[], tz, &h_key).map_err(|e| e.to_string())?;
-            // what CEL cannot check: the alert gate's regexp (the Eru is Invalid, with an Event)
-            if let Some(gates) = &eru.spec.gates {
-                check_gates(gates)?;
-            }
-            // nor a silence's namespace matcher (a silence stays in the Eru's namespace)
-            crate::eru::silence::check(&eru.spec, &namespace)?;
+            spec_checks(eru, &namespace)?;
             Ok(s)
         });
     Cluster {
@@ -323,6 +319,20 @@ fn cluster(
         targets,
         run: asked(eru),
     }
+}
+
+/// What CEL cannot check of an Eru in `namespace` (the Eru is Invalid, with an Event): the alert
+/// gate's regexp; a silence's namespace matcher (a silence stays in the Eru's namespace); a need
+/// query that cannot be confined to the Eru's namespace (never sent).
+fn spec_checks(eru: &CachedEru, namespace: &str) -> Result<(), String> {
+    if let Some(gates) = &eru.spec.gates {
+        check_gates(gates)?;
+    }
+    crate::eru::silence::check(&eru.spec, namespace)?;
+    if let Some(query) = eru.spec.need.as_ref().and_then(|n| n.query.as_deref()) {
+        need_query(query, namespace, &eru.spec.target.name)?;
+    }
+    Ok(())
 }
 
 /// What the operator brings: its cluster-wide blackouts and dry run, the Eru's place in the

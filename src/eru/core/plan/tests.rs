@@ -1288,7 +1288,11 @@ mod reverts {
         // whole-second time reads as the patch's own second: still rolling out
         for (generation, written) in [(Some(1), t(5, 1)), (Some(2), t(5, 20)), (None, t(5, 20))] {
             let decided = plan(rolling(at_generation(generation, written))).take();
-            assert!(reverted(&decided.records).is_none(), "{generation:?}: {:?}", decided.records);
+            assert!(
+                reverted(&decided.records).is_none(),
+                "{generation:?}: {:?}",
+                decided.records
+            );
         }
     }
 
