@@ -1605,8 +1605,11 @@ async fn an_erus_silence_stays_in_its_namespace_and_ends_with_its_rollout() {
     );
 
     // a silence named outside its namespace: Invalid, told, no silence, no restart
-    let record = recorded(&operator, "foreign", slot, Duration::from_secs(40)).await;
-    assert_eq!(record.reason.as_deref(), Some("spec_invalid"), "{record:?}");
+    let phase = wait_for("foreign Invalid", Duration::from_secs(20), || async {
+        status(&erus, "foreign").await?.phase.filter(|p| p == "Invalid")
+    })
+    .await;
+    assert_eq!(phase, "Invalid");
     let told = common::eru::events(&client, &ns.name, "foreign", "InvalidSpec").await;
     let note = told
         .iter()
@@ -1616,10 +1619,29 @@ async fn an_erus_silence_stays_in_its_namespace_and_ends_with_its_rollout() {
         note.contains(&format!("namespace={other:?}")) && note.contains("confined"),
         "{note}"
     );
+    // its slot and its deadline (8 s) pass: no silence anywhere, no patch
+    tokio::time::sleep(
+        (slot - Utc::now() + Span::seconds(10))
+            .to_std()
+            .unwrap_or_default(),
+    )
+    .await;
     assert!(
         silences_of(&am, &other).is_empty(),
         "a silence of another namespace"
     );
+    assert_eq!(
+        deployments.get("foreign").await.unwrap().metadata.generation,
+        Some(1)
+    );
+    // fixed (its own namespace) after the deadline: valid again, and the slot it was invalid for
+    // is accounted so (fixed within the deadline, the slot would still run)
+    let mine = json!({"spec": {"silence": {"matchers": [{"name": "namespace", "value": ns.name}]}}});
+    erus.patch("foreign", &PatchParams::default(), &Patch::Merge(&mine))
+        .await
+        .unwrap();
+    let record = recorded(&operator, "foreign", slot, Duration::from_secs(40)).await;
+    assert_eq!(record.reason.as_deref(), Some("spec_invalid"), "{record:?}");
     assert_eq!(
         deployments.get("foreign").await.unwrap().metadata.generation,
         Some(1)

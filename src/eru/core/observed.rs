@@ -73,6 +73,11 @@ pub struct Cluster {
     /// The current spec's schedule, or why the spec (its schedule, time zone or blackouts)
     /// cannot be used.
     pub schedule: Result<Schedule, String>,
+    /// Why the spec is invalid though its schedule is not (what CEL cannot check: an alert
+    /// gate's regexp, a silence's namespace, a need query that cannot be confined): its slots
+    /// are known, and each is skipped `spec_invalid` when due, not found past its deadline once
+    /// the spec is fixed.
+    pub invalid: Option<String>,
     /// What the freshest status this operator knows shows (its own last write, if the cache
     /// lags).
     pub shown: Option<Shown>,

@@ -530,7 +530,7 @@ impl Plan {
         let view = o.cluster.targets.get(target);
         let (blocked, note) = if o.cluster.spec.suspend {
             (Some(ledger::Reason::Suspended), None)
-        } else if o.cluster.schedule.is_err() {
+        } else if o.cluster.schedule.is_err() || o.cluster.invalid.is_some() {
             (Some(ledger::Reason::SpecInvalid), None)
         } else {
             (
@@ -697,8 +697,10 @@ fn feed(state: &mut State, decision: &mut EruDecision, event: &EruEvent) {
 
 /// The spec's state as an event.
 fn spec_event(observed: &Observed) -> EruEvent {
+    let invalid = observed.cluster.invalid.as_ref();
     match (&observed.cluster.schedule, observed.target()) {
         (Err(e), _) => EruEvent::SpecInvalid { reason: e.clone() },
+        (Ok(_), _) if let Some(why) = invalid => EruEvent::SpecInvalid { reason: why.clone() },
         (Ok(_), None) => EruEvent::TargetMissing,
         (Ok(_), Some(_)) => EruEvent::SpecReady {
             suspend: observed.cluster.spec.suspend,

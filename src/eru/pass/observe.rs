@@ -303,7 +303,6 @@ fn cluster(
         .map_err(|e| e.to_string())
         .and_then(|s| {
             Blackouts::compile(&eru.spec.blackouts, &[], tz, &h_key).map_err(|e| e.to_string())?;
-            spec_checks(eru, &namespace)?;
             Ok(s)
         });
     Cluster {
@@ -315,6 +314,7 @@ fn cluster(
         spec,
         rollout_timeout_seconds: eru.spec.rollout_timeout_seconds,
         schedule,
+        invalid: spec_checks(eru, &namespace).err(),
         shown: known.status.as_ref().map(shown),
         targets,
         run: asked(eru),

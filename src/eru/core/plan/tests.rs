@@ -68,6 +68,7 @@ fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) 
             spec: spec.clone(),
             rollout_timeout_seconds: eru.spec.rollout_timeout_seconds,
             schedule: Schedule::parse(&eru.spec.schedule, None).map_err(|e| e.to_string()),
+            invalid: None,
             shown: None,
             targets: HashMap::from([("web".to_string(), target(None))]),
             run: None,
@@ -1226,6 +1227,33 @@ mod manual_runs {
         let (outcome, _) = ended(&plan_records(o)).unwrap();
         assert_eq!(outcome, RunOutcome::Succeeded);
     }
+}
+
+/// A spec invalid though its schedule is fine (an unconfinable need query, a silence naming
+/// another namespace, an alert gate's bad regexp): the Eru is Invalid, and its due slot is
+/// skipped `spec_invalid` when due — not found past its deadline once the spec is fixed.
+#[test]
+fn a_spec_invalid_beside_its_schedule_skips_its_due_slots_as_spec_invalid() {
+    let e = eru("*/5 * * * *", 1);
+    let mut o = observed(&e, t(5, 1), Some(t(0, 0)));
+    o.cluster.invalid = Some("spec.silence.matchers: namespace=\"b\" …".into());
+    let decided = plan(o).take();
+    let skipped: Vec<(DateTime<Utc>, DateTime<Utc>, Reason)> = (decided.records.iter())
+        .filter_map(|r| match r {
+            EruRecord::Slots(slots) => Some(slots.iter().map(|s| (s.first, s.last, s.reason))),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(skipped, [(t(5, 0), t(5, 0), Reason::SpecInvalid)]);
+    assert!(
+        !decided
+            .actions
+            .iter()
+            .any(|a| matches!(a, EruAction::AskPlace { .. })),
+        "{:?}",
+        decided.actions
+    );
 }
 
 mod reverts {
