@@ -359,7 +359,8 @@ async fn operator(
     let slot_due = may_be_due(&cluster.schedule, &journal.epochs, &cluster.h_key, since, now);
     // a manual run not started asks the gates too (not the need conditions: it was asked for)
     let run_due = matches!(&cluster.run, Some(Ok(_))) && !matches!(journal.run, Some(RunSeen::Started));
-    let due = asks && (slot_due || run_due);
+    // an Invalid Eru asks nothing (its slots are skipped spec_invalid)
+    let due = asks && cluster.invalid.is_none() && (slot_due || run_due);
     let namespace = eru.namespace().unwrap_or_default();
     let target = (eru.spec.target.kind, eru.spec.target.name.as_str());
     let (own_gates, gatekeeper) = (eru.spec.gates.as_deref(), &context.gatekeeper);

@@ -107,9 +107,9 @@ fn conditions(eru: &CachedEru, plan: &Plan, known: Option<&EruStatus>, capped: b
     let observed = plan.observed();
     let previous = known.map(|s| s.conditions.as_slice()).unwrap_or_default();
     let target_found = observed.target().is_some();
-    let (valid, schedule_message) = match &observed.cluster.schedule {
-        Ok(_) => (true, format!("schedule '{}' is valid", eru.spec.schedule)),
-        Err(e) => (false, e.clone()),
+    let (valid, schedule_message) = match (&observed.cluster.schedule, &observed.cluster.invalid) {
+        (Err(e), _) | (Ok(_), Some(e)) => (false, e.clone()),
+        (Ok(_), None) => (true, format!("schedule '{}' is valid", eru.spec.schedule)),
     };
     let target_message = format!("{} {}", eru.spec.target.kind.as_str(), eru.spec.target.name);
     let (ready, ready_reason, ready_message) = ready(eru, plan, valid, &schedule_message, &target_message);
