@@ -39,9 +39,14 @@ tenancy() {
     esac
   done
   [ "$extra" != 0 ] || extra=40
-  cargo build --locked --bin eru-operator
-  hack/cluster.sh up --name "$cluster"
   dir=$(mktemp -d)
+  # the binary where cargo put it (a wrapper may choose the target dir), copied: another build
+  # into a shared target dir may replace it meanwhile
+  cargo build --locked --bin eru-operator --message-format json |
+    python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])' \
+    >"$dir/built"
+  cp "$(cat "$dir/built")" "$dir/eru-operator"
+  hack/cluster.sh up --name "$cluster"
   # shellcheck disable=SC2064 # expanded now: the values of this run
   trap "kill \$(cat '$dir/pid' 2>/dev/null) 2>/dev/null; rm -rf '$dir'; [ $keep = 1 ] || hack/cluster.sh down --name '$cluster'" EXIT
   eval "$(hack/cluster.sh env --name "$cluster")"
@@ -80,7 +85,7 @@ YAML
   KUBECONFIG=$dir/operator.kubeconfig kubectl config set-credentials eru-operator \
     --token="$(kubectl create token eru-operator -n eru-system --duration 2h)" >/dev/null
   KUBECONFIG=$dir/operator.kubeconfig kubectl config set-context --current --user=eru-operator >/dev/null
-  "$CARGO_TARGET_DIR/debug/eru-operator" run --kubeconfig "$dir/operator.kubeconfig" --database "$dir/eru.db" \
+  "$dir/eru-operator" run --kubeconfig "$dir/operator.kubeconfig" --database "$dir/eru.db" \
     --http-auth kubernetes --http-address "$api" --probe-address "$probes" --log-level warn \
     >"$dir/operator.log" 2>&1 &
   pid=$!
@@ -94,9 +99,14 @@ YAML
   local nobody reader
   nobody=$(kubectl create token nobody -n tenancy-callers --duration 1h)
   reader=$(kubectl create token reader -n tenancy-callers --duration 1h)
+  # a kept cluster's namespaces of an earlier run are not this run's first figure
+  kubectl delete namespace -l eru-tenancy=extra --wait=true >/dev/null
+  sleep 21
   echo "== $(kubectl get namespaces -o name | wc -l) namespaces"
   python3 hack/http-tenancy.py sweep "https://$api" "$nobody" "$reader" tenancy-a
-  for i in $(seq "$extra"); do printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: tenancy-extra-%s}\n---\n' "$i"; done |
+  for i in $(seq "$extra"); do
+    printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: tenancy-extra-%s, labels: {eru-tenancy: extra}}\n---\n' "$i"
+  done |
     kubectl apply -f - >/dev/null
   # the namespace list and the allowances are kept 20 s
   sleep 21
