@@ -15,8 +15,10 @@
 #                                (charts/eru-operator/tests/*_test.yaml, helm-unittest) pass
 #   hack/chart-check.sh cluster  against $KUBECONFIG (hack/test.sh's cluster, before the e2e tests
 #                                install anything): the default, HA and extras value sets pass
-#                                kubectl apply --dry-run=server; `helm install` creates the CRDs, RBAC and a
-#                                Deployment that becomes available; the previous chart version
+#                                kubectl apply --dry-run=server; `helm install` (watchNamespace set) creates
+#                                the CRDs, RBAC and a Deployment that becomes available, and its
+#                                ServiceAccount may patch workloads in the watched namespace only
+#                                (kubectl auth can-i, --list in another namespace); the previous chart version
 #                                (hack/testdata/charts/) installed as a second release, its CRD applied as
 #                                NOTES.txt says and `helm upgrade`d to this one, runs beside the
 #                                first (no shared object; uninstalling one leaves the other whole);
@@ -205,10 +207,28 @@ cluster() {
   kubectl get "clusterrole/$fullname" "clusterrolebinding/$fullname" "clusterrole/$fullname-leader-election" \
     "clusterrole/$release-eru-view" "clusterrole/$release-eru-history-reader" >/dev/null
   kubectl rollout status -n "$ns" "deployment/$fullname" --timeout=60s >/dev/null
-  # The RBAC it created is what the operator needs: its ServiceAccount may restart a Deployment.
-  local sa="system:serviceaccount:$ns:$fullname"
-  [ "$(kubectl auth can-i patch deployments --as "$sa" -A)" = yes ] ||
-    die "the chart's ServiceAccount cannot patch Deployments"
+  # The RBAC it created is what the operator needs: its ServiceAccount may restart a Deployment,
+  # and with watchNamespace only in that namespace (a Role there; cluster-wide only the HTTP API's
+  # reviews, the namespace list and the CRDs' read).
+  local sa="system:serviceaccount:$ns:$fullname" kind
+  kubectl get -n "$ns" "role/$fullname" "rolebinding/$fullname" >/dev/null
+  kubectl create namespace eru-chart-other >/dev/null
+  for kind in deployments statefulsets daemonsets; do
+    [ "$(kubectl auth can-i patch "$kind" --as "$sa" -n "$ns")" = yes ] ||
+      die "the chart's ServiceAccount cannot patch $kind in its watched namespace $ns"
+    [ "$(kubectl auth can-i patch "$kind" --as "$sa" -A 2>/dev/null || true)" = no ] ||
+      die "with watchNamespace the chart's ServiceAccount may patch $kind cluster-wide"
+    [ "$(kubectl auth can-i patch "$kind" --as "$sa" -n eru-chart-other 2>/dev/null || true)" = no ] ||
+      die "with watchNamespace the chart's ServiceAccount may patch $kind in another namespace"
+  done
+  kubectl auth can-i --list --as "$sa" -n eru-chart-other >"$tmp/other-namespace.txt"
+  if grep -Eq '^(deployments|statefulsets|daemonsets)\.apps|^erus\.|^pods |^events' "$tmp/other-namespace.txt"; then
+    cat "$tmp/other-namespace.txt" >&2
+    die "with watchNamespace the chart's ServiceAccount holds namespaced grants outside $ns"
+  fi
+  kubectl delete namespace eru-chart-other --wait=false >/dev/null
+  say "watchNamespace=$ns: patch on deployments/statefulsets/daemonsets in $ns only; kubectl auth can-i --list in another namespace:"
+  sed 's/^/[chart]   /' "$tmp/other-namespace.txt" >&2
   # and nothing that runs a Pod as someone else (kubectl auth can-i exits 1 on "no")
   local verb
   for verb in "create pods" "delete deployments" "create deployments" "create pods -n kube-system"; do
@@ -249,7 +269,7 @@ cluster() {
   [ -z "$(comm -12 "$tmp/first" "$tmp/second")" ] || die "the releases share $(comm -12 "$tmp/first" "$tmp/second" | paste -sd ' ')"
   "$helm" uninstall "$old" --namespace "$old_ns" --wait >/dev/null
   cluster_objects "$release" | cmp -s - "$tmp/first" || die "uninstalling $old took objects of $release"
-  [ "$(kubectl auth can-i patch deployments --as "$sa" -A)" = yes ] ||
+  [ "$(kubectl auth can-i patch deployments --as "$sa" -n "$ns")" = yes ] ||
     die "uninstalling $old took $release's grants"
   say "side by side: $(wc -l <"$tmp/first") and $(wc -l <"$tmp/second") cluster-scoped objects, none shared; helm uninstall $old left $release's ($((SECONDS - step)) s)"
 

@@ -445,7 +445,8 @@ fn eru_controllers(
 }
 
 /// The HTTP API on `--http-address`: plain, or HTTPS (`--tls-cert-file`, or self-signed with
-/// `--http-auth kubernetes`), behind its bounds and access checks.
+/// `--http-auth kubernetes`), behind its bounds and access checks; and the probes on
+/// `--probe-address` if given.
 async fn http_api(
     args: &RunArgs,
     mut state: crate::http::AppState,
@@ -460,41 +461,20 @@ async fn http_api(
             auth::{Auth, AuthOptions},
             limits::Guard,
             queries::QueryThread,
-            tls::{Certificate, Source},
         },
     };
     let auth = (args.http_auth == HttpAuth::Kubernetes).then(|| {
         let options = AuthOptions {
             audiences: args.http_token_audiences.clone(),
             max_reviews: usize::from(args.http_max_reviews),
+            caller_reviews: args.http_caller_reviews,
         };
         Auth::new(client.clone(), options, &state.metrics)
     });
-    let source = match (&args.tls_cert_file, &args.tls_key_file) {
-        (Some(cert), Some(key)) => Some(Source::Files {
-            cert: cert.clone(),
-            key: key.clone(),
-        }),
-        // the names a client inside the cluster or through a port-forward uses
-        _ if auth.is_some() => Some(Source::SelfSigned(vec![
-            "localhost".into(),
-            "127.0.0.1".into(),
-            instance.into(),
-            "eru-operator".into(),
-            format!("eru-operator.{}.svc", args.leader_elect_namespace),
-            format!("eru-operator.{}.svc.cluster.local", args.leader_elect_namespace),
-        ])),
-        _ => None,
-    };
-    let tls = match source {
-        Some(source) => {
-            let certificate = Certificate::load(source)?;
-            let acceptor = certificate.acceptor()?;
-            tokio::spawn(Arc::clone(&certificate).watch(shutdown_requested(shutdown.clone())));
-            Some(acceptor)
-        }
-        None => None,
-    };
+    let tls = http_tls(args, auth.is_some(), instance, &shutdown)?;
+    if let Some(address) = args.probe_address {
+        probes(address, state.clone(), shutdown.clone())?;
+    }
     // the journal's queries on a low-priority thread, through connections of their own
     state.journal = state.journal.with_own_readers(u32::from(args.http_max_queries));
     let guard = Guard::new(
@@ -525,6 +505,61 @@ async fn http_api(
     Ok(tokio::spawn(async move {
         let _ = stopped.await;
     }))
+}
+
+/// The API's TLS: `--tls-cert-file`'s certificate (watched for changes), a self-signed one with
+/// access checks (`secured`), or none (plain HTTP).
+fn http_tls(
+    args: &RunArgs,
+    secured: bool,
+    instance: &str,
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<Option<tokio_rustls::TlsAcceptor>> {
+    use crate::http::tls::{Certificate, Source};
+    let source = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => Some(Source::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
+        // the names a client inside the cluster or through a port-forward uses
+        _ if secured => Some(Source::SelfSigned(vec![
+            "localhost".into(),
+            "127.0.0.1".into(),
+            instance.into(),
+            "eru-operator".into(),
+            format!("eru-operator.{}.svc", args.leader_elect_namespace),
+            format!("eru-operator.{}.svc.cluster.local", args.leader_elect_namespace),
+        ])),
+        _ => None,
+    };
+    let Some(source) = source else {
+        return Ok(None);
+    };
+    let certificate = Certificate::load(source)?;
+    let acceptor = certificate.acceptor()?;
+    tokio::spawn(Arc::clone(&certificate).watch(shutdown_requested(shutdown.clone())));
+    Ok(Some(acceptor))
+}
+
+/// The probes on `address`, plain HTTP, on the reconciles' runtime (a wedged runtime fails its
+/// liveness probe), apart from the API's listener, thread and connection cap.
+fn probes(
+    address: std::net::SocketAddr,
+    state: crate::http::AppState,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener =
+        std::net::TcpListener::bind(address).with_context(|| format!("binding the probes to {address}"))?;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    info!(%address, "probes (/healthz, /readyz) listening");
+    let app = crate::http::probes(state);
+    tokio::spawn(crate::http::serve::serve_probes(
+        listener,
+        app,
+        shutdown_requested(shutdown),
+    ));
+    Ok(())
 }
 
 /// A Kubernetes client from `--kubeconfig`, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster),

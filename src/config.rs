@@ -94,6 +94,14 @@ pub struct RunArgs {
     #[arg(long, env = "ERU_HTTP_ADDRESS", default_value = "0.0.0.0:8080")]
     pub http_address: SocketAddr,
 
+    /// Address of a listener of its own for the probes alone (/healthz, /readyz; plain HTTP, no
+    /// token, a few connections): the kubelet's probes then never wait behind the API's callers
+    /// or its connection cap. The probes stay on --http-address too. Without it, no such
+    /// listener (local runs start several operators on one host); deploy/ and the chart use
+    /// 0.0.0.0:8081.
+    #[arg(long, env = "ERU_PROBE_ADDRESS", value_name = "ADDR")]
+    pub probe_address: Option<SocketAddr>,
+
     /// Who may read the HTTP API: `none` (anyone who reaches the port: local runs, the demo), or
     /// `kubernetes` (a bearer token checked with a TokenReview, each endpoint authorised with a
     /// SubjectAccessReview: docs/api.md, Access). The installs in deploy/ and the chart use
@@ -135,6 +143,14 @@ pub struct RunArgs {
     /// cannot take the places of returning callers.
     #[arg(long, env = "ERU_HTTP_MAX_REVIEWS", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub http_max_reviews: u16,
+
+    /// SubjectAccessReviews one caller (a user name) may cause per 20 s (`--http-auth
+    /// kubernetes`); answers cached cost nothing. Past it a 429 with `Retry-After`; a listing
+    /// without `namespace=` by a caller without a cluster-wide grant needs one per namespace of
+    /// the cluster, and gets a 403 asking for a namespace when that is more than this. Bounds
+    /// what one identity with no grants costs the API server and the other callers.
+    #[arg(long, env = "ERU_HTTP_CALLER_REVIEWS", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub http_caller_reviews: u32,
 
     /// The audiences a bearer token must be issued for (comma-separated; `--http-auth
     /// kubernetes`): sent as the TokenReview's `spec.audiences` and checked in its status. Mint

@@ -30,7 +30,7 @@ pub mod serve;
 pub mod tls;
 pub mod ui;
 
-use answer::{AUTHENTICATE, AUTHORISE, TOO_LONG, UNAVAILABLE, contract_headers};
+use answer::{AUTHENTICATE, AUTHORISE, OVER_BUDGET, TOO_LONG, UNAVAILABLE, contract_headers};
 pub use answer::{ApiError, CONTENT_SECURITY_POLICY, Params};
 use limits::{Caller, Guard};
 
@@ -97,7 +97,7 @@ value: omit a parameter not to filter by it. Listings are newest first and paged
 `cursor` (the `next_cursor` of the previous page, null on the last one); rows journaled while a \
 client pages appear before its first page, never inside later ones. Unknown paths get a 404 and \
 undocumented methods a 405 with `Allow`, with the same JSON body. Every answer carries \
-`Cache-Control: no-store`.\n\nWith `--http-auth kubernetes` every endpoint but `/healthz`, `/readyz`, `/` and `/openapi.json` needs `Authorization: Bearer <token>`, a token the cluster accepts (TokenReview): without one, a 401. `/metrics` needs `get` on the non-resource URL `/metrics`; the journal's endpoints answer for the namespaces where the caller may `get` the subresource `erus/history` (group `mtsre.meitu.com`), every namespace if granted cluster-wide: a listing without `namespace` holds only those, a `namespace` outside them is a 403, and an audit of every namespace needs the cluster-wide grant. When the cluster cannot be asked, a 503; the access reviews in flight are capped, and past the cap a request that needs one gets a 503 with `Retry-After` at once. Journal queries run a few at a time: over the cap a 503 with `Retry-After`. An audit does a bounded amount of work: past it the answer is incomplete and says so (`verdict.complete`, `verdict.not_audited`)."
+`Cache-Control: no-store`.\n\nWith `--http-auth kubernetes` every endpoint but `/healthz`, `/readyz`, `/` and `/openapi.json` needs `Authorization: Bearer <token>`, a token the cluster accepts (TokenReview): without one, a 401. `/metrics` needs `get` on the non-resource URL `/metrics`; the journal's endpoints answer for the namespaces where the caller may `get` the subresource `erus/history` (group `mtsre.meitu.com`), every namespace if granted cluster-wide: a listing without `namespace` holds only those, a `namespace` outside them is a 403, and an audit of every namespace needs the cluster-wide grant. When the cluster cannot be asked, a 503; the access reviews in flight are capped, and past the cap a request that needs one gets a 503 with `Retry-After` at once. Each caller may cause a bounded number of access reviews per 20 s (`--http-caller-reviews`): past it a 429 with `Retry-After`; a listing without `namespace` by a caller without the cluster-wide grant costs one review per namespace of the cluster, and when that is more than the whole allowance it is a 403 asking for a `namespace` (never a part of the namespaces). Journal queries run a few at a time: over the cap a 503 with `Retry-After`. An audit does a bounded amount of work: past it the answer is incomplete and says so (`verdict.complete`, `verdict.not_audited`)."
     ),
     paths(
         history_handler,
@@ -141,6 +141,18 @@ pub fn router_with(state: AppState, guard: Arc<Guard>) -> Router {
         .with_state(state)
 }
 
+/// The probes alone, for `--probe-address`: `/healthz` and `/readyz`, no access check, nothing
+/// else (a 404), so that the kubelet's probes never wait behind the API's callers or its
+/// connection cap.
+pub fn probes(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "only /healthz and /readyz here") })
+        .layer(axum::middleware::map_response(contract_headers))
+        .with_state(state)
+}
+
 /// Restarts, newest first.
 #[utoipa::path(get, path = "/history", operation_id = "listHistory", params(HistoryParams), responses(
     (status = 200, description = "A page of restarts", body = HistoryPage),
@@ -148,6 +160,7 @@ pub fn router_with(state: AppState, guard: Arc<Guard>) -> Router {
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = AUTHORISE, body = ErrorBody),
     (status = 414, description = TOO_LONG, body = ErrorBody),
+    (status = 429, description = OVER_BUDGET, body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds until the caller's allowance of access reviews is renewed"))),
     (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn history_handler(
@@ -167,6 +180,7 @@ async fn history_handler(
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = AUTHORISE, body = ErrorBody),
     (status = 414, description = TOO_LONG, body = ErrorBody),
+    (status = 429, description = OVER_BUDGET, body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds until the caller's allowance of access reviews is renewed"))),
     (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn transitions_handler(
@@ -186,6 +200,7 @@ async fn transitions_handler(
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = AUTHORISE, body = ErrorBody),
     (status = 414, description = TOO_LONG, body = ErrorBody),
+    (status = 429, description = OVER_BUDGET, body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds until the caller's allowance of access reviews is renewed"))),
     (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn missed_handler(
@@ -208,6 +223,7 @@ async fn missed_handler(
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = AUTHORISE, body = ErrorBody),
     (status = 414, description = TOO_LONG, body = ErrorBody),
+    (status = 429, description = OVER_BUDGET, body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds until the caller's allowance of access reviews is renewed"))),
     (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn slots_handler(
@@ -230,6 +246,7 @@ async fn slots_handler(
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = AUTHORISE, body = ErrorBody),
     (status = 414, description = TOO_LONG, body = ErrorBody),
+    (status = 429, description = OVER_BUDGET, body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds until the caller's allowance of access reviews is renewed"))),
     (status = 503, description = UNAVAILABLE, body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the query cap: seconds to wait before retrying"))),
 ))]
 async fn audit_handler(
@@ -444,6 +461,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
     (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
     (status = 401, description = AUTHENTICATE, body = ErrorBody),
     (status = 403, description = "With --http-auth kubernetes: the caller may not get the non-resource URL /metrics (ClusterRole eru-metrics-reader)", body = ErrorBody),
+    (status = 429, description = OVER_BUDGET, body = ErrorBody, headers(("Retry-After" = u32, description = "Seconds until the caller's allowance of access reviews is renewed"))),
     (status = 503, description = "With --http-auth kubernetes: access could not be checked with the API server, or too many access reviews at once (with Retry-After)", body = ErrorBody, headers(("Retry-After" = u32, description = "With a 503 over the cap on access reviews: seconds to wait before retrying"))),
 ))]
 async fn metrics(State(state): State<AppState>) -> Response {

@@ -41,6 +41,12 @@ use serde_json::Value;
 /// Rows of each kind journaled per namespace.
 const ROWS: usize = 12;
 
+/// `--http-auth kubernetes`, with an access-review budget past any test cluster's namespaces:
+/// these tests check which namespaces each identity sees, on a cluster whose namespace count
+/// (other tests' namespaces) they do not control. The budget itself is unit-tested
+/// (`src/http/auth.rs`) and measured (`hack/http-abuse.sh --tenancy`).
+const AUTH: [&str; 4] = ["--http-auth", "kubernetes", "--http-caller-reviews", "10000"];
+
 /// GET `path` of `operator` with `token`: the status and the body as JSON (or as a string).
 fn call(operator: &Operator, path: &str, token: Option<&str>) -> (u16, Value) {
     let url = operator.url(path);
@@ -171,7 +177,7 @@ async fn each_identity_reads_exactly_what_the_cluster_grants_it() {
     let ids = TestNamespace::create(&client, "auth-ids").await;
     let team_ns = TestNamespace::create(&client, "auth-team").await;
     // the listings' operator watches a namespace of no Eru: its journal holds only the rows below
-    let operator = Operator::start(&client, &ids.name, &["--http-auth", "kubernetes"]).await;
+    let operator = Operator::start(&client, &ids.name, &AUTH).await;
     assert!(operator.url("/").starts_with("https://"));
     journal_rows(&operator, &a.name, &b.name);
 
@@ -510,7 +516,7 @@ async fn each_identity_reads_exactly_what_the_cluster_grants_it() {
 /// holds the journal's folder.
 async fn real_ledgers(client: &Client, a: &str, b: &str, token: &str) -> (Operator, Operator) {
     let mut before = Operator::start(client, b, &[]).await;
-    let mut then = Operator::prepare(client, a, &["--http-auth", "kubernetes"], &[], None).await;
+    let mut then = Operator::prepare(client, a, &AUTH, &[], None).await;
     then.database = before.database.clone();
     then.database_url = before.database_url.clone();
     then.token = Some(token.to_string());
@@ -569,6 +575,8 @@ async fn a_token_for_another_audience_is_refused() {
         &[
             "--http-auth",
             "kubernetes",
+            "--http-caller-reviews",
+            "10000",
             "--http-token-audiences",
             "eru-operator-test,other",
         ],

@@ -68,7 +68,7 @@ pub(super) async fn contract_headers(response: Response) -> Response {
 pub struct ApiError {
     status: StatusCode,
     message: String,
-    /// Seconds for a `Retry-After` header (a 503 over the query cap).
+    /// Seconds for a `Retry-After` header (a 503 over a cap, a 429 over the caller's allowance).
     retry_after: Option<u32>,
 }
 
@@ -91,6 +91,16 @@ impl ApiError {
         Self {
             retry_after: Some(limits::RETRY_AFTER_SECONDS),
             ..Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
+        }
+    }
+}
+
+impl ApiError {
+    /// A 429 with `Retry-After` `seconds` and `message`: the caller spent its allowance.
+    pub(super) fn too_many(message: impl Into<String>, seconds: u32) -> Self {
+        Self {
+            retry_after: Some(seconds),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, message)
         }
     }
 }
@@ -126,7 +136,12 @@ pub(super) const AUTHENTICATE: &str =
     "With --http-auth kubernetes: no bearer token, or one the cluster does not accept (TokenReview)";
 /// A 403's description.
 pub(super) const AUTHORISE: &str = "With --http-auth kubernetes: the caller may not get erus/history in the \
-namespace named, or (an audit without namespace) cluster-wide";
+namespace named, or (an audit without namespace) cluster-wide; or, a listing without namespace by a caller \
+without the cluster-wide grant, finding the namespaces it may read would take more access reviews than \
+one caller may cause per 20 s (--http-caller-reviews): name a namespace";
+/// A 429's description.
+pub(super) const OVER_BUDGET: &str = "With --http-auth kubernetes: the caller spent the access reviews it may \
+cause per 20 s (--http-caller-reviews); Retry-After says when its allowance is renewed";
 /// A 414's description (a query string can be long enough).
 pub(super) const TOO_LONG: &str = "The request target (path and query) is over 8 KiB";
 /// A journal endpoint's 503.

@@ -17,6 +17,16 @@
 //! that exists, so no grant is missed. Every answer is cached for [`TTL`]; a review that fails
 //! (API server down, the operator's RBAC missing) refuses with a 503: closed, never open.
 //!
+//! What an authenticated caller may cost: every SubjectAccessReview a caller causes (an answer
+//! not cached) is charged to its allowance, `--http-caller-reviews` per [`TTL`] window, keyed by
+//! its user name (not by the token: a caller minting tokens gets no new allowance). Its reviews in
+//! flight are [`CALLER_AT_ONCE`] at most, so one caller never holds every place of the shared
+//! cap, and one sweep of the namespaces per caller runs at a time (the next finds the answers
+//! cached). A sweep is counted before it starts: more reviews than the whole allowance is a 403
+//! that says to name a namespace (it could never be answered whole), more than what is left of
+//! it a 429 with `Retry-After` (the window's end); a listing is never answered from a part of
+//! the namespaces.
+//!
 //! What an unauthenticated caller may cost: each new token is one TokenReview, and the reviews
 //! in flight are capped (`--http-max-reviews` of each kind): a request that needs one more gets a
 //! 503 with `Retry-After` at once, without waiting and without a review. The kinds are apart, so
@@ -31,7 +41,14 @@
 //! the TokenReview's `spec.audiences`, checked in its status, as client-go's webhook
 //! authenticator does).
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use futures::StreamExt;
 use k8s_openapi::api::{
@@ -59,8 +76,11 @@ pub const TTL: Duration = Duration::from_secs(20);
 pub const CAPACITY: u64 = 10_000;
 /// Namespaces reviewed for a caller without a cluster-wide grant, at most.
 pub const MAX_NAMESPACES: u32 = 1_000;
-/// Reviews in flight for one caller at once.
-const REVIEWS_AT_ONCE: usize = 8;
+/// Access reviews of one caller in flight at once (a quarter of the default cap on them): one
+/// caller cannot hold every place.
+const CALLER_AT_ONCE: usize = 4;
+/// Access reviews one caller may cause per [`TTL`] when `--http-caller-reviews` is not given.
+pub const DEFAULT_CALLER_REVIEWS: u32 = 128;
 /// A review the API server has not answered by then fails (closed).
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
 /// The reviews in flight of each kind when `--http-max-reviews` is not given.
@@ -92,6 +112,9 @@ pub enum Refusal {
     Unavailable(String),
     /// 503 with `Retry-After`: the reviews in flight are at their cap.
     Busy,
+    /// 429 with `Retry-After` (seconds): the caller's allowance of access reviews is spent for
+    /// this window.
+    OverBudget(String, u32),
 }
 
 /// What a question is about.
@@ -121,6 +144,8 @@ pub struct AuthOptions {
     /// `--http-max-reviews`: reviews in flight at once, of each kind (strangers' tokens,
     /// returning tokens, access reviews).
     pub max_reviews: usize,
+    /// `--http-caller-reviews`: SubjectAccessReviews one caller may cause per [`TTL`].
+    pub caller_reviews: u32,
 }
 
 impl Default for AuthOptions {
@@ -128,7 +153,54 @@ impl Default for AuthOptions {
         Self {
             audiences: Vec::new(),
             max_reviews: DEFAULT_MAX_REVIEWS,
+            caller_reviews: DEFAULT_CALLER_REVIEWS,
         }
+    }
+}
+
+/// One caller's allowance of access reviews for one window (its cache entry lives the window).
+struct Allowance {
+    /// Reviews charged in this window.
+    spent: AtomicU32,
+    /// A place per review of this caller in flight.
+    at_once: Semaphore,
+    /// Held by the caller's namespace sweep: one at a time.
+    sweep: tokio::sync::Mutex<()>,
+    began: Instant,
+}
+
+impl Allowance {
+    fn new() -> Self {
+        Self {
+            spent: AtomicU32::new(0),
+            at_once: Semaphore::new(CALLER_AT_ONCE),
+            sweep: tokio::sync::Mutex::new(()),
+            began: Instant::now(),
+        }
+    }
+
+    /// Charges one review if fewer than `limit` were charged.
+    fn charge(&self, limit: u32) -> bool {
+        (self.spent)
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |spent| {
+                (spent < limit).then_some(spent + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back a charge whose review was not sent.
+    fn refund(&self) {
+        let _ = (self.spent).fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| s.checked_sub(1));
+    }
+
+    fn left(&self, limit: u32) -> u32 {
+        limit.saturating_sub(self.spent.load(Ordering::SeqCst))
+    }
+
+    /// Whole seconds until this window ends (at least 1): the 429's `Retry-After`.
+    fn retry_after(&self, window: Duration) -> u32 {
+        let left = window.saturating_sub(self.began.elapsed());
+        u32::try_from(left.as_secs() + 1).unwrap_or(u32::MAX)
     }
 }
 
@@ -153,6 +225,11 @@ pub struct Auth {
     identities: Cache<[u8; 32], Result<Identity, String>>,
     decisions: Cache<(Identity, Question), bool>,
     namespaces: Cache<(), Arc<Vec<String>>>,
+    /// By user name: what each caller may still cost in its window.
+    allowances: Cache<String, Arc<Allowance>>,
+    caller_reviews: u32,
+    /// The allowances' window: the answers' TTL (an answer cached costs nothing).
+    window: Duration,
 }
 
 /// The review kinds of `eru_http_access_reviews_total`.
@@ -167,6 +244,9 @@ enum ReviewResult {
     Failed,
     /// Not sent: `--http-max-reviews` of its kind were in flight.
     OverCap,
+    /// Not sent: the caller's `--http-caller-reviews` for the window were spent (a 429), or a
+    /// sweep of the namespaces would spend more than all of them (a 403).
+    OverBudget,
 }
 
 impl ReviewResult {
@@ -185,7 +265,7 @@ impl Auth {
         let counted = counter(
             metrics.registry(),
             "eru_http_access_reviews_total",
-            "Requests of the HTTP API's access checks to the API server (--http-auth kubernetes) by review (token: TokenReview, access: SubjectAccessReview, namespaces: the namespace list) and result (answered, failed: an error or no answer in 5 s, over_cap: not sent, --http-max-reviews of its kind were in flight; the request got a 503).",
+            "Requests of the HTTP API's access checks to the API server (--http-auth kubernetes) by review (token: TokenReview, access: SubjectAccessReview, namespaces: the namespace list) and result (answered, failed: an error or no answer in 5 s, over_cap: not sent, --http-max-reviews of its kind were in flight, the request got a 503; over_budget: SubjectAccessReviews not sent, the caller's --http-caller-reviews per 20 s were spent or a namespace sweep needed more, the request got a 429 or 403).",
             &["review", "result"],
         );
         for review in REVIEWS {
@@ -207,7 +287,25 @@ impl Auth {
             identities: cache(ttl),
             decisions: cache(ttl),
             namespaces: cache(ttl),
+            allowances: cache(ttl),
+            caller_reviews: options.caller_reviews.max(1),
+            window: ttl,
         }
+    }
+
+    /// `who`'s allowance in the current window (a new one once the last window ended).
+    async fn allowance(&self, who: &Identity) -> Arc<Allowance> {
+        (self.allowances)
+            .get_with(who.user.clone(), async { Arc::new(Allowance::new()) })
+            .await
+    }
+
+    /// Counts `reviews` SubjectAccessReviews not sent for a caller's allowance.
+    fn over_budget(&self, reviews: usize) {
+        (self
+            .counted
+            .with_label_values(&["access", ReviewResult::OverBudget.label()]))
+        .inc_by(reviews as u64);
     }
 
     /// The caller a request's `Authorization: Bearer <token>` stands for.
@@ -339,13 +437,47 @@ impl Auth {
                 who.user
             )));
         }
+        self.sweep(who).await.map(Some)
+    }
+
+    /// The namespaces `who` may read history of, one review per namespace whose answer is not
+    /// cached, all within `who`'s allowance or none (a 403 when the whole allowance would not
+    /// do, a 429 when what is left of it would not): never a part of them.
+    async fn sweep(&self, who: &Identity) -> Result<Vec<String>, Refusal> {
         let namespaces = self.namespaces().await?;
+        let allowance = self.allowance(who).await;
+        // one sweep of a caller at a time: a crowd of its requests waits for the first, then
+        // finds the answers cached
+        let _sweeping = allowance.sweep.lock().await;
+        let question = |ns: &str| (who.clone(), Question::History(Some(ns.to_string())));
+        let unknown = (namespaces.iter())
+            .filter(|ns| !self.decisions.contains_key(&question(ns)))
+            .count();
+        // the cluster-wide question is asked again with them (its answer lives as long as
+        // theirs): a sweep that fits only beside it could never be answered
+        if unknown + 1 > self.caller_reviews as usize {
+            self.over_budget(unknown);
+            return Err(Refusal::Forbidden(format!(
+                "{} may not read Eru history cluster-wide, and finding which of the cluster's {} \
+                 namespaces they may read would take {} access reviews, more than the {} \
+                 one caller may cause per {} s (--http-caller-reviews); name a namespace (namespace=...)",
+                who.user,
+                namespaces.len(),
+                unknown + 1,
+                self.caller_reviews,
+                self.window.as_secs()
+            )));
+        }
+        if unknown > allowance.left(self.caller_reviews) as usize {
+            self.over_budget(unknown);
+            return Err(self.spent(who, &allowance));
+        }
         let answers: Vec<Result<(String, bool), Refusal>> = futures::stream::iter(namespaces.iter().cloned())
             .map(|ns: String| async move {
                 let allowed = self.allowed(who, Question::History(Some(ns.clone()))).await?;
                 Ok((ns, allowed))
             })
-            .buffer_unordered(REVIEWS_AT_ONCE)
+            .buffer_unordered(CALLER_AT_ONCE)
             .collect()
             .await;
         let mut permitted = Vec::new();
@@ -356,7 +488,22 @@ impl Auth {
             }
         }
         permitted.sort();
-        Ok(Some(permitted))
+        Ok(permitted)
+    }
+
+    /// The 429 of a caller whose allowance is spent for this window.
+    fn spent(&self, who: &Identity, allowance: &Allowance) -> Refusal {
+        Refusal::OverBudget(
+            format!(
+                "{} caused the {} access reviews one caller may cause per {} s \
+                 (--http-caller-reviews); retry after the Retry-After seconds, or name a namespace \
+                 (namespace=...) already checked",
+                who.user,
+                self.caller_reviews,
+                self.window.as_secs()
+            ),
+            allowance.retry_after(self.window),
+        )
     }
 
     /// The cluster's namespaces (names only), first [`MAX_NAMESPACES`] in the API server's order.
@@ -377,28 +524,47 @@ impl Auth {
             .map_err(|refusal: Arc<Refusal>| (*refusal).clone())
     }
 
+    /// `who`'s answer to `question`: cached, or a SubjectAccessReview charged to `who`'s
+    /// allowance.
     async fn allowed(&self, who: &Identity, question: Question) -> Result<bool, Refusal> {
         let key = (who.clone(), question.clone());
         let ask = async {
-            let review = SubjectAccessReview {
-                spec: access_review(who, &question),
-                ..SubjectAccessReview::default()
-            };
-            let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-            let answer = (self.review(&self.access, "access", "SubjectAccessReview", async move {
-                api.create(&PostParams::default(), &review).await
-            }))
-            .await?;
-            let status = answer.status.unwrap_or_default();
-            if let Some(error) = status.evaluation_error.filter(|_| !status.allowed) {
-                // an authorizer that could not decide: refused, and said why in the log
-                tracing::warn!(%error, user = %who.user, "a SubjectAccessReview could not be evaluated");
+            let allowance = self.allowance(who).await;
+            let _mine = (allowance.at_once.acquire().await)
+                .map_err(|_| Refusal::Unavailable("the access checks are stopping".into()))?;
+            if !allowance.charge(self.caller_reviews) {
+                self.over_budget(1);
+                return Err(self.spent(who, &allowance));
             }
-            Ok::<_, Refusal>(status.allowed)
+            let answer = self.review_access(who, &question).await;
+            if answer == Err(Refusal::Busy) {
+                // not sent: not charged
+                allowance.refund();
+            }
+            answer
         };
         (self.decisions.try_get_with(key, ask))
             .await
             .map_err(|refusal| (*refusal).clone())
+    }
+
+    /// One SubjectAccessReview of `question` for `who`, within the shared cap.
+    async fn review_access(&self, who: &Identity, question: &Question) -> Result<bool, Refusal> {
+        let review = SubjectAccessReview {
+            spec: access_review(who, question),
+            ..SubjectAccessReview::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let answer = (self.review(&self.access, "access", "SubjectAccessReview", async move {
+            api.create(&PostParams::default(), &review).await
+        }))
+        .await?;
+        let status = answer.status.unwrap_or_default();
+        if let Some(error) = status.evaluation_error.filter(|_| !status.allowed) {
+            // an authorizer that could not decide: refused, and said why in the log
+            tracing::warn!(%error, user = %who.user, "a SubjectAccessReview could not be evaluated");
+        }
+        Ok(status.allowed)
     }
 }
 
@@ -511,8 +677,8 @@ mod tests {
     async fn reviews_past_the_cap_are_refused_at_once_and_one_token_is_reviewed_once() {
         let (open, requests) = (Arc::new(Semaphore::new(0)), Arc::new(AtomicUsize::new(0)));
         let options = AuthOptions {
-            audiences: Vec::new(),
             max_reviews: 2,
+            ..AuthOptions::default()
         };
         let auth = Arc::new(Auth::new(
             api_server(open.clone(), requests.clone()),
@@ -623,6 +789,228 @@ mod tests {
             Err(Refusal::Forbidden(_))
         ));
         assert_eq!(reviews.load(Ordering::SeqCst), 2);
+    }
+
+    /// A cluster of `namespaces` namespaces whose SubjectAccessReviews answer `grant(user,
+    /// namespace)` (namespace "": cluster-wide), each once `open` lets it (`None`: at once);
+    /// counts the reviews and the most in flight at once.
+    struct Cluster {
+        reviews: Arc<AtomicUsize>,
+        most_at_once: Arc<AtomicUsize>,
+    }
+
+    fn cluster(
+        namespaces: usize,
+        grant: fn(&str, &str) -> bool,
+        open: Option<Arc<Semaphore>>,
+    ) -> (Client, Cluster) {
+        let (reviews, in_flight, most) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let counted = Cluster {
+            reviews: reviews.clone(),
+            most_at_once: most.clone(),
+        };
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let (reviews, in_flight, most, open) =
+                (reviews.clone(), in_flight.clone(), most.clone(), open.clone());
+            async move {
+                if request.uri().path().ends_with("/namespaces") {
+                    let items: Vec<_> = (0..namespaces)
+                        .map(|i| serde_json::json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": {"name": format!("ns-{i}")}}))
+                        .collect();
+                    let list = serde_json::json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {}, "items": items});
+                    return Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from(
+                        list.to_string(),
+                    )));
+                }
+                assert!(
+                    request.uri().path().ends_with("/subjectaccessreviews"),
+                    "{}",
+                    request.uri()
+                );
+                reviews.fetch_add(1, Ordering::SeqCst);
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                let body = axum::body::to_bytes(axum::body::Body::new(request.into_body()), usize::MAX)
+                    .await
+                    .unwrap();
+                let review: SubjectAccessReview = serde_json::from_slice(&body).unwrap();
+                let user = review.spec.user.unwrap_or_default();
+                let namespace =
+                    (review.spec.resource_attributes.and_then(|a| a.namespace)).unwrap_or_default();
+                if let Some(open) = open {
+                    open.acquire().await.unwrap().forget();
+                }
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                let answer = serde_json::json!({
+                    "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {}, "status": {"allowed": grant(&user, &namespace)}
+                });
+                Ok(http::Response::new(axum::body::Body::from(answer.to_string())))
+            }
+        });
+        (Client::new(service, "default"), counted)
+    }
+
+    fn caller(user: &str) -> Identity {
+        Identity {
+            user: user.into(),
+            uid: String::new(),
+            groups: Vec::new(),
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// nobody: no grant; reader: ns-1 and ns-3; admin: cluster-wide.
+    fn grants(user: &str, namespace: &str) -> bool {
+        match user {
+            "admin" => true,
+            "reader" => namespace == "ns-1" || namespace == "ns-3",
+            _ => false,
+        }
+    }
+
+    fn counted(auth: &Auth, result: &str) -> u64 {
+        auth.counted.with_label_values(&["access", result]).get()
+    }
+
+    /// More namespaces than a caller's allowance: an unscoped listing by a caller without the
+    /// cluster-wide grant is a 403 at once, after the one cluster-wide review and none per
+    /// namespace (mutation: no count before the sweep: 40 reviews, then a 429 midway).
+    #[tokio::test]
+    async fn a_sweep_larger_than_the_allowance_is_refused_before_any_review() {
+        let (client, cluster) = cluster(40, grants, None);
+        let auth = Auth::new(client, AuthOptions::default(), &Metrics::new());
+        let refused = auth.scope(&caller("nobody"), None, false).await;
+        assert!(
+            matches!(&refused, Err(Refusal::Forbidden(why)) if why.contains("namespace=")),
+            "{refused:?}"
+        );
+        assert_eq!(
+            cluster.reviews.load(Ordering::SeqCst),
+            1,
+            "the cluster-wide review only"
+        );
+        assert_eq!(counted(&auth, "over_budget"), 40);
+        // the cluster-wide grant needs no sweep; a scoped request is one review
+        assert_eq!(auth.scope(&caller("admin"), None, false).await, Ok(None));
+        assert_eq!(auth.scope(&caller("reader"), Some("ns-3"), false).await, Ok(None));
+        assert_eq!(cluster.reviews.load(Ordering::SeqCst), 3);
+    }
+
+    /// A crowd of one caller's unscoped listings costs one sweep: the first reviews each
+    /// namespace once, the others wait for it and answer from the cache, whole.
+    #[tokio::test]
+    async fn a_crowd_of_one_callers_listings_costs_one_sweep() {
+        let (client, cluster) = cluster(20, grants, None);
+        let auth = Arc::new(Auth::new(client, AuthOptions::default(), &Metrics::new()));
+        let crowd: Vec<_> = (0..100)
+            .map(|i| {
+                let auth = auth.clone();
+                let who = caller(if i % 2 == 0 { "nobody" } else { "reader" });
+                tokio::spawn(async move { auth.scope(&who, None, false).await })
+            })
+            .collect();
+        for (i, answer) in futures::future::join_all(crowd).await.into_iter().enumerate() {
+            let expected = if i % 2 == 0 {
+                vec![]
+            } else {
+                vec!["ns-1".to_string(), "ns-3".into()]
+            };
+            assert_eq!(answer.unwrap(), Ok(Some(expected)));
+        }
+        // each caller: the cluster-wide review and one per namespace
+        assert_eq!(cluster.reviews.load(Ordering::SeqCst), 2 * (1 + 20));
+        assert_eq!(counted(&auth, "over_budget"), 0);
+    }
+
+    /// Past its allowance a caller gets a 429 with the window's end as Retry-After, and no
+    /// review is sent; another caller is not affected; a new window renews it.
+    #[tokio::test]
+    async fn a_spent_allowance_is_a_429_until_the_window_ends() {
+        let ttl = Duration::from_millis(500);
+        let (client, cluster) = cluster(4, grants, None);
+        let options = AuthOptions {
+            caller_reviews: 5,
+            ..AuthOptions::default()
+        };
+        let auth = Auth::answers_kept(client, options, &Metrics::new(), ttl);
+        let nobody = caller("nobody");
+        for i in 0..5 {
+            let refused = auth.scope(&nobody, Some(&format!("made-up-{i}")), false).await;
+            assert!(matches!(refused, Err(Refusal::Forbidden(_))), "{refused:?}");
+        }
+        let spent = auth.scope(&nobody, Some("made-up-5"), false).await;
+        assert!(matches!(spent, Err(Refusal::OverBudget(_, 1))), "{spent:?}");
+        // an answer cached costs nothing
+        assert!(matches!(
+            auth.scope(&nobody, Some("made-up-0"), false).await,
+            Err(Refusal::Forbidden(_))
+        ));
+        // a new token of the same user (another Identity: its credential id) gets no new allowance
+        let mut minted = nobody.clone();
+        minted.extra.insert(
+            "authentication.kubernetes.io/credential-id".into(),
+            vec!["JTI=2".into()],
+        );
+        assert!(matches!(
+            auth.scope(&minted, Some("made-up-6"), false).await,
+            Err(Refusal::OverBudget(..))
+        ));
+        // a sweep (1 + 4 reviews): a 429, not a part of the namespaces
+        assert!(matches!(
+            auth.scope(&nobody, None, false).await,
+            Err(Refusal::OverBudget(..))
+        ));
+        assert_eq!(cluster.reviews.load(Ordering::SeqCst), 5);
+        assert_eq!(
+            auth.scope(&caller("reader"), None, false).await,
+            Ok(Some(vec!["ns-1".into(), "ns-3".into()]))
+        );
+        tokio::time::sleep(ttl * 2).await;
+        assert_eq!(auth.scope(&nobody, None, false).await, Ok(Some(vec![])));
+    }
+
+    /// One caller's reviews in flight are at most [`CALLER_AT_ONCE`]: the shared cap keeps
+    /// places for the others (mutation: no per-caller semaphore: 16 at once).
+    #[tokio::test]
+    async fn one_caller_holds_a_few_places_of_the_shared_cap() {
+        let open = Arc::new(Semaphore::new(0));
+        let (client, cluster) = cluster(30, grants, Some(open.clone()));
+        let auth = Arc::new(Auth::new(client, AuthOptions::default(), &Metrics::new()));
+        let crowd: Vec<_> = (0..30)
+            .map(|i| {
+                let auth = auth.clone();
+                tokio::spawn(async move {
+                    auth.scope(&caller("nobody"), Some(&format!("ns-{i}")), false)
+                        .await
+                })
+            })
+            .collect();
+        while cluster.reviews.load(Ordering::SeqCst) < CALLER_AT_ONCE {
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(cluster.most_at_once.load(Ordering::SeqCst), CALLER_AT_ONCE);
+        // another caller still gets a place
+        let admin = {
+            let auth = auth.clone();
+            tokio::spawn(async move { auth.scope(&caller("admin"), None, false).await })
+        };
+        while cluster.reviews.load(Ordering::SeqCst) < CALLER_AT_ONCE + 1 {
+            tokio::task::yield_now().await;
+        }
+        open.add_permits(1_000);
+        assert_eq!(admin.await.unwrap(), Ok(None));
+        for answer in futures::future::join_all(crowd).await {
+            assert!(matches!(answer.unwrap(), Err(Refusal::Forbidden(_))));
+        }
+        assert_eq!(cluster.reviews.load(Ordering::SeqCst), 31);
     }
 
     #[test]

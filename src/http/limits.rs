@@ -138,6 +138,7 @@ impl From<Refusal> for ApiError {
             Refusal::Busy => {
                 ApiError::retry_later("too many access reviews at once; retry after the Retry-After seconds")
             }
+            Refusal::OverBudget(why, seconds) => ApiError::too_many(why, seconds),
         }
     }
 }

@@ -7,7 +7,7 @@
 //! the refusals of a crowd of callers (a flood of made-up tokens is answered by thousands of fast
 //! 401s and 503s a second) queue on that one thread, never among the reconciles' tasks, and
 //! take at most one core, less when the reconciles want theirs. After a refusal (a 401, or a 503
-//! with `Retry-After`) a connection's next request is read only [`PAUSE`] later: a client that
+//! or 429 with `Retry-After`) a connection's next request is read only [`PAUSE`] later: a client that
 //! ignores `Retry-After` and loops on its connection gets one answer a second, not thousands.
 
 use std::{
@@ -41,6 +41,8 @@ const MAX_HEADER_COUNT: usize = 100;
 const DRAIN: Duration = Duration::from_secs(10);
 /// Open connections at most when `--http-max-connections` is not given.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Open connections of the probe listener at most: the kubelet opens one per probe.
+pub const PROBE_CONNECTIONS: usize = 32;
 
 /// The nice value of the HTTP thread: about a tenth of a normal thread's CPU weight when both
 /// want the same core (the probes are still answered within milliseconds, unlike a
@@ -110,6 +112,25 @@ pub async fn serve_with(
     max_connections: usize,
     shutdown: impl Future<Output = ()>,
 ) {
+    serve_on(listener, app, tls, max_connections, true, shutdown).await
+}
+
+/// The probe listener (`--probe-address`): plain HTTP, [`PROBE_CONNECTIONS`] open at most, one
+/// request a connection (no keep-alive: an idle connection holds no place), the same deadline on
+/// a request's headers.
+pub async fn serve_probes(listener: TcpListener, app: Router, shutdown: impl Future<Output = ()>) {
+    serve_on(listener, app, None, PROBE_CONNECTIONS, false, shutdown).await
+}
+
+/// [`serve_with`], with `keep_alive` or one request per connection.
+async fn serve_on(
+    listener: TcpListener,
+    app: Router,
+    tls: Option<TlsAcceptor>,
+    max_connections: usize,
+    keep_alive: bool,
+    shutdown: impl Future<Output = ()>,
+) {
     let (stop, stopping) = watch::channel(false);
     let mut connections = JoinSet::new();
     let max_connections = max_connections.max(1);
@@ -139,9 +160,9 @@ pub async fn serve_with(
                 let (app, tls, stopping) = (app.clone(), tls.clone(), stopping.clone());
                 connections.spawn(async move {
                     match tls {
-                        None => connection(tcp, app, stopping).await,
+                        None => connection(tcp, app, stopping, keep_alive).await,
                         Some(tls) => match tokio::time::timeout(HANDSHAKE, tls.accept(tcp)).await {
-                            Ok(Ok(stream)) => connection(stream, app, stopping).await,
+                            Ok(Ok(stream)) => connection(stream, app, stopping, keep_alive).await,
                             Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                             Err(_) => tracing::debug!("TLS handshake timed out"),
                         },
@@ -165,11 +186,12 @@ pub async fn serve_with(
 /// `Retry-After`): its `Retry-After`, enforced. The refusal itself is sent at once.
 const PAUSE: Duration = Duration::from_secs(super::limits::RETRY_AFTER_SECONDS as u64);
 
-/// Whether `response` refuses its caller: a 401, or a 503 that says when to come back.
+/// Whether `response` refuses its caller: a 401, or a 503 or 429 that says when to come back.
 fn refusal(response: &axum::response::Response) -> bool {
+    use axum::http::StatusCode;
     let status = response.status();
-    status == axum::http::StatusCode::UNAUTHORIZED
-        || (status == axum::http::StatusCode::SERVICE_UNAVAILABLE
+    status == StatusCode::UNAUTHORIZED
+        || ((status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS)
             && response.headers().contains_key(axum::http::header::RETRY_AFTER))
 }
 
@@ -224,9 +246,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Paused<I> {
     }
 }
 
-/// One connection's requests, until it closes or a stop is asked; after a refusal its next
-/// request is read [`PAUSE`] later.
-async fn connection<I>(io: I, app: Router, mut stopping: watch::Receiver<bool>)
+/// One connection's requests (one without `keep_alive`), until it closes or a stop is asked;
+/// after a refusal its next request is read [`PAUSE`] later.
+async fn connection<I>(io: I, app: Router, mut stopping: watch::Receiver<bool>, keep_alive: bool)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -249,6 +271,7 @@ where
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
+        .keep_alive(keep_alive)
         .header_read_timeout(HANDSHAKE)
         .max_buf_size(MAX_HEAD)
         .max_headers(MAX_HEADER_COUNT);
@@ -317,11 +340,15 @@ mod tests {
                 "/busy",
                 get(|| async { (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "1")]) }),
             )
+            .route(
+                "/spent",
+                get(|| async { (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "7")]) }),
+            )
             .route("/failed", get(|| async { StatusCode::SERVICE_UNAVAILABLE }))
             .route("/ok", get(|| async { "ok" }));
         let (mut client, server) = tokio::io::duplex(64 * 1024);
         let (_stop, stopping) = watch::channel(false);
-        tokio::spawn(connection(server, app, stopping));
+        tokio::spawn(connection(server, app, stopping, true));
         let mut waited = Vec::new();
         for (path, status) in [
             ("/ok", "200"),
@@ -331,6 +358,8 @@ mod tests {
             ("/ok", "200"),
             ("/failed", "503"),
             ("/ok", "200"),
+            ("/spent", "429"),
+            ("/ok", "200"),
         ] {
             let sent = tokio::time::Instant::now();
             let line = ask(&mut client, path).await;
@@ -338,7 +367,37 @@ mod tests {
             waited.push(sent.elapsed());
         }
         let zero = Duration::ZERO;
-        // after the 401 and the 503 with Retry-After: paused; after an answer or a plain 503: not
-        assert_eq!(waited, [zero, zero, PAUSE, zero, PAUSE, zero, zero]);
+        // after the 401, the 503 and the 429 with Retry-After: paused; after an answer or a plain
+        // 503: not
+        assert_eq!(waited, [zero, zero, PAUSE, zero, PAUSE, zero, zero, zero, PAUSE]);
+    }
+
+    /// The probe listener answers one request per connection and closes it: an idle client
+    /// holds none of its few places.
+    #[tokio::test]
+    async fn the_probe_listener_closes_each_connection_after_its_answer() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let app = Router::new().route("/healthz", get(|| async { "ok" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_probes(listener, app, async {
+            let _ = stopped.await;
+        }));
+        let mut client = tokio::net::TcpStream::connect(address).await.unwrap();
+        (client
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: eru\r\n\r\n")
+            .await)
+            .unwrap();
+        let mut answer = String::new();
+        // read to the end: the server closes the connection after one answer
+        (client.read_to_string(&mut answer).await).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("connection: close"),
+            "{answer}"
+        );
+        assert!(answer.ends_with("ok"), "{answer}");
+        let _ = stop.send(());
+        server.await.unwrap();
     }
 }

@@ -118,3 +118,33 @@ operator's ClusterRoles and bindings, FlowSchemas, priority levels) carry the fu
 {{- define "eru-operator.controllers" -}}
 eru{{ if .Values.controllers.podset.enabled }},podset{{ end }}{{ if .Values.controllers.memcached.enabled }},memcached{{ end }}
 {{- end }}
+
+{{/* The Eru controller's namespaced rules: in its ClusterRole, or with watchNamespace in a Role
+of that namespace (templates/rbac.yaml). */}}
+{{- define "eru-operator.namespacedRules" -}}
+# Watch Erus; create/patch/delete the Erus auto-created from workload annotations.
+- apiGroups: ["mtsre.meitu.com"]
+  resources: ["erus"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["mtsre.meitu.com"]
+  resources: ["erus/status"]
+  verbs: ["get", "patch"]
+# Eru targets: watched and restarted (the restart patch); no create, no delete.
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets"]
+  verbs: ["get", "list", "watch", "patch"]
+# Blocking-pod health gates.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+# PodDisruptionBudget health gates.
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["list"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
