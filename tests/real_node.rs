@@ -40,6 +40,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Node, PersistentVolumeClaim, Pod},
 };
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use serde_json::{Value, json};
 
@@ -283,13 +284,18 @@ async fn the_chart_runs_the_image_on_the_real_node() {
         container.image.as_deref(),
         Some(format!("{repository}:{tag}").as_str())
     );
-    // Ready through its HTTPS probes, which the kubelet ran against the Pod's own address
+    // Ready through its probes, which the kubelet ran against the Pod's own address: plain HTTP
+    // on the probes' own port, apart from the API's (HTTPS, capped connections)
     for probe in [&container.readiness_probe, &container.liveness_probe] {
-        let scheme = probe
+        let get = probe
             .as_ref()
             .and_then(|p| p.http_get.as_ref())
-            .and_then(|h| h.scheme.clone());
-        assert_eq!(scheme.as_deref(), Some("HTTPS"), "{container:?}");
+            .expect("an HTTP probe");
+        assert_eq!(
+            (get.scheme.as_deref(), &get.port),
+            (Some("HTTP"), &IntOrString::String("probes".into())),
+            "{container:?}"
+        );
     }
     let status = pod.status.clone().unwrap();
     let pod_ip = status.pod_ip.clone().expect("a Pod address from the CNI bridge");
@@ -330,6 +336,56 @@ async fn the_chart_runs_the_image_on_the_real_node() {
     let (status, body) = common::get(&format!("https://127.0.0.1:{}/readyz", forward.port));
     assert_eq!(status, 200, "{body}");
     println!("operator Pod {} on {node} at {pod_ip}, pid {pid}", pod.name_any());
+    connection_flood_leaves_the_probes_answering(&client, &pod, &pod_ip).await;
+}
+
+/// 1,000 idle connections tried on the API port (its cap is 512) and held for 40 s, longer than
+/// the liveness probe's three failures (10 s apart): the kubelet keeps the Pod Ready and never
+/// restarts it, as its probes reach the probes' own port; `/readyz` there answers meanwhile.
+async fn connection_flood_leaves_the_probes_answering(client: &Client, pod: &Pod, pod_ip: &str) {
+    let ports = (pod.spec.as_ref().unwrap().containers[0].ports.clone()).unwrap_or_default();
+    let port = |probes: bool| {
+        let found = ports
+            .iter()
+            .find(|p| (p.name.as_deref() == Some("probes")) == probes);
+        found.expect("the container's ports").container_port
+    };
+    let (api, probes) = (port(false), port(true));
+    let tries = (0..1000).map(|_| {
+        let to = format!("{pod_ip}:{api}");
+        tokio::spawn(async move {
+            tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(to))
+                .await
+                .ok()?
+                .ok()
+        })
+    });
+    let mut held = Vec::new();
+    for attempt in tries.collect::<Vec<_>>() {
+        held.extend(attempt.await.unwrap());
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let (started, mut answered, mut asked) = (Instant::now(), 0, 0);
+    while started.elapsed() < Duration::from_secs(40) {
+        let now = pods.get(&pod.name_any()).await.unwrap();
+        let container = &now.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
+        assert!(
+            ready(&now) && container.restart_count == 0,
+            "the flood made the Pod unready or restarted it: {container:?}"
+        );
+        asked += 1;
+        let agent = common::agent(Some(Duration::from_secs(2)));
+        if let Ok(response) = agent.get(&format!("http://{pod_ip}:{probes}/readyz")).call() {
+            answered += usize::from(response.status() == 200);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    println!(
+        "{} idle connections held on the API port for 40 s: the Pod stayed Ready, /readyz on the probes' port answered {answered} of {asked}",
+        held.len()
+    );
+    assert!(held.len() >= 512, "only {} connections opened", held.len());
+    assert_eq!(answered, asked, "/readyz on the probes' port went unanswered");
 }
 
 /// One sample of the workload's Pods.
