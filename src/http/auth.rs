@@ -879,10 +879,12 @@ mod tests {
 
     /// More namespaces than a caller's allowance: an unscoped listing by a caller without the
     /// cluster-wide grant is a 403 at once, after the one cluster-wide review and none per
-    /// namespace (mutation: no count before the sweep: 40 reviews, then a 429 midway).
+    /// namespace (mutation: no count before the sweep: a review per namespace, then a 429
+    /// midway).
     #[tokio::test]
     async fn a_sweep_larger_than_the_allowance_is_refused_before_any_review() {
-        let (client, cluster) = cluster(40, grants, None);
+        let namespaces = DEFAULT_CALLER_REVIEWS as usize + 8;
+        let (client, cluster) = cluster(namespaces, grants, None);
         let auth = Auth::new(client, AuthOptions::default(), &Metrics::new());
         let refused = auth.scope(&caller("nobody"), None, false).await;
         assert!(
@@ -894,7 +896,7 @@ mod tests {
             1,
             "the cluster-wide review only"
         );
-        assert_eq!(counted(&auth, "over_budget"), 40);
+        assert_eq!(counted(&auth, "over_budget"), namespaces as u64);
         // the cluster-wide grant needs no sweep; a scoped request is one review
         assert_eq!(auth.scope(&caller("admin"), None, false).await, Ok(None));
         assert_eq!(auth.scope(&caller("reader"), Some("ns-3"), false).await, Ok(None));
