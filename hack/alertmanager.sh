@@ -71,7 +71,9 @@ ready() {
 wait_ready() {
   local deadline=$((SECONDS + 20))
   until ready; do
-    running || { tail -n 30 "$state/alertmanager.log" >&2 || true; die "alertmanager exited"; }
+    # alive: the PID just started (not `running`: until setsid execs the server, its command
+    # line is still this script's, which once read as "exited" on a loaded machine)
+    kill -0 "$(pid)" 2>/dev/null || { tail -n 30 "$state/alertmanager.log" >&2 || true; die "alertmanager exited"; }
     [ $SECONDS -lt $deadline ] || { tail -n 30 "$state/alertmanager.log" >&2 || true; die "not ready after 20 s"; }
     sleep 0.1
   done
