@@ -13,9 +13,11 @@ use kube::core::{Selector, SelectorExt};
 use serde::Deserialize;
 
 use crate::{
-    eru::core::{hold::Held, ledger::SlotRecord, messages::EruRecord, schedule::slot_text as text},
+    eru::core::{
+        hold::Held, ledger::SlotRecord, messages::EruRecord, run::RunRecord, schedule::slot_text as text,
+    },
     journal::{NewNotice, NoticeOf, ObjectKey},
-    vocab::{NoticeEvent, Outcome, Reason},
+    vocab::{NoticeEvent, Outcome, Reason, RunOutcome},
 };
 
 pub mod deliver;
@@ -194,7 +196,7 @@ impl Notifier {
             note: Some(format!("held since {}: {}", text(h.since), h.note)),
             held_for: Some(now - h.since),
         });
-        self.route(object, labels, events(records).into_iter().chain(held), now)
+        self.route(object, labels, events(records, now).into_iter().chain(held), now)
     }
 
     /// The outbox rows of a window of the Eru `object` whose slots cannot be accounted
@@ -240,7 +242,7 @@ impl Notifier {
                 notices.push(NewNotice {
                     sink: sink.to_string(),
                     object: object.clone(),
-                    of: event.of,
+                    of: event.of.clone(),
                     event: event.event,
                     last_slot: event.last_slot,
                     slot_count: event.count,
@@ -277,8 +279,8 @@ fn picks(
 }
 
 /// The events of journaled records: a slot record not fired (missed or skipped, with its
-/// reason), a restart's end.
-fn events(records: &[EruRecord]) -> Vec<Event> {
+/// reason), a restart's end, a manual run's end (at `now` unless the record says when).
+fn events(records: &[EruRecord], now: DateTime<Utc>) -> Vec<Event> {
     let mut events = Vec::new();
     for record in records {
         match record {
@@ -292,6 +294,15 @@ fn events(records: &[EruRecord]) -> Vec<Event> {
             EruRecord::GaveUp { slot, reason, record } => {
                 events.extend(finished(*slot, Outcome::Abandoned, Some(reason)));
                 events.extend(self::slot(record));
+            }
+            EruRecord::Run(RunRecord::Ended {
+                token,
+                outcome,
+                at,
+                reason,
+            }) => events.extend(run(token, *outcome, at.unwrap_or(now), reason.as_deref())),
+            EruRecord::Run(RunRecord::Withdrawn { token, reason }) => {
+                events.extend(run(token, RunOutcome::Refused, now, Some(reason)));
             }
             _ => {}
         }
@@ -323,6 +334,23 @@ fn finished(slot: DateTime<Utc>, outcome: Outcome, why: Option<&str>) -> Option<
         last_slot: slot,
         count: 1,
         note: None,
+        held_for: None,
+    })
+}
+
+/// The event of the manual run `token` that ended with `outcome` at `ended` (for `why`).
+fn run(token: &str, outcome: RunOutcome, ended: DateTime<Utc>, why: Option<&str>) -> Option<Event> {
+    Some(Event {
+        of: NoticeOf::Run {
+            token: token.to_string(),
+            ended,
+        },
+        event: NoticeEvent::of_run(outcome)?,
+        reason: None,
+        why: why.map(str::to_string),
+        last_slot: ended,
+        count: 1,
+        note: Some(format!("run-now token {token}")),
         held_for: None,
     })
 }

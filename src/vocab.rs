@@ -279,6 +279,14 @@ pub enum NoticeEvent {
     /// before its end and the spec changed since the last slot the cluster remembers): an audit
     /// of it cannot say every slot was accounted once.
     WindowUnaccounted,
+    /// A manual run (`run-now`) whose rollout succeeded.
+    RunSucceeded,
+    /// A manual run whose rollout failed.
+    RunFailed,
+    /// A manual run whose patch never landed.
+    RunAbandoned,
+    /// A manual run that never started (the reason says why).
+    RunRefused,
 }
 
 impl NoticeEvent {
@@ -290,6 +298,25 @@ impl NoticeEvent {
             Outcome::Abandoned => Some(Self::RestartAbandoned),
             Outcome::DryRun | Outcome::InProgress => None,
         }
+    }
+
+    /// The event of a manual run that ended so (none for a dry run's: nothing was patched).
+    pub fn of_run(outcome: RunOutcome) -> Option<Self> {
+        match outcome {
+            RunOutcome::Succeeded => Some(Self::RunSucceeded),
+            RunOutcome::Failed => Some(Self::RunFailed),
+            RunOutcome::Abandoned => Some(Self::RunAbandoned),
+            RunOutcome::Refused => Some(Self::RunRefused),
+            RunOutcome::Waiting | RunOutcome::InProgress | RunOutcome::DryRun => None,
+        }
+    }
+
+    /// Whether it reports a manual run (not a slot).
+    pub fn of_a_run(self) -> bool {
+        matches!(
+            self,
+            Self::RunSucceeded | Self::RunFailed | Self::RunAbandoned | Self::RunRefused
+        )
     }
 
     /// The event of a slot record with this result (none for a fired slot: its restart's end is).

@@ -147,13 +147,14 @@ mod fence;
 mod lock;
 mod outage;
 mod outbox;
+pub use outbox::PendingOf;
 mod read;
 mod retention;
 mod rows;
 mod runs;
 mod terms;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod window;
 mod write;
 mod writer;

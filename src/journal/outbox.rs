@@ -17,6 +17,16 @@ fn placeholders(first: usize, n: usize) -> String {
 
 const PENDING: &str = "delivered_at IS NULL AND dropped_at IS NULL";
 
+/// Which pending notifications [`Journal::oldest_pending`] reads.
+#[derive(Clone, Copy, Debug)]
+pub enum PendingOf<'a> {
+    All,
+    /// Those of this sink.
+    Sink(&'a str),
+    /// Those of this sink written before this instant.
+    WrittenBefore(&'a str, DateTime<Utc>),
+}
+
 /// What a refused settle says it was.
 const SETTLING: &str = "settling notifications";
 
@@ -24,17 +34,29 @@ const SETTLING: &str = "settling notifications";
 const SETTLE_CHUNK: usize = 1000;
 
 impl Journal {
-    /// The sinks and Erus (uid) with a pending notification due at `now`, at most `limit`, the
-    /// longest waiting first.
-    pub async fn due_notices(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<(String, String)>> {
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT sink, uid FROM notifications WHERE {PENDING} AND next_attempt_at <= $1
-             GROUP BY sink, uid ORDER BY min(id) LIMIT $2"
+    /// The Erus (uid) with a notification for `sink` due at `now`, at most `limit`, the longest
+    /// waiting first: one turn of the sink's lane.
+    pub async fn due_for(&self, sink: &str, now: DateTime<Utc>, limit: u32) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT uid FROM notifications WHERE {PENDING} AND sink = $1 AND next_attempt_at <= $2
+             GROUP BY uid ORDER BY min(id) LIMIT $3"
         )))
+        .bind(sink)
         .bind(ts(now))
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    /// When the next pending notification for `sink` is due (none pending: `None`).
+    pub async fn next_due(&self, sink: &str) -> Result<Option<DateTime<Utc>>> {
+        let next: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT min(next_attempt_at) FROM notifications WHERE {PENDING} AND sink = $1"
+        )))
+        .bind(sink)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(next.as_deref().and_then(parse_ts))
     }
 
     /// The pending notifications of the Eru `uid` for `sink`, due or not (one message carries
@@ -104,31 +126,58 @@ impl Journal {
         self.commit_fenced(tx, SETTLING).await
     }
 
-    /// How many notifications are pending, and the oldest of them beyond the newest `cap` (id and
-    /// sink): what a full outbox drops.
-    pub async fn notices_over(&self, cap: u32) -> Result<(i64, Vec<(i64, String)>)> {
-        let pending: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+    /// How many notifications are pending.
+    pub async fn pending_count(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT count(*) FROM notifications WHERE {PENDING}"
         )))
         .fetch_one(&self.pool)
-        .await?;
-        let over = pending - i64::from(cap);
-        if over <= 0 {
-            return Ok((pending, Vec::new()));
+        .await?)
+    }
+
+    /// The oldest pending notifications (id and sink) that `which` picks, at most `limit`.
+    pub async fn oldest_pending(&self, which: PendingOf<'_>, limit: u32) -> Result<Vec<(i64, String)>> {
+        let filter = match which {
+            PendingOf::All => "",
+            PendingOf::Sink(_) => "AND sink = $2",
+            PendingOf::WrittenBefore(..) => "AND sink = $2 AND created_at < $3",
+        };
+        let sql = format!("SELECT id, sink FROM notifications WHERE {PENDING} {filter} ORDER BY id LIMIT $1");
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(i64::from(limit));
+        match which {
+            PendingOf::All => {}
+            PendingOf::Sink(sink) => query = query.bind(sink),
+            PendingOf::WrittenBefore(sink, at) => query = query.bind(sink).bind(ts(at)),
         }
-        let rows: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT id, sink FROM notifications WHERE {PENDING} ORDER BY id LIMIT $1"
+        Ok(query.fetch_all(&self.pool).await?)
+    }
+
+    /// The sinks with a pending notification.
+    pub async fn pending_sinks(&self) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT DISTINCT sink FROM notifications WHERE {PENDING}"
         )))
-        .bind(over)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Each sink's pending notifications: how many, and when the oldest was written.
+    pub async fn pending_by_sink(&self) -> Result<Vec<(String, i64, Option<DateTime<Utc>>)>> {
+        let rows: Vec<(String, i64, Option<String>)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT sink, count(*), min(created_at) FROM notifications WHERE {PENDING} GROUP BY sink"
+        )))
         .fetch_all(&self.pool)
         .await?;
-        Ok((pending, rows))
+        Ok((rows.into_iter())
+            .map(|(sink, n, oldest)| (sink, n, oldest.as_deref().and_then(parse_ts)))
+            .collect())
     }
 
     /// Deletes at most `batch` settled notifications settled before `cutoff`; returns how many.
     pub async fn prune_notices(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
         const PRUNING: &str = "pruning delivered notifications";
         let mut tx = self.begin_fenced(PRUNING).await?;
+        // on the index of coalesce(delivered_at, dropped_at): the expression is the index's
         let pruned = sqlx::query(
             "DELETE FROM notifications WHERE id IN (SELECT id FROM notifications
                WHERE coalesce(delivered_at, dropped_at) < $1 LIMIT $2)",
@@ -144,13 +193,14 @@ impl Journal {
 
     /// The outbox at a glance, in `namespace` (all when `None`).
     pub async fn outbox_facts(&self, namespace: Option<&str>) -> Result<OutboxFacts> {
-        outbox_facts_on(&self.pool, namespace).await
+        let mut conn = self.pool.acquire().await?;
+        outbox_facts_on(&mut conn, namespace).await
     }
 }
 
-/// [`Journal::outbox_facts`] on `executor` (a pool, or the audit's read transaction).
-pub(super) async fn outbox_facts_on<'e>(
-    executor: impl sqlx::Executor<'e, Database = sqlx::Any>,
+/// [`Journal::outbox_facts`] on `conn` (the pool's, or the audit's read transaction).
+pub(super) async fn outbox_facts_on(
+    conn: &mut sqlx::AnyConnection,
     namespace: Option<&str>,
 ) -> Result<OutboxFacts> {
     let (pending, oldest, delivered, dropped): (i64, Option<String>, i64, i64) =
@@ -162,12 +212,29 @@ pub(super) async fn outbox_facts_on<'e>(
          FROM notifications WHERE ($1 IS NULL OR namespace = $1)"
         )))
         .bind(namespace)
-        .fetch_one(executor)
+        .fetch_one(&mut *conn)
         .await?;
+    let drops: Vec<(String, Option<String>, i64, Ts)> = sqlx::query_as(
+        "SELECT sink, drop_reason, count(*), max(dropped_at) FROM notifications
+         WHERE dropped_at IS NOT NULL AND ($1 IS NULL OR namespace = $1)
+         GROUP BY sink, drop_reason ORDER BY count(*) DESC, sink, drop_reason",
+    )
+    .bind(namespace)
+    .fetch_all(&mut *conn)
+    .await?;
+    let drops = (drops.into_iter())
+        .map(|(sink, reason, count, last)| OutboxDrops {
+            sink,
+            reason: reason.unwrap_or_default(),
+            count,
+            last,
+        })
+        .collect();
     Ok(OutboxFacts {
         pending,
         oldest_pending: oldest.as_deref().and_then(parse_ts).map(Ts),
         delivered,
         dropped,
+        drops,
     })
 }

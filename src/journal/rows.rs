@@ -116,7 +116,7 @@ pub struct FinishedRestart {
 
 /// Which record a notification reports: it is written with that record, and only if the record
 /// is new.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NoticeOf {
     /// The slot record starting at this slot.
     Slot(DateTime<Utc>),
@@ -127,6 +127,8 @@ pub enum NoticeOf {
     /// The window starting here cannot be accounted (no record: written once per sink, by its
     /// key).
     Gap(DateTime<Utc>),
+    /// The end of the manual run of this token (the row's `slot` is when it ended).
+    Run { token: String, ended: DateTime<Utc> },
 }
 
 /// A notification for the outbox: one event for one sink.
@@ -151,12 +153,20 @@ impl NewNotice {
             NoticeOf::Slot(slot) | NoticeOf::Finished(slot) | NoticeOf::Held(slot) | NoticeOf::Gap(slot) => {
                 slot
             }
+            NoticeOf::Run { ended, .. } => ended,
         }
     }
 
-    /// Its idempotency key: `namespace/name/slot/event`.
+    /// Its idempotency key: `namespace/name/slot/event`, a manual run's
+    /// `namespace/name/run/<token>/event`.
     pub fn key(&self) -> String {
-        notice_key(&self.object.namespace, &self.object.name, self.slot(), self.event)
+        match &self.of {
+            NoticeOf::Run { token, .. } => {
+                let (namespace, name) = (&self.object.namespace, &self.object.name);
+                format!("{namespace}/{name}/run/{token}/{}", self.event)
+            }
+            _ => notice_key(&self.object.namespace, &self.object.name, self.slot(), self.event),
+        }
     }
 }
 
@@ -198,16 +208,39 @@ pub struct OutboxFacts {
     /// Delivered, and dropped, among the rows the outbox still keeps.
     pub delivered: i64,
     pub dropped: i64,
+    /// The dropped ones by sink and reason (`expired`, `outbox_full`, `unknown_sink`), the most
+    /// first.
+    #[serde(default)]
+    pub drops: Vec<OutboxDrops>,
+}
+
+/// Notifications dropped undelivered for one sink and reason, among the rows the outbox keeps.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct OutboxDrops {
+    pub sink: String,
+    pub reason: String,
+    pub count: i64,
+    /// When the last of them was dropped.
+    #[schema(value_type = String, format = DateTime)]
+    pub last: Ts,
 }
 
 impl OutboxFacts {
-    /// In words: `3 pending, the oldest from …; 120 delivered, 0 dropped`.
+    /// In words: `3 pending, the oldest from …; 120 delivered, 2 dropped (2 expired to oncall)`.
     pub fn summary(&self) -> String {
         let oldest = (self.oldest_pending)
             .map(|t| format!(", the oldest from {t}"))
             .unwrap_or_default();
+        let drops = (self.drops.iter())
+            .map(|d| format!("{} {} to {}", d.count, d.reason, d.sink))
+            .collect::<Vec<_>>();
+        let drops = if drops.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", drops.join(", "))
+        };
         format!(
-            "{} pending{oldest}; {} delivered, {} dropped",
+            "{} pending{oldest}; {} delivered, {} dropped{drops}",
             self.pending, self.delivered, self.dropped
         )
     }

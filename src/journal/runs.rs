@@ -86,11 +86,18 @@ pub enum RunChange {
     },
 }
 
-/// Applies `entry`'s manual-run changes on `conn`; returns how many changed a row.
+/// Applies `entry`'s manual-run changes on `conn`, and writes the notifications of a run that
+/// ended by them (only then: a replay writes none); returns how many changed a row.
 pub(super) async fn runs_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> Result<u64> {
     let mut changed = 0;
     for change in &entry.runs {
-        changed += statement(change).execute(&mut *conn).await?.rows_affected();
+        let applied = statement(change).execute(&mut *conn).await?.rows_affected();
+        if let (1.., RunChange::Ended { uid, token, .. } | RunChange::Withdrawn { uid, token, .. }) =
+            (applied, change)
+        {
+            super::write::run_notices_on(conn, entry, uid, token).await?;
+        }
+        changed += applied;
     }
     Ok(changed)
 }

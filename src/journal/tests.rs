@@ -9,7 +9,7 @@ use super::*;
 use crate::vocab::{Outcome, Reason};
 
 mod fence;
-mod pg;
+pub(crate) mod pg;
 mod read_only;
 mod unreadable;
 
@@ -1253,13 +1253,13 @@ async fn notifications_are_written_with_their_new_record_and_settled_once(journa
         notice("a", NoticeOf::Slot(at(7)), SlotMissed),
     ];
     journal.append(&with_notices).await.unwrap();
-    assert_eq!(
-        journal.due_notices(at(1), 10).await.unwrap(),
-        [
-            ("a".to_string(), "u1".to_string()),
-            ("b".to_string(), "u1".to_string())
-        ]
-    );
+    for sink in ["a", "b"] {
+        assert_eq!(journal.due_for(sink, at(1), 10).await.unwrap(), ["u1"]);
+        assert_eq!(journal.next_due(sink).await.unwrap(), Some(at(1)));
+    }
+    assert_eq!(journal.pending_sinks().await.unwrap().len(), 2);
+    assert!(journal.due_for("c", at(1), 10).await.unwrap().is_empty());
+    assert_eq!(journal.next_due("c").await.unwrap(), None);
     let due = [pending(&journal, "a").await, pending(&journal, "b").await].concat();
     let keys: Vec<(&str, &str)> = due.iter().map(|n| (n.sink.as_str(), n.key.as_str())).collect();
     assert_eq!(
@@ -1270,7 +1270,7 @@ async fn notifications_are_written_with_their_new_record_and_settled_once(journa
         ]
     );
     assert!(
-        journal.due_notices(at(0), 10).await.unwrap().is_empty(),
+        journal.due_for("a", at(0), 10).await.unwrap().is_empty(),
         "not due before it was written"
     );
     journal.notices_delivered(&[due[0].id], at(2)).await.unwrap();
@@ -1280,8 +1280,10 @@ async fn notifications_are_written_with_their_new_record_and_settled_once(journa
         .unwrap();
     // the same records again (a replayed pass): nothing new
     journal.append(&with_notices).await.unwrap();
-    assert!(journal.due_notices(at(3), 10).await.unwrap().is_empty());
-    assert_eq!(journal.due_notices(at(4), 10).await.unwrap().len(), 1);
+    assert!(journal.due_for("b", at(3), 10).await.unwrap().is_empty());
+    assert_eq!(journal.next_due("b").await.unwrap(), Some(at(4)));
+    assert_eq!(journal.due_for("b", at(4), 10).await.unwrap(), ["u1"]);
+    assert_eq!(journal.next_due("a").await.unwrap(), None, "delivered");
     let retried = pending(&journal, "b").await;
     assert_eq!(retried.len(), 1);
     assert_eq!(
@@ -1300,7 +1302,20 @@ async fn notifications_are_written_with_their_new_record_and_settled_once(journa
     journal.notices_delivered(&[retried[0].id], at(6)).await.unwrap();
     let facts = journal.outbox_facts(None).await.unwrap();
     assert_eq!((facts.pending, facts.delivered, facts.dropped), (0, 1, 1));
-    assert!(journal.due_notices(at(50), 10).await.unwrap().is_empty());
+    assert_eq!(
+        facts.drops,
+        [OutboxDrops {
+            sink: "b".into(),
+            reason: "expired".into(),
+            count: 1,
+            last: Ts(at(5))
+        }]
+    );
+    assert_eq!(
+        facts.summary(),
+        "0 pending; 1 delivered, 1 dropped (1 expired to b)"
+    );
+    assert!(journal.due_for("b", at(50), 10).await.unwrap().is_empty());
     // the end of a restart: written with its finish, once
     let mut finished = entry();
     finished.restarts_finished = vec![FinishedRestart {
@@ -1346,14 +1361,18 @@ async fn a_full_outbox_gives_up_its_oldest(journal: Journal) {
             .push(notice("a", NoticeOf::Slot(at(minute)), SlotSkipped));
     }
     journal.append(&e).await.unwrap();
-    assert_eq!(journal.notices_over(5).await.unwrap(), (5, vec![]));
-    let (count, over) = journal.notices_over(3).await.unwrap();
-    assert_eq!(count, 5);
+    assert_eq!(journal.pending_count().await.unwrap(), 5);
     let due = pending(&journal, "a").await;
+    let oldest = journal.oldest_pending(PendingOf::All, 2).await.unwrap();
     assert_eq!(
-        over,
+        oldest,
         vec![(due[0].id, "a".to_string()), (due[1].id, "a".to_string())]
     );
+    assert_eq!(journal.oldest_pending(PendingOf::Sink("b"), 9).await.unwrap(), []);
+    let written_before = PendingOf::WrittenBefore("a", at(1) + chrono::Duration::seconds(1));
+    assert_eq!(journal.oldest_pending(written_before, 9).await.unwrap().len(), 5);
+    let written_before = PendingOf::WrittenBefore("a", at(1));
+    assert_eq!(journal.oldest_pending(written_before, 9).await.unwrap(), []);
 }
 
 async fn a_manual_run_moves_once_through_its_outcomes(journal: Journal) {
@@ -1421,15 +1440,25 @@ async fn a_manual_run_moves_once_through_its_outcomes(journal: Journal) {
     );
     assert_eq!(journal.open_manual_runs(Some("ns")).await.unwrap().len(), 1);
     assert!(journal.open_manual_runs(Some("other")).await.unwrap().is_empty());
-    let end = |outcome| Entry {
-        runs: vec![RunChange::Ended {
-            uid: uid.clone(),
+    // its end's notification is written with the end, once: not by a replay, nor by an end
+    // that changes nothing
+    let end = |outcome| {
+        let event = crate::vocab::NoticeEvent::of_run(outcome).unwrap();
+        let of = NoticeOf::Run {
             token: token.clone(),
-            at: at(3),
-            outcome,
-            reason: Some("the rollout finished".into()),
-        }],
-        ..Entry::default()
+            ended: at(3),
+        };
+        Entry {
+            runs: vec![RunChange::Ended {
+                uid: uid.clone(),
+                token: token.clone(),
+                at: at(3),
+                outcome,
+                reason: Some("the rollout finished".into()),
+            }],
+            notices: vec![notice("a", of, event)],
+            ..Entry::default()
+        }
     };
     assert_eq!(journal.append(&end(RunOutcome::Succeeded)).await.unwrap().runs, 1);
     assert_eq!(
@@ -1437,6 +1466,9 @@ async fn a_manual_run_moves_once_through_its_outcomes(journal: Journal) {
         0,
         "an ended run keeps its outcome"
     );
+    journal.append(&end(RunOutcome::Succeeded)).await.unwrap();
+    let keys: Vec<String> = pending(&journal, "a").await.into_iter().map(|n| n.key).collect();
+    assert_eq!(keys, ["ns/web/run/deploy-42/run_succeeded"]);
     let last = journal.last_manual_run(&uid).await.unwrap().unwrap();
     assert_eq!(last.outcome, RunOutcome::Succeeded);
     assert!(journal.open_manual_run(&uid).await.unwrap().is_none());

@@ -395,6 +395,26 @@ async fn notices_on(conn: &mut sqlx::AnyConnection, entry: &Entry, uid: &str, of
     Ok(())
 }
 
+/// The entry's notifications of the end of the manual run `token` of the Eru `uid`, which was
+/// just journaled: into the outbox, in the run's transaction.
+pub(super) async fn run_notices_on(
+    conn: &mut sqlx::AnyConnection,
+    entry: &Entry,
+    uid: &str,
+    token: &str,
+) -> Result<()> {
+    let of_run = |n: &&NewNotice| matches!(&n.of, NoticeOf::Run { token: t, .. } if t == token);
+    for n in entry
+        .notices
+        .iter()
+        .filter(|n| n.object.uid == uid)
+        .filter(of_run)
+    {
+        notice_on(conn, n).await?;
+    }
+    Ok(())
+}
+
 /// One notification into the outbox (one already there, by sink and key, stays as it is).
 async fn notice_on(conn: &mut sqlx::AnyConnection, n: &NewNotice) -> Result<()> {
     sqlx::query(

@@ -1,35 +1,54 @@
-//! The leader's delivery of the outbox: every [`POLL`] (or as soon as a pass journals new
-//! notifications), each Eru with a due row gets one message per sink, carrying all its pending
-//! events (an outage's records arrive together, not as a flood); a message that fails is
-//! tried again after a backoff that doubles up to `--notification-backoff-max`. A row is dropped, with the
-//! reason, when it is older than `--notification-max-age` (`expired`), beyond the newest
-//! `--notification-outbox-max` pending ones (`outbox_full`), or its sink left the file
-//! (`unknown_sink`). Delivery is at least once: a message sent before a crash (or by a deposed
-//! leader) and not yet marked is sent again, with the same keys.
+//! The leader's delivery of the outbox. Each sink delivers on its own **lane** ([`lane`]): its own
+//! queue (its due rows, the longest waiting Eru first), its own backoff and at most [`IN_FLIGHT`]
+//! messages at once, so a receiver that times out or refuses delays only its own notifications.
+//! One message carries an Eru's pending events for the sink (an outage's records arrive together,
+//! not as a flood). A message that fails is tried again after a jittered backoff counted from the
+//! end of the attempt, doubling up to `--notification-backoff-max`; its lane pauses as long, and
+//! an idle lane sleeps until its next row is due (or a pass journals a new one).
+//!
+//! The **upkeep** ([`upkeep`]) drops what must go, each drop counted by sink and reason
+//! ([`Dropped`]): the oldest pending beyond `--notification-outbox-max` (`outbox_full`), and the
+//! rows of a sink that left the file (`unknown_sink`); a lane drops its own rows older than
+//! `--notification-max-age` (`expired`) before it sends. The upkeep also keeps the per-sink
+//! gauges and deletes settled rows past the maximum age, in batches until none is left. Every
+//! statement is bounded (a settle or drop in chunks of 1,000 ids).
+//!
+//! Delivery is at least once: a message sent before a crash (or by a deposed leader) and not yet
+//! marked is sent again, with the same keys.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use prometheus::{IntCounterVec, IntGauge, Registry};
+use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
 use strum::{IntoStaticStr, VariantArray};
 use tokio::sync::{Notify, watch};
-use tracing::{info, warn};
 
-use super::{Notifier, message};
+use super::Notifier;
 use crate::{
-    journal::{Journal, NoticeRow},
+    journal::Journal,
     metrics::{counter, register},
     runtime::{leader::Leadership, shutdown_requested},
 };
 
-/// How often the outbox is looked at without a new notification (retries come due, a new leader
-/// takes over the last one's rows).
-const POLL: Duration = Duration::from_secs(2);
-/// Messages (an Eru and a sink each) per round.
-const ROUND: u32 = 100;
+mod lane;
+mod upkeep;
+
+/// The longest an idle lane sleeps before it looks at its rows again (a new leader takes over the
+/// last one's rows; the clock may have jumped).
+const IDLE_MAX: Duration = Duration::from_secs(30);
+/// How often the upkeep runs (the cap, unknown sinks, the gauges).
+const UPKEEP: Duration = Duration::from_secs(2);
+/// How often settled rows past the maximum age are deleted.
+const PRUNE_EVERY: chrono::Duration = chrono::Duration::minutes(10);
+/// Erus a lane looks up per turn.
+const TURN: u32 = 100;
 /// Events per message at most: an Eru's pending events go in one message, due or not.
 const PER_MESSAGE: u32 = 100;
-/// The first retry's wait; each further one doubles, up to `--notification-backoff-max`.
+/// Messages a lane has in flight at most.
+const IN_FLIGHT: usize = 4;
+/// Rows per drop or prune statement: far below either backend's limit of bound parameters.
+const CHUNK: u32 = 1000;
+/// The first retry's wait, and the shortest wait of any retry.
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 
 /// Why a notification was dropped (the metric's `reason`, the row's `drop_reason`).
@@ -44,18 +63,25 @@ pub enum Dropped {
     UnknownSink,
 }
 
-/// The outbox's series.
+/// The outbox's series, by sink (the file's sinks: a bounded set, fixed while the process runs).
 #[derive(Clone)]
 pub struct NotifyMetrics {
     delivered: IntCounterVec,
     retried: IntCounterVec,
+    failed: IntCounterVec,
     dropped: IntCounterVec,
-    pending: IntGauge,
+    pending: IntGaugeVec,
+    oldest: IntGaugeVec,
+    queries: IntCounterVec,
 }
 
 impl NotifyMetrics {
     /// Registers the series, each sink's (and reason's) at zero.
     pub fn new(registry: &Registry, notifier: &Notifier) -> Self {
+        let gauge = |name: &str, help: &str| {
+            let gauge = IntGaugeVec::new(Opts::new(name, help), &["sink"]).expect("valid metric");
+            register(registry, gauge)
+        };
         let metrics = Self {
             delivered: counter(
                 registry,
@@ -69,28 +95,49 @@ impl NotifyMetrics {
                 "Notification events whose delivery failed and will be tried again, by sink.",
                 &["sink"],
             ),
+            failed: counter(
+                registry,
+                "eru_notifications_failed_attempts_total",
+                "Messages a receiver did not take (no answer in time, refused, not 2xx), by sink.",
+                &["sink"],
+            ),
             dropped: counter(
                 registry,
                 "eru_notifications_dropped_total",
                 "Notification events given up, by sink and reason (expired, outbox_full, unknown_sink).",
                 &["sink", "reason"],
             ),
-            pending: register(
+            pending: gauge(
+                "eru_notifications_pending",
+                "Notification events in the outbox not delivered yet, by sink (the leader's count).",
+            ),
+            oldest: gauge(
+                "eru_notifications_oldest_pending_age_seconds",
+                "How long the oldest undelivered notification event of a sink has waited (0: none).",
+            ),
+            queries: counter(
                 registry,
-                IntGauge::new(
-                    "eru_notifications_pending",
-                    "Notification events in the outbox not delivered yet (the leader's count).",
-                )
-                .expect("valid metric"),
+                "eru_notifications_journal_queries_total",
+                "Journal statements the notification delivery ran, by sink (upkeep: the upkeep's).",
+                &["sink"],
             ),
         };
         for sink in notifier.sink_names() {
-            metrics.delivered.with_label_values(&[sink]);
-            metrics.retried.with_label_values(&[sink]);
+            for series in [
+                &metrics.delivered,
+                &metrics.retried,
+                &metrics.failed,
+                &metrics.queries,
+            ] {
+                series.with_label_values(&[sink]);
+            }
+            metrics.pending.with_label_values(&[sink]);
+            metrics.oldest.with_label_values(&[sink]);
             for reason in Dropped::VARIANTS {
                 metrics.dropped.with_label_values(&[sink, (*reason).into()]);
             }
         }
+        metrics.queries.with_label_values(&[upkeep::LABEL]);
         metrics
     }
 }
@@ -111,151 +158,102 @@ pub struct Delivery {
     pub outbox_max: u32,
 }
 
-/// Delivers the outbox while this process leads, until `stop`.
-pub async fn deliver(delivery: Delivery, stop: watch::Receiver<bool>) {
-    let agent = crate::eru::gates::agent(message::SEND_TIMEOUT);
-    let mut last_prune = None;
-    loop {
-        tokio::select! {
-            _ = delivery.leadership.acquired() => {}
-            _ = shutdown_requested(stop.clone()) => return,
-        }
-        let more = match delivery.round(&agent, Utc::now(), &mut last_prune).await {
-            Ok(more) => more,
-            Err(e) => {
-                warn!(error = %e, "notification delivery failed; tried again shortly");
-                false
-            }
-        };
-        if more {
-            continue;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(POLL) => {}
-            _ = delivery.wake.notified() => {}
-            _ = shutdown_requested(stop.clone()) => return,
-        }
+impl Delivery {
+    /// `--notification-max-age` as a span of the journal's clock.
+    fn max_age(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.max_age).unwrap_or(chrono::Duration::MAX)
+    }
+
+    /// Counts `n` journal statements run for `sink` (or the upkeep).
+    fn queried(&self, sink: &str, n: u64) {
+        self.metrics.queries.with_label_values(&[sink]).inc_by(n);
     }
 }
 
+/// Delivers the outbox while this process leads, until `stop`: a lane per sink, and the upkeep.
+pub async fn deliver(delivery: Delivery, stop: watch::Receiver<bool>) {
+    let delivery = Arc::new(delivery);
+    let sinks: Vec<String> = delivery.notifier.sink_names().map(str::to_string).collect();
+    let wakes: Vec<Arc<Notify>> = sinks.iter().map(|_| Arc::new(Notify::new())).collect();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (sink, wake) in sinks.into_iter().zip(&wakes) {
+        tasks.spawn(lane::run(delivery.clone(), sink, wake.clone(), stop.clone()));
+    }
+    tasks.spawn(upkeep::run(delivery.clone(), stop.clone()));
+    // a pass's wake reaches every lane (each keeps it until it next looks)
+    loop {
+        tokio::select! {
+            _ = delivery.wake.notified() => wakes.iter().for_each(|w| w.notify_one()),
+            _ = shutdown_requested(stop.clone()) => break,
+        }
+    }
+    tasks.join_all().await;
+}
+
+/// Sleeps until `until` (a wall-clock instant), or until `wake` when there is one; whether the
+/// delivery must stop.
+async fn pause(until: DateTime<Utc>, wake: Option<&Notify>, stop: &watch::Receiver<bool>) -> bool {
+    let wait = (until - Utc::now()).to_std().unwrap_or_default();
+    let woken = async {
+        match wake {
+            Some(wake) => wake.notified().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => false,
+        _ = woken => false,
+        _ = shutdown_requested(stop.clone()) => true,
+    }
+}
+
+/// The wait before the try after `attempts` failed ones: about 1 s, 2 s, 4 s … at most `max`;
+/// each a random point in its upper half (receivers that came back are not hit by every retry at
+/// once), never under 1 s.
+pub fn backoff(attempts: i64, max: Duration) -> chrono::Duration {
+    let ceiling = BACKOFF_FIRST
+        .saturating_mul(1 << attempts.clamp(0, 16) as u32)
+        .min(max);
+    let wait = ceiling.mul_f64(0.5 + 0.5 * unit_random()).max(BACKOFF_FIRST);
+    chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX)
+}
+
+/// A number in [0, 1) that differs from call to call (the standard library's randomly keyed hash
+/// of the clock: enough to spread retries, not for secrets).
+fn unit_random() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
 impl Delivery {
-    /// One round at `now`: drops what must go, sends what is due; `true` when more rows are due.
-    async fn round(
-        &self,
-        agent: &ureq::Agent,
-        now: DateTime<Utc>,
-        last_prune: &mut Option<DateTime<Utc>>,
-    ) -> crate::Result<bool> {
-        let (pending, over) = self.journal.notices_over(self.outbox_max).await?;
-        self.metrics.pending.set(pending - over.len() as i64);
-        for (sink, ids) in by_sink(over.into_iter()) {
-            self.drop_rows(&sink, &ids, now, Dropped::OutboxFull).await?;
+    /// Marks the rows `ids` of `sink` dropped for `why`, and counts them (the caller logs).
+    async fn drop_rows(&self, sink: &str, ids: &[i64], why: Dropped) -> crate::Result<()> {
+        if ids.is_empty() {
+            return Ok(());
         }
-        let due = self.journal.due_notices(now, ROUND).await?;
-        let more = due.len() == ROUND as usize;
-        let max_age = chrono::Duration::from_std(self.max_age).unwrap_or(chrono::Duration::MAX);
-        // a sink that failed once this round waits for the next: one receiver that does not
-        // answer (10 s a message) never holds the other sinks' messages back for long
-        let mut failing = std::collections::BTreeSet::new();
-        for (sink, uid) in due {
-            if failing.contains(&sink) {
-                continue;
-            }
-            let rows = (self.journal.pending_notices(&sink, &uid, PER_MESSAGE)).await?;
-            let unknown = self.notifier.sink(&sink).is_none();
-            let (gone, kept): (Vec<NoticeRow>, Vec<NoticeRow>) =
-                (rows.into_iter()).partition(|r| unknown || r.created_at.0 + max_age < now);
-            if !gone.is_empty() {
-                let ids: Vec<i64> = gone.iter().map(|r| r.id).collect();
-                let why = if unknown {
-                    Dropped::UnknownSink
-                } else {
-                    Dropped::Expired
-                };
-                self.drop_rows(&sink, &ids, now, why).await?;
-            }
-            if !kept.is_empty() && !self.send(agent, &sink, &kept, now).await? {
-                failing.insert(sink);
-            }
-        }
-        if last_prune.is_none_or(|at| now - at > chrono::Duration::minutes(10)) {
-            *last_prune = Some(now);
-            let pruned = self.journal.prune_notices(now - max_age, 1000).await?;
-            if pruned > 0 {
-                info!(
-                    rows = pruned,
-                    "settled notifications past the maximum age deleted"
-                );
-            }
-        }
-        Ok(more)
-    }
-
-    /// Sends one message of `rows` (one Eru's, non-empty) to `sink`, and records how it went;
-    /// whether the receiver took it.
-    async fn send(
-        &self,
-        agent: &ureq::Agent,
-        sink: &str,
-        rows: &[NoticeRow],
-        now: DateTime<Utc>,
-    ) -> crate::Result<bool> {
-        let Some(config) = self.notifier.sink(sink).cloned() else {
-            return Ok(false);
-        };
-        let body = message::body(&config, rows);
-        let agent = agent.clone();
-        let sent = tokio::task::spawn_blocking(move || message::send(&agent, &config, &body))
-            .await
-            .unwrap_or_else(|e| Err(format!("the sending task failed: {e}")));
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let events = rows.len() as u64;
-        match &sent {
-            Ok(()) => {
-                self.journal.notices_delivered(&ids, Utc::now()).await?;
-                self.metrics.delivered.with_label_values(&[sink]).inc_by(events);
-            }
-            Err(error) => {
-                let attempts = rows.iter().map(|r| r.attempts).max().unwrap_or(0);
-                let next = now + backoff(attempts, self.backoff_max);
-                warn!(sink, namespace = %rows[0].namespace, name = %rows[0].name, events, %error,
-                      retry_at = %next, "a notification was not delivered; it is tried again");
-                self.journal.notices_failed(&ids, next, error).await?;
-                self.metrics.retried.with_label_values(&[sink]).inc_by(events);
-            }
-        }
-        Ok(sent.is_ok())
-    }
-
-    async fn drop_rows(
-        &self,
-        sink: &str,
-        ids: &[i64],
-        now: DateTime<Utc>,
-        why: Dropped,
-    ) -> crate::Result<()> {
         let reason: &'static str = why.into();
-        warn!(sink, events = ids.len(), reason, "notifications dropped");
-        self.journal.notices_dropped(ids, now, reason).await?;
-        self.metrics
-            .dropped
+        self.journal.notices_dropped(ids, Utc::now(), reason).await?;
+        self.queried(
+            if self.notifier.sink(sink).is_some() {
+                sink
+            } else {
+                upkeep::LABEL
+            },
+            1,
+        );
+        (self.metrics.dropped)
             .with_label_values(&[sink, reason])
             .inc_by(ids.len() as u64);
         Ok(())
     }
 }
 
-/// The wait before the try after `attempts` failed ones: 1 s, 2 s, 4 s … at most `max`.
-pub fn backoff(attempts: i64, max: Duration) -> chrono::Duration {
-    let doubled = BACKOFF_FIRST.saturating_mul(1 << attempts.clamp(0, 16) as u32);
-    chrono::Duration::from_std(doubled.min(max)).unwrap_or(chrono::Duration::MAX)
-}
-
-/// Ids grouped by sink.
-fn by_sink(rows: impl Iterator<Item = (i64, String)>) -> BTreeMap<String, Vec<i64>> {
-    let mut sinks: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for (id, sink) in rows {
-        sinks.entry(sink).or_default().push(id);
-    }
-    sinks
-}
+#[cfg(test)]
+mod tests;

@@ -60,9 +60,15 @@ fn line(rows: &[&NoticeRow]) -> String {
         NoticeEvent::SlotSkipped => SlotResult::Skipped.as_str(),
         NoticeEvent::SlotHeld => "held by a health gate",
         NoticeEvent::WindowUnaccounted => "not accounted",
+        NoticeEvent::RunSucceeded => "manual run succeeded",
+        NoticeEvent::RunFailed => "manual run failed",
+        NoticeEvent::RunAbandoned => "manual run abandoned",
+        NoticeEvent::RunRefused => "manual run refused",
     };
     let count: i64 = rows.iter().map(|r| r.slot_count).sum();
-    let slots = if count > 1 || first.event == NoticeEvent::WindowUnaccounted {
+    let slots = if first.event.of_a_run() {
+        format!("ended {}", first.slot)
+    } else if count > 1 || first.event == NoticeEvent::WindowUnaccounted {
         format!("{count} slots {} to {}", first.slot, last.last_slot)
     } else {
         format!("slot {}", first.slot)

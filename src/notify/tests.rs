@@ -160,6 +160,53 @@ fn fired_slots_and_dry_runs_are_not_events() {
     );
 }
 
+/// A manual run's end is an event like a restart's, keyed by its token; a withdrawn run is
+/// refused; a dry run's is none (nothing was patched).
+#[test]
+fn a_manual_runs_end_is_an_event_keyed_by_its_token() {
+    use crate::eru::core::run::RunRecord;
+    use crate::vocab::RunOutcome;
+    let notifier =
+        Notifier::parse("sinks: [{name: a, type: webhook, url: 'http://r/x'}]\nroutes: [{sink: a}]").unwrap();
+    let now = Utc.with_ymd_and_hms(2026, 11, 27, 3, 0, 0).unwrap();
+    let ended = |token: &str, outcome| {
+        EruRecord::Run(RunRecord::Ended {
+            token: token.into(),
+            outcome,
+            at: Some(now),
+            reason: Some("the rollout finished".into()),
+        })
+    };
+    let records = [
+        ended("deploy-42", RunOutcome::Succeeded),
+        ended("deploy-43", RunOutcome::DryRun),
+        EruRecord::Run(RunRecord::Withdrawn {
+            token: "deploy-44".into(),
+            reason: "the annotation was removed".into(),
+        }),
+    ];
+    let notices = notifier.notices(&object("prod"), None, (&records, None), now);
+    let keys: Vec<(String, NoticeEvent, Option<&str>)> = (notices.iter())
+        .map(|n| (n.key(), n.event, n.reason.as_deref()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (
+                "prod/web/run/deploy-42/run_succeeded".to_string(),
+                NoticeEvent::RunSucceeded,
+                Some("the rollout finished")
+            ),
+            (
+                "prod/web/run/deploy-44/run_refused".to_string(),
+                NoticeEvent::RunRefused,
+                Some("the annotation was removed")
+            ),
+        ]
+    );
+    assert!(notices.iter().all(|n| n.slot() == now));
+}
+
 #[test]
 fn a_bad_file_is_refused_with_why_and_never_its_secrets() {
     let cases = [
@@ -217,13 +264,31 @@ fn a_signature_is_the_hmac_sha256_of_the_body() {
     );
 }
 
+/// Each wait is a random point in the upper half of 1 s, 2 s, 4 s … 300 s, never under 1 s; the
+/// waits of many retries spread over that half.
 #[test]
-fn the_backoff_doubles_to_five_minutes() {
+fn the_backoff_doubles_to_five_minutes_jittered_in_its_upper_half() {
     let max = std::time::Duration::from_secs(300);
-    let seconds: Vec<i64> = (0..12).map(|a| deliver::backoff(a, max).num_seconds()).collect();
-    assert_eq!(seconds, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
-    assert_eq!(deliver::backoff(i64::MAX, max).num_seconds(), 300);
-    assert_eq!(deliver::backoff(-1, max).num_seconds(), 1);
+    let ceilings = [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300];
+    for (attempts, ceiling) in ceilings.into_iter().enumerate() {
+        let ceiling = chrono::Duration::seconds(ceiling);
+        let floor = (ceiling / 2).max(chrono::Duration::seconds(1));
+        let waits: std::collections::BTreeSet<chrono::Duration> =
+            (0..200).map(|_| deliver::backoff(attempts as i64, max)).collect();
+        assert!(
+            waits.iter().all(|w| (floor..=ceiling).contains(w)),
+            "attempt {attempts}: {waits:?} not within {floor}..={ceiling}"
+        );
+        if ceiling >= chrono::Duration::seconds(4) {
+            assert!(
+                waits.len() > 100,
+                "attempt {attempts}: spread, not one instant: {waits:?}"
+            );
+        }
+    }
+    let longest = deliver::backoff(i64::MAX, max);
+    assert!((chrono::Duration::seconds(150)..=chrono::Duration::seconds(300)).contains(&longest));
+    assert_eq!(deliver::backoff(-1, max), chrono::Duration::seconds(1));
 }
 
 #[test]

@@ -50,9 +50,12 @@ pub async fn commit(
     let of = (decision.records.as_slice(), held);
     notices(context, &mut entry, &object, Some(labels), of, now);
     gap_notices(context, &mut entry, &object, labels, &decision.actions, now);
+    let notifies = !entry.notices.is_empty();
     let appended = ctx.journal(KIND, eru, &decision.transitions, entry).await?;
-    if appended.records() > 0 {
+    if notifies {
         wake_delivery(context);
+    }
+    if appended.records() > 0 {
         count(context, &object, &decision.records, now);
         announce(context, eru.object_ref(&()), &decision.records);
     }
@@ -71,8 +74,10 @@ pub async fn commit_records(
     let mut entry = entry(object, records, now);
     notices(context, &mut entry, object, None, (records, None), now);
     let appended = context.ctx.append(&entry).await?;
-    if appended.records() > 0 {
+    if !entry.notices.is_empty() {
         wake_delivery(context);
+    }
+    if appended.records() > 0 {
         count(context, object, records, now);
         let reference = ObjectReference {
             api_version: Some(Eru::api_version(&()).into_owned()),
@@ -126,7 +131,8 @@ fn gap_notices(
     }
 }
 
-/// Tells the delivery task a commit added records (their notifications, if any, are due now).
+/// Tells the delivery task a commit may have added notifications (they are due now; one that
+/// was not new wakes a lane that finds nothing to send).
 fn wake_delivery(context: &EruContext) {
     if let Some(n) = &context.options.notifications {
         n.wake.notify_one();

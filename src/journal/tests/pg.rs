@@ -84,7 +84,7 @@ async fn admin(sql: String) {
 }
 
 /// A database of its own for one test, dropped when the test ends (also when it fails).
-pub(super) struct Database {
+pub(crate) struct Database {
     pub journal: Journal,
     pub url: String,
     name: String,
@@ -187,8 +187,8 @@ async fn operators_starting_at_once_migrate_once() {
         .await
         .unwrap();
     assert_eq!(
-        applied, 9,
-        "0001, 0005, 0006, 0007, 0008, 0009, 0010, 0011 and 0012"
+        applied, 10,
+        "0001, 0005, 0006, 0007, 0008, 0009, 0010, 0011, 0012 and 0013"
     );
     for j in &journals {
         j.close().await;

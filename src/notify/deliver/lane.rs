@@ -1,0 +1,190 @@
+//! One sink's lane: its due rows, the longest waiting Eru first, sent a message per Eru with at
+//! most [`IN_FLIGHT`] at once; after a failure it starts no more messages and pauses for a
+//! backoff of its own, so a receiver that hangs or refuses holds back only its own sink.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+use chrono::{DateTime, Utc};
+use futures::{StreamExt, stream};
+use tokio::sync::{Notify, watch};
+use tracing::warn;
+
+use super::{
+    super::message, CHUNK, Delivery, Dropped, IDLE_MAX, IN_FLIGHT, PER_MESSAGE, TURN, backoff, pause,
+};
+use crate::{
+    journal::{NoticeRow, PendingOf},
+    runtime::shutdown_requested,
+};
+
+/// What a turn of the lane ended with.
+#[derive(Debug, PartialEq)]
+pub(super) enum Turn {
+    /// It sent what was due: look again at once.
+    Sent,
+    /// Nothing is due before this instant (or a pass journals a new row).
+    Idle(DateTime<Utc>),
+    /// A receiver did not take a message: the lane waits until this instant.
+    Failed(DateTime<Utc>),
+}
+
+/// Delivers `sink`'s rows while this process leads, until `stop`.
+pub(super) async fn run(
+    delivery: Arc<Delivery>,
+    sink: String,
+    wake: Arc<Notify>,
+    stop: watch::Receiver<bool>,
+) {
+    let agent = crate::eru::gates::agent(message::SEND_TIMEOUT);
+    let mut lane = Lane { sink, failures: 0 };
+    loop {
+        tokio::select! {
+            _ = delivery.leadership.acquired() => {}
+            _ = shutdown_requested(stop.clone()) => return,
+        }
+        let (until, woken) = match lane.turn(&delivery, &agent).await {
+            Ok(Turn::Sent) => continue,
+            Ok(Turn::Idle(next)) => (next, Some(&*wake)),
+            Ok(Turn::Failed(until)) => (until, None),
+            Err(e) => {
+                let until = Utc::now() + backoff(lane.failures, delivery.backoff_max);
+                lane.failures += 1;
+                warn!(sink = lane.sink, error = %e, retry_at = %until,
+                      "notification delivery failed; tried again shortly");
+                (until, None)
+            }
+        };
+        if pause(until, woken, &stop).await {
+            return;
+        }
+    }
+}
+
+/// A sink's lane and its failures in a row (its own backoff's count).
+pub(super) struct Lane {
+    pub sink: String,
+    pub failures: i64,
+}
+
+impl Lane {
+    /// One turn: drops the lane's expired rows, then sends a message to each Eru with a due row
+    /// (at most [`TURN`]).
+    pub(super) async fn turn(&mut self, delivery: &Delivery, agent: &ureq::Agent) -> crate::Result<Turn> {
+        let sink = self.sink.as_str();
+        expire(delivery, sink, Utc::now()).await?;
+        let now = Utc::now();
+        let due = delivery.journal.due_for(sink, now, TURN).await?;
+        delivery.queried(sink, 1);
+        if due.is_empty() {
+            let next = delivery.journal.next_due(sink).await?;
+            delivery.queried(sink, 1);
+            let idle = now + IDLE_MAX;
+            return Ok(Turn::Idle(next.map_or(idle, |next| next.min(idle))));
+        }
+        let failed = AtomicBool::new(false);
+        let sent: Vec<crate::Result<()>> = stream::iter(due)
+            .map(|uid| message(delivery, agent, sink, uid, &failed))
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
+        sent.into_iter().collect::<crate::Result<()>>()?;
+        if failed.load(Ordering::Relaxed) {
+            let until = Utc::now() + backoff(self.failures, delivery.backoff_max);
+            self.failures += 1;
+            return Ok(Turn::Failed(until));
+        }
+        self.failures = 0;
+        Ok(Turn::Sent)
+    }
+}
+
+/// Drops `sink`'s pending rows written longer than `--notification-max-age` before `now`.
+async fn expire(delivery: &Delivery, sink: &str, now: DateTime<Utc>) -> crate::Result<()> {
+    let cutoff = now - delivery.max_age();
+    let mut dropped = 0;
+    loop {
+        let rows = (delivery.journal)
+            .oldest_pending(PendingOf::WrittenBefore(sink, cutoff), CHUNK)
+            .await?;
+        delivery.queried(sink, 1);
+        let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
+        delivery.drop_rows(sink, &ids, Dropped::Expired).await?;
+        dropped += ids.len();
+        if ids.len() < CHUNK as usize {
+            break;
+        }
+    }
+    if dropped > 0 {
+        warn!(
+            sink,
+            events = dropped,
+            reason = "expired",
+            "notifications dropped: undelivered for longer than --notification-max-age"
+        );
+    }
+    Ok(())
+}
+
+/// Sends the Eru `uid`'s pending rows for `sink` in one message, unless a message of this turn
+/// failed already (`failed`, set when this one fails), and records how it went.
+async fn message(
+    delivery: &Delivery,
+    agent: &ureq::Agent,
+    sink: &str,
+    uid: String,
+    failed: &AtomicBool,
+) -> crate::Result<()> {
+    if failed.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let rows = delivery.journal.pending_notices(sink, &uid, PER_MESSAGE).await?;
+    delivery.queried(sink, 1);
+    let Some(config) = delivery.notifier.sink(sink).cloned() else {
+        return Ok(());
+    };
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let body = message::body(&config, &rows);
+    let agent = agent.clone();
+    let sent = tokio::task::spawn_blocking(move || message::send(&agent, &config, &body))
+        .await
+        .unwrap_or_else(|e| Err(format!("the sending task failed: {e}")));
+    if sent.is_err() {
+        failed.store(true, Ordering::Relaxed);
+    }
+    settle(delivery, sink, &rows, sent).await
+}
+
+/// Records how sending `rows` to `sink` went: delivered, or tried again after a backoff counted
+/// from now (the end of the attempt).
+async fn settle(
+    delivery: &Delivery,
+    sink: &str,
+    rows: &[NoticeRow],
+    sent: Result<(), String>,
+) -> crate::Result<()> {
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let events = rows.len() as u64;
+    let metrics = &delivery.metrics;
+    match sent {
+        Ok(()) => {
+            delivery.journal.notices_delivered(&ids, Utc::now()).await?;
+            metrics.delivered.with_label_values(&[sink]).inc_by(events);
+        }
+        Err(error) => {
+            let attempts = rows.iter().map(|r| r.attempts).max().unwrap_or(0);
+            let next = Utc::now() + backoff(attempts, delivery.backoff_max);
+            warn!(sink, namespace = %rows[0].namespace, name = %rows[0].name, events, %error,
+                  retry_at = %next, "a notification was not delivered; it is tried again");
+            delivery.journal.notices_failed(&ids, next, &error).await?;
+            metrics.retried.with_label_values(&[sink]).inc_by(events);
+            metrics.failed.with_label_values(&[sink]).inc();
+        }
+    }
+    delivery.queried(sink, 1);
+    Ok(())
+}

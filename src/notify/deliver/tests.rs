@@ -1,0 +1,304 @@
+//! The delivery's steps on both backends, against receivers on 127.0.0.1: a lane's turn (select
+//! due, send, settle), its expiry, and the upkeep's cap, unknown sinks and prune.
+
+use std::{
+    io::{Read, Write},
+    net::TcpListener,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use chrono::{DateTime, TimeZone, Utc};
+use prometheus::Registry;
+
+use super::{Delivery, NotifyMetrics, lane, upkeep};
+use crate::{
+    journal::{Entry, Journal, NewNotice, NoticeOf, ObjectKey, PendingOf},
+    notify::Notifier,
+    runtime::leader::Leadership,
+    vocab::NoticeEvent,
+};
+
+/// For each test body `async fn name(journal: Journal)`: a module `name` with a test `sqlite`
+/// (in memory) and a test `postgres` (a fresh database of the journal tests' server).
+macro_rules! on_both {
+    ($($test:ident),* $(,)?) => {$(
+        mod $test {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$test(crate::journal::Journal::open_in_memory().await.unwrap()).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let db = crate::journal::tests::pg::Database::fresh().await;
+                super::$test(db.journal.clone()).await;
+                db.close().await;
+            }
+        }
+    )*};
+}
+
+on_both!(
+    a_failing_sink_waits_on_its_own_lane_while_a_healthy_one_delivers,
+    a_lane_drops_its_expired_rows_before_it_sends,
+    the_cap_drops_the_oldest_in_bounded_chunks_and_the_audit_counts_them,
+    rows_of_a_sink_no_longer_in_the_file_are_dropped,
+    the_prune_deletes_every_old_settled_row_in_batches,
+);
+
+/// A receiver that answers every request 200 and counts them.
+fn accepting() -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            // the headers, then the body by its Content-Length
+            while let Ok(n) = stream.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = (text.lines())
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().to_string())
+                        })
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if request.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+            }
+            counted.fetch_add(1, Ordering::Relaxed);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (port, count)
+}
+
+/// A port nothing listens on: every connection is refused.
+fn refusing() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn delivery(journal: Journal, sinks: &[(&str, u16)], outbox_max: u32) -> Delivery {
+    let mut file = String::from("sinks:\n");
+    for (name, port) in sinks {
+        file += &format!("- {{name: {name}, type: webhook, url: 'http://127.0.0.1:{port}/eru'}}\n");
+    }
+    let notifier = Notifier::parse(&file).unwrap();
+    Delivery {
+        journal,
+        metrics: NotifyMetrics::new(&Registry::new(), &notifier),
+        notifier: Arc::new(notifier),
+        leadership: Leadership::leader(),
+        wake: Arc::default(),
+        max_age: Duration::from_secs(3600),
+        backoff_max: Duration::from_secs(300),
+        outbox_max,
+    }
+}
+
+fn at(minute: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 27, 3, 0, 0).unwrap() + chrono::Duration::minutes(minute)
+}
+
+/// `n` held-slot notices of `erus` Erus for `sink`, written at `written`.
+async fn write(journal: &Journal, sink: &str, erus: usize, n: usize, written: DateTime<Utc>) {
+    let notices = (0..n)
+        .map(|i| NewNotice {
+            sink: sink.into(),
+            object: ObjectKey {
+                kind: "Eru",
+                namespace: "ns".into(),
+                name: format!("web-{}", i % erus),
+                uid: format!("u-{}", i % erus),
+            },
+            of: NoticeOf::Held(at(i as i64)),
+            event: NoticeEvent::SlotHeld,
+            last_slot: at(i as i64),
+            slot_count: 1,
+            reason: Some("alert_firing".into()),
+            note: None,
+            created_at: written,
+        })
+        .collect();
+    let entry = Entry {
+        notices,
+        ..Entry::default()
+    };
+    journal.append(&entry).await.unwrap();
+}
+
+fn counter(d: &Delivery, name: &str, labels: &[&str]) -> u64 {
+    match name {
+        "delivered" => d.metrics.delivered.with_label_values(labels).get(),
+        "failed" => d.metrics.failed.with_label_values(labels).get(),
+        "dropped" => d.metrics.dropped.with_label_values(labels).get(),
+        _ => d.metrics.queries.with_label_values(labels).get(),
+    }
+}
+
+/// A sink whose receiver refuses fails once per turn and waits a backoff of its own, counted
+/// from the end of the attempt, its rows kept with the error; the healthy sink's lane delivers
+/// all of its rows meanwhile, one message per Eru, and then idles until a row comes due.
+async fn a_failing_sink_waits_on_its_own_lane_while_a_healthy_one_delivers(journal: Journal) {
+    let (port, received) = accepting();
+    let d = delivery(journal.clone(), &[("good", port), ("bad", refusing())], 10_000);
+    let now = Utc::now();
+    write(&journal, "bad", 150, 300, now).await;
+    write(&journal, "good", 5, 20, now).await;
+    let agent = crate::eru::gates::agent(Duration::from_secs(5));
+    let mut bad = lane::Lane {
+        sink: "bad".into(),
+        failures: 0,
+    };
+    let before = Utc::now();
+    let lane::Turn::Failed(until) = bad.turn(&d, &agent).await.unwrap() else {
+        panic!("the refused sink's turn did not fail")
+    };
+    assert!(
+        until >= before + chrono::Duration::seconds(1),
+        "{until} waits at least 1 s"
+    );
+    assert_eq!(bad.failures, 1);
+    assert!(
+        (1..=4).contains(&counter(&d, "failed", &["bad"])),
+        "at most the messages in flight"
+    );
+    let tried = journal
+        .oldest_pending(PendingOf::Sink("bad"), 1000)
+        .await
+        .unwrap();
+    assert_eq!(tried.len(), 300, "nothing is lost");
+    assert!(
+        journal.due_for("bad", Utc::now(), 200).await.unwrap().len() >= 146,
+        "only the Erus tried wait for their retry"
+    );
+
+    let mut good = lane::Lane {
+        sink: "good".into(),
+        failures: 0,
+    };
+    assert_eq!(good.turn(&d, &agent).await.unwrap(), lane::Turn::Sent);
+    assert_eq!(received.load(Ordering::Relaxed), 5, "one message per Eru");
+    assert_eq!(counter(&d, "delivered", &["good"]), 20);
+    assert!(
+        journal
+            .oldest_pending(PendingOf::Sink("good"), 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let lane::Turn::Idle(next) = good.turn(&d, &agent).await.unwrap() else {
+        panic!("nothing is due for the healthy sink")
+    };
+    assert!(next <= Utc::now() + chrono::Duration::seconds(30));
+    // the failed Erus' rows come due at their own backoff, from the end of the attempt
+    let bad_rows = journal.pending_notices("bad", "u-0", 10).await.unwrap();
+    assert!(
+        bad_rows.iter().all(|r| r.attempts == 1
+            && r.last_error.is_some()
+            && r.next_attempt_at.0 >= before + chrono::Duration::seconds(1)),
+        "{bad_rows:?}"
+    );
+}
+
+/// Rows older than the maximum age are dropped as `expired` by their lane, never sent.
+async fn a_lane_drops_its_expired_rows_before_it_sends(journal: Journal) {
+    let (port, received) = accepting();
+    let d = delivery(journal.clone(), &[("hook", port)], 10_000);
+    write(
+        &journal,
+        "hook",
+        3,
+        1_500,
+        Utc::now() - chrono::Duration::hours(2),
+    )
+    .await;
+    let agent = crate::eru::gates::agent(Duration::from_secs(5));
+    let mut lane = lane::Lane {
+        sink: "hook".into(),
+        failures: 0,
+    };
+    assert!(matches!(
+        lane.turn(&d, &agent).await.unwrap(),
+        lane::Turn::Idle(_)
+    ));
+    assert_eq!(received.load(Ordering::Relaxed), 0);
+    assert_eq!(counter(&d, "dropped", &["hook", "expired"]), 1_500);
+    let facts = journal.outbox_facts(None).await.unwrap();
+    assert_eq!((facts.pending, facts.dropped), (0, 1_500));
+}
+
+/// Lowered below a backlog, the cap drops the oldest rows (chunks of 1,000: far below either
+/// backend's limit of bound parameters), keeps the newest, and the audit's facts say why.
+async fn the_cap_drops_the_oldest_in_bounded_chunks_and_the_audit_counts_them(journal: Journal) {
+    let d = delivery(journal.clone(), &[("a", refusing()), ("b", refusing())], 500);
+    write(&journal, "a", 10, 2_000, Utc::now()).await;
+    write(&journal, "b", 10, 1_000, Utc::now()).await;
+    assert_eq!(upkeep::over_cap(&d).await.unwrap(), 2_500);
+    assert_eq!(journal.pending_count().await.unwrap(), 500);
+    let kept = journal.oldest_pending(PendingOf::All, 1000).await.unwrap();
+    assert!(kept.iter().all(|(_, sink)| sink == "b"), "the newest are kept");
+    assert_eq!(counter(&d, "dropped", &["a", "outbox_full"]), 2_000);
+    assert_eq!(counter(&d, "dropped", &["b", "outbox_full"]), 500);
+    let facts = journal.outbox_facts(Some("ns")).await.unwrap();
+    assert_eq!(facts.dropped, 2_500);
+    let drops: Vec<(&str, &str, i64)> = facts
+        .drops
+        .iter()
+        .map(|d| (d.sink.as_str(), d.reason.as_str(), d.count))
+        .collect();
+    assert_eq!(drops, [("a", "outbox_full", 2_000), ("b", "outbox_full", 500)]);
+    assert_eq!(
+        upkeep::over_cap(&d).await.unwrap(),
+        0,
+        "nothing more once under the cap"
+    );
+}
+
+async fn rows_of_a_sink_no_longer_in_the_file_are_dropped(journal: Journal) {
+    let d = delivery(journal.clone(), &[("kept", refusing())], 10_000);
+    write(&journal, "gone", 2, 1_200, Utc::now()).await;
+    write(&journal, "kept", 2, 3, Utc::now()).await;
+    upkeep::unknown_sinks(&d).await.unwrap();
+    assert_eq!(journal.pending_sinks().await.unwrap(), ["kept"]);
+    assert_eq!(counter(&d, "dropped", &["gone", "unknown_sink"]), 1_200);
+}
+
+/// Every settled row older than the maximum age goes in one prune (batches until none is left);
+/// pending rows and newer settled ones stay.
+async fn the_prune_deletes_every_old_settled_row_in_batches(journal: Journal) {
+    let d = delivery(journal.clone(), &[("hook", refusing())], 10_000);
+    let now = Utc::now();
+    write(&journal, "hook", 5, 2_600, now).await;
+    let rows = journal.oldest_pending(PendingOf::All, 3_000).await.unwrap();
+    let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
+    journal
+        .notices_delivered(&ids[..2_500], now - chrono::Duration::hours(2))
+        .await
+        .unwrap();
+    journal.notices_delivered(&ids[2_500..2_550], now).await.unwrap();
+    assert_eq!(upkeep::prune(&d, now).await.unwrap(), 2_500);
+    let facts = journal.outbox_facts(None).await.unwrap();
+    assert_eq!((facts.pending, facts.delivered), (50, 50));
+    assert_eq!(upkeep::prune(&d, now).await.unwrap(), 0);
+}
