@@ -171,9 +171,18 @@ layout = [
            (f'sum by (sink, reason) (increase(eru_notifications_dropped_total{{{J}}}[$__rate_interval]))', "dropped to {{sink}}: {{reason}}")],
           description="Notification events a receiver took, whose sending failed and is tried again (1 s, doubling, up to --notification-backoff-max), and given up: expired (older than --notification-max-age), outbox_full, unknown_sink. Only with --notifications-file (docs/operations.md, \"Notifications\").",
           runbook="EruNotificationsDropped"),
-    panel("Notifications pending", "stat", 8, 8,
-          [(f'max(eru_notifications_pending{{{J}}})', "pending")],
-          description="Notification events in the outbox not delivered yet (the leader's count). Growing: a receiver is down or refuses; the operator log names the sink and the error."),
+    panel("Notifications pending by sink", "timeseries", 8, 8,
+          [(f'max by (sink) (eru_notifications_pending{{{J}}})', "{{sink}}")],
+          description="Notification events in the outbox not delivered yet, per sink (the leader sets them every 2 s). Each sink is delivered on its own lane: one growing is that sink's receiver (slow, down or refusing); the operator log names the sink and the error. Over all sinks beyond --notification-outbox-max, the oldest are dropped (outbox_full)."),
+    panel("Oldest pending notification by sink", "timeseries", 12, 8,
+          [(f'max by (sink) (eru_notifications_oldest_pending_age_seconds{{{J}}})', "{{sink}}")],
+          unit="s",
+          description="How long the oldest undelivered notification event of each sink has waited since it was journaled (0: none pending). Climbing steadily: the receiver takes nothing; at --notification-max-age (24 h) its events are dropped (expired).",
+          runbook="EruNotificationsDropped"),
+    panel("Failed notification attempts by sink", "timeseries", 12, 8,
+          [(f'sum by (sink) (rate(eru_notifications_failed_attempts_total{{{J}}}[$__rate_interval]))', "{{sink}}")],
+          unit="ops",
+          description="Messages a receiver did not take (no answer within 10 s, refused, not 2xx), per sink. After a failure the sink's lane pauses on its own backoff (1 s, doubling, up to --notification-backoff-max): steady failures and nothing delivered is a receiver that is down; deliveries with few failures, a slow one."),
 ]
 
 # grid positions: left to right, a new line when the row is full; ids in order

@@ -3,7 +3,7 @@
 //! names the sinks and the routes that pick events for them. A pass that journals a slot record
 //! or a restart's end writes the events its routes pick into the journal's outbox in the same
 //! transaction ([`Notifier::notices`]); the leader's delivery task sends them
-//! ([`deliver::deliver`]), retrying with backoff, one message per Eru and sink per round.
+//! ([`deliver::deliver`]): a lane per sink, one message per Eru, retried with backoff.
 
 use std::{collections::BTreeMap, sync::Arc};
 

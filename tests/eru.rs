@@ -1059,10 +1059,12 @@ async fn a_suspension_with_a_note_and_the_status_at_a_glance() {
 }
 
 /// Notifications are never lost: a receiver down at first, then refusing (503) and hanging up
-/// after reading (its answer lost), and the operator SIGKILLed while the records of a restart, a
-/// suspension and a downtime wait in the outbox. Every event the journal records arrives at least
-/// once, signed; nothing arrives for an event that did not happen; a copy sent again carries the
-/// same key and content; the downtime of several slots arrives as one event.
+/// after reading (its answer lost), and the operator SIGKILLed twice: while the records of a
+/// restart, a suspension and a downtime wait in the outbox with the receiver down, and again
+/// while a message is in flight (read by the receiver, not yet answered). Every event the journal
+/// records arrives at least once, signed; nothing arrives for an event that did not happen; a
+/// copy sent again carries the same key and content (the receiver counts the copies); the
+/// downtime of several slots arrives as one event.
 #[tokio::test]
 #[ignore = "needs the local cluster: hack/test.sh"]
 async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill() {
@@ -1132,8 +1134,29 @@ async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill
     let ready = Utc::now();
     let receiver = Receiver::start(
         port,
-        &[Answer::Refuse, Answer::HangUp, Answer::Refuse, Answer::HangUp],
+        &[
+            Answer::Refuse,
+            Answer::HangUp,
+            Answer::Refuse,
+            Answer::HangUp,
+            Answer::Slow,
+        ],
     );
+    // killed again while the receiver holds a message it read and has not answered yet
+    wait_for("a message in flight", Duration::from_secs(60), || async {
+        (receiver.received().iter())
+            .any(|r| r.answer == Answer::Slow)
+            .then_some(())
+    })
+    .await;
+    // (counted by this process: the counters start again with the next)
+    let retried = metric(&operator, "eru_notifications_retried_total", "sink=\"hook\"");
+    assert!(retried >= 2.0, "the refusals and hang-ups are retries: {retried}");
+    operator.kill();
+    let killed_in_flight = Utc::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    operator.restart().await;
+    let ready_again = Utc::now();
     wait_for("the downtime accounted", Duration::from_secs(60), || async {
         (!items(&operator, "/missed?name=web&reason=operator_down").is_empty()).then_some(())
     })
@@ -1176,7 +1199,13 @@ async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill
     )
     .await
     .require(suspended, resumed + SECOND * 5, "suspended", ON_SCHEDULE)
-    .require(killed, ready, "operator_down", ON_SCHEDULE);
+    .require(killed, ready, "operator_down", ON_SCHEDULE)
+    // (a short second downtime: its slot may still fire within its deadline)
+    .expect(
+        killed_in_flight,
+        ready_again,
+        &[ON_SCHEDULE, &["operator_down"]].concat(),
+    );
     check(&client, &ns.name, &operator, &expected).await;
     // nothing for an event that did not happen, and every event in the journal's terms
     let owed_now = common::receiver::owed(&operator, &ns.name, "web");
@@ -1188,10 +1217,35 @@ async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill
     assert!(received.iter().all(|r| r.json["eru"]["name"] == "web"));
     let answers: Vec<Answer> = received.iter().map(|r| r.answer).collect();
     assert_eq!(
-        answers[..4],
-        [Answer::Refuse, Answer::HangUp, Answer::Refuse, Answer::HangUp],
+        answers[..5],
+        [
+            Answer::Refuse,
+            Answer::HangUp,
+            Answer::Refuse,
+            Answer::HangUp,
+            Answer::Slow
+        ],
         "the script was played"
     );
+    // what was in flight when the operator died came again, under the same keys
+    let in_flight: Vec<&str> = (received.iter())
+        .filter(|r| r.answer == Answer::Slow)
+        .flat_map(|r| r.json["events"].as_array().unwrap().iter())
+        .filter_map(|e| e["key"].as_str())
+        .collect();
+    assert!(!in_flight.is_empty());
+    for key in &in_flight {
+        let taken = (received.iter())
+            .filter(|r| r.answer == Answer::Accept)
+            .flat_map(|r| r.json["events"].as_array().unwrap().iter())
+            .filter(|e| e["key"] == *key)
+            .count();
+        assert!(
+            copies[*key].len() >= 2 && taken >= 1,
+            "{key}, in flight at the kill, was not sent again: {} copies",
+            copies[*key].len()
+        );
+    }
     // what was read but not answered came again, under the same keys
     let hung_up: Vec<&str> = (received.iter())
         .filter(|r| r.answer == Answer::HangUp)
@@ -1206,9 +1260,14 @@ async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill
         );
     }
     // the downtime: its slots (journaled together) arrive in one message, summed up in one line
+    let first_downtime = |key: &str| {
+        let slot = key.split('/').nth(2).unwrap();
+        let slot = chrono::DateTime::parse_from_rfc3339(slot).unwrap();
+        slot < killed_in_flight
+    };
     let down: Vec<&str> = owed
         .iter()
-        .filter(|k| k.ends_with("slot_missed"))
+        .filter(|k| k.ends_with("slot_missed") && first_downtime(k))
         .map(String::as_str)
         .collect();
     let carried = |r: &&common::receiver::Received| {
@@ -1247,10 +1306,243 @@ async fn notifications_arrive_at_least_once_across_a_down_receiver_and_a_sigkill
             .unwrap_or_else(|| panic!("no {name} for the sink:\n{metrics}"))
     };
     assert!(sample("eru_notifications_delivered_total") >= 1.0);
-    assert!(
-        sample("eru_notifications_retried_total") >= 2.0,
-        "the refusals and hang-ups are retries"
+}
+
+/// A notifications file of webhook sinks (name, port) each routed every event of `ns`.
+fn sinks_file(dir: &std::path::Path, ns: &str, sinks: &[(&str, u16)]) -> String {
+    let mut text = String::from("sinks:\n");
+    for (name, port) in sinks {
+        text += &format!("- {{name: {name}, type: webhook, url: 'http://127.0.0.1:{port}/eru'}}\n");
+    }
+    text += "routes:\n";
+    for (name, _) in sinks {
+        text += &format!("- {{sink: {name}, namespaces: ['{ns}']}}\n");
+    }
+    let file = dir.join(format!("notifications-{}.yaml", sinks.len()));
+    std::fs::write(&file, text).unwrap();
+    file.display().to_string()
+}
+
+/// The value of the series `name{labels}` in `operator`'s /metrics (0 when absent).
+fn metric(operator: &Operator, name: &str, labels: &str) -> f64 {
+    let (_, metrics) = operator.get("/metrics");
+    let series = format!("{name}{{{labels}}} ");
+    (metrics.lines())
+        .find_map(|l| l.strip_prefix(&series)?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// A receiver that never answers (each message waits out the 10 s send timeout) and one that
+/// refuses connections, each with a backlog of 250 notifications of 125 Erus, delay only
+/// themselves: the healthy sink's restart events arrive about as fast as with the healthy sink
+/// alone, the refused sink's lane backs off (a bounded number of journal statements a second,
+/// from the operator's metrics), and the backlogs stay pending, none lost.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_hanging_and_a_refusing_receiver_delay_only_their_own_notifications() {
+    use common::receiver::{Receiver, backlog, latencies, stalling};
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-lanes").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let healthy = Receiver::start(common::free_port(), &[]);
+    let (slow_port, refused_port) = (common::free_port(), common::free_port());
+    let stalled = stalling(slow_port);
+    let alone = sinks_file(dir.path(), &ns.name, &[("ok", healthy.port)]);
+    let all = sinks_file(
+        dir.path(),
+        &ns.name,
+        &[
+            ("ok", healthy.port),
+            ("slow", slow_port),
+            ("refused", refused_port),
+        ],
     );
+    let mut operator = Operator::start(&client, &ns.name, &["--notifications-file", &alone]).await;
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/4 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    let events = |n: usize| {
+        let healthy = &healthy;
+        async move {
+            wait_for(
+                &format!("{n} restarts told"),
+                Duration::from_secs(120),
+                || async {
+                    let waited = latencies(&healthy.received(), "web", "restart_succeeded");
+                    (waited.len() >= n).then_some(waited)
+                },
+            )
+            .await
+        }
+    };
+    let by_itself = events(4).await;
+    let told_alone = by_itself.len();
+
+    // the same, beside two bad sinks with a backlog each
+    operator.stop();
+    for sink in ["slow", "refused"] {
+        backlog(&operator, &ns.name, sink, (250, 125), &format!("old-{sink}")).await;
+    }
+    operator.set_flags(&["--notifications-file", &all]);
+    operator.restart().await;
+    let started = Utc::now();
+    let queries_before = metric(
+        &operator,
+        "eru_notifications_journal_queries_total",
+        "sink=\"refused\"",
+    );
+    let beside = events(told_alone + 4).await;
+    let seconds = (Utc::now() - started).num_milliseconds() as f64 / 1000.0;
+    let queries = metric(
+        &operator,
+        "eru_notifications_journal_queries_total",
+        "sink=\"refused\"",
+    ) - queries_before;
+    let beside = beside[told_alone.min(beside.len())..].to_vec();
+    let (alone_p50, beside_p50) = (median(by_itself.clone()), median(beside.clone()));
+    println!(
+        "healthy sink latency: alone median {alone_p50:.3}s {by_itself:?}; beside the bad sinks \
+         median {beside_p50:.3}s {beside:?} (ratio {:.2}); the refused lane ran {queries} journal \
+         statements in {seconds:.0}s; the hanging receiver read {} messages",
+        beside_p50 / alone_p50.max(0.001),
+        stalled.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    assert!(
+        beside_p50 <= 2.0 * alone_p50 + 1.0,
+        "the healthy sink waited for the bad ones: {beside_p50:.3}s against {alone_p50:.3}s alone"
+    );
+    assert!(
+        queries / seconds <= 10.0,
+        "the refused lane spins: {queries} statements in {seconds:.0}s"
+    );
+    assert!(
+        metric(
+            &operator,
+            "eru_notifications_failed_attempts_total",
+            "sink=\"refused\""
+        ) >= 1.0
+    );
+    assert!(
+        stalled.load(std::sync::atomic::Ordering::Relaxed) >= 1,
+        "the hanging sink was tried"
+    );
+    // nothing of the backlogs was lost or given up: it waits for its receivers
+    let outbox = &operator.get_json("/audit")["operator"]["notifications"];
+    assert_eq!(outbox["dropped"], 0, "{outbox}");
+    assert!(outbox["pending"].as_i64().unwrap() >= 500, "{outbox}");
+    for sink in ["slow", "refused"] {
+        let pending = metric(
+            &operator,
+            "eru_notifications_pending",
+            &format!("sink=\"{sink}\""),
+        );
+        assert!(pending >= 250.0, "{sink}: {pending} pending");
+    }
+}
+
+/// `--notification-outbox-max` lowered below a backlog of 70,000 notifications: the oldest beyond
+/// the cap are dropped in bounded statements (one statement of 70,000 ids is over either backend's
+/// limit of bound parameters), the drop is counted per sink and reason and shown in the audit,
+/// the newest are delivered, and a new restart's event is delivered after.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn lowering_the_outbox_cap_below_a_backlog_of_70000_drops_the_oldest_and_delivery_goes_on() {
+    use common::receiver::{Receiver, backlog, delivered};
+    const BACKLOG: u32 = 70_000;
+    const CAP: u32 = 1_000;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-outbox-cap").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let file = sinks_file(dir.path(), &ns.name, &[("hook", port)]);
+    // the receiver is down while the backlog grows
+    let mut operator = Operator::start(&client, &ns.name, &["--notifications-file", &file]).await;
+    operator.stop();
+    backlog(&operator, &ns.name, "hook", (BACKLOG, 700), "old").await;
+    let cap = CAP.to_string();
+    operator.set_flags(&["--notifications-file", &file, "--notification-outbox-max", &cap]);
+    operator.restart().await;
+    let receiver = Receiver::start(port, &[]);
+    let outbox = wait_for(
+        "the backlog under the cap, the rest delivered",
+        Duration::from_secs(120),
+        || async {
+            let outbox = operator.get_json("/audit")["operator"]["notifications"].clone();
+            (outbox["pending"] == 0 && outbox["dropped"].as_i64()? > 0).then_some(outbox)
+        },
+    )
+    .await;
+    let dropped = outbox["dropped"].as_i64().unwrap();
+    let delivered_rows = outbox["delivered"].as_i64().unwrap();
+    assert_eq!(dropped + delivered_rows, i64::from(BACKLOG), "{outbox}");
+    assert_eq!(
+        dropped,
+        i64::from(BACKLOG - CAP),
+        "the cap is applied before a lane sends: {outbox}"
+    );
+    assert_eq!(
+        outbox["drops"],
+        json!([{"sink": "hook", "reason": "outbox_full", "count": dropped, "last": outbox["drops"][0]["last"]}]),
+        "{outbox}"
+    );
+    assert!(
+        outbox_summary(&operator).contains(&format!("{dropped} outbox_full to hook")),
+        "the audit says why"
+    );
+    let counted = metric(
+        &operator,
+        "eru_notifications_dropped_total",
+        "reason=\"outbox_full\",sink=\"hook\"",
+    );
+    assert_eq!(counted as i64, dropped);
+    let keys = delivered(&receiver.received());
+    assert_eq!(keys.len() as i64, delivered_rows, "each kept one delivered");
+    assert!(
+        keys.contains(&format!(
+            "{}/old-{}/{BACKLOG}/slot_skipped",
+            ns.name,
+            BACKLOG % 700
+        )),
+        "the newest kept"
+    );
+    // delivery goes on: a new restart is told
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/5 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    wait_for("a new restart told", Duration::from_secs(90), || async {
+        (delivered(&receiver.received()).iter())
+            .any(|k| k.starts_with(&format!("{}/web/", ns.name)) && k.ends_with("restart_succeeded"))
+            .then_some(())
+    })
+    .await;
+}
+
+/// The audit page (its "Notifications now" line sums the outbox up).
+fn outbox_summary(operator: &Operator) -> String {
+    let (status, page) = operator.get("/ui");
+    assert_eq!(status, 200, "{page}");
+    page
 }
 
 /// Sets `token` as the run-now annotation of the Eru `name`, as field manager `manager`.

@@ -173,6 +173,16 @@ impl Delivery {
 /// Delivers the outbox while this process leads, until `stop`: a lane per sink, and the upkeep.
 pub async fn deliver(delivery: Delivery, stop: watch::Receiver<bool>) {
     let delivery = Arc::new(delivery);
+    // a cap lowered below the backlog applies before any lane sends (else the lanes would send
+    // the oldest rows, the very ones beyond the cap)
+    tokio::select! {
+        _ = delivery.leadership.acquired() => {
+            if let Err(e) = upkeep::over_cap(&delivery).await {
+                tracing::warn!(error = %e, "the notification outbox's cap was not applied; tried again shortly");
+            }
+        }
+        _ = shutdown_requested(stop.clone()) => return,
+    }
     let sinks: Vec<String> = delivery.notifier.sink_names().map(str::to_string).collect();
     let wakes: Vec<Arc<Notify>> = sinks.iter().map(|_| Arc::new(Notify::new())).collect();
     let mut tasks = tokio::task::JoinSet::new();

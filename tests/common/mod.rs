@@ -635,6 +635,11 @@ impl Operator {
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
+    /// Replaces the extra flags the next [`Operator::restart`] starts with.
+    pub fn set_flags(&mut self, extra: &[&str]) {
+        self.extra = extra.iter().map(|s| s.to_string()).collect();
+    }
+
     /// SIGKILL: no clean stop is journaled.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -31,6 +31,9 @@ pub enum Answer {
     Refuse,
     /// Read it whole, then close the connection without a word.
     HangUp,
+    /// Read it whole (it counts as received at once), answer 200 four seconds later: a sender
+    /// killed meanwhile never learns it was taken.
+    Slow,
     /// `200 OK`.
     Accept,
 }
@@ -43,6 +46,8 @@ pub struct Received {
     pub json: Value,
     /// The `X-Eru-Signature` header.
     pub signature: Option<String>,
+    /// When it was read.
+    pub at: DateTime<Utc>,
 }
 
 pub struct Receiver {
@@ -75,9 +80,10 @@ impl Receiver {
                     match listener.accept() {
                         Ok((stream, _)) => {
                             let answer = script.last().copied().unwrap_or(Answer::Accept);
-                            if let Some(request) = serve(stream, answer) {
+                            if let Some((request, stream)) = read(stream, answer) {
                                 script.pop();
                                 received.lock().unwrap().push(request);
+                                reply(stream, answer);
                             }
                         }
                         Err(_) => std::thread::sleep(Duration::from_millis(20)),
@@ -108,8 +114,8 @@ impl Drop for Receiver {
     }
 }
 
-/// Reads one request from `stream` and answers it; `None` if it was not one.
-fn serve(stream: TcpStream, answer: Answer) -> Option<Received> {
+/// Reads one request from `stream` (to be answered `answer`); `None` if it was not one.
+fn read(stream: TcpStream, answer: Answer) -> Option<(Received, TcpStream)> {
     stream.set_nonblocking(false).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     let mut reader = BufReader::new(stream.try_clone().ok()?);
@@ -134,7 +140,19 @@ fn serve(stream: TcpStream, answer: Answer) -> Option<Received> {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok()?;
     let body = String::from_utf8(body).ok()?;
-    let mut stream = stream;
+    let request = Received {
+        answer,
+        json: serde_json::from_str(&body).unwrap_or(Value::Null),
+        body,
+        signature,
+        at: Utc::now(),
+    };
+    Some((request, stream))
+}
+
+/// Answers a request read from `stream`.
+fn reply(mut stream: TcpStream, answer: Answer) {
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     match answer {
         Answer::Refuse => {
             let _ = stream.write_all(
@@ -142,17 +160,56 @@ fn serve(stream: TcpStream, answer: Answer) -> Option<Received> {
             );
         }
         Answer::Accept => {
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let _ = stream.write_all(OK);
+        }
+        Answer::Slow => {
+            std::thread::sleep(Duration::from_secs(4));
+            let _ = stream.write_all(OK);
         }
         Answer::HangUp => {}
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
-    Some(Received {
-        answer,
-        json: serde_json::from_str(&body).unwrap_or(Value::Null),
-        body,
-        signature,
-    })
+}
+
+/// A receiver that reads every request and never answers (each connection held for 30 s, on a
+/// thread of its own): slower than the operator's send timeout. Returns how many it read.
+pub fn stalling(port: u16) -> Arc<std::sync::atomic::AtomicUsize> {
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let held = read(stream, Answer::HangUp);
+                if held.is_some() {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_secs(30));
+                drop(held);
+            });
+        }
+    });
+    requests
+}
+
+/// How long each event `received` waited from its journaling (its `at`) to its first arrival,
+/// in seconds, for events of the Eru `name` and `event` only.
+pub fn latencies(received: &[Received], name: &str, event: &str) -> Vec<f64> {
+    let mut first: BTreeMap<String, f64> = BTreeMap::new();
+    for r in received.iter().filter(|r| r.json["eru"]["name"] == name) {
+        for e in r.json["events"].as_array().into_iter().flatten() {
+            if e["event"] != event {
+                continue;
+            }
+            let journaled = time(&e["at"]);
+            let waited = (r.at - journaled).num_milliseconds() as f64 / 1000.0;
+            first
+                .entry(e["key"].as_str().unwrap().to_string())
+                .or_insert(waited);
+        }
+    }
+    first.into_values().collect()
 }
 
 /// The journal's time text of `slot` (a notification key's slot).
@@ -226,4 +283,33 @@ pub fn verify(received: &[Received], owed: &BTreeSet<String>, secret: &[u8]) -> 
     let missing: Vec<&String> = owed.difference(&taken).collect();
     assert!(missing.is_empty(), "never delivered: {missing:?}");
     copies
+}
+
+/// Writes `n` pending notifications for `sink` into the outbox of `operator`'s journal (stopped or
+/// not), spread over `erus` Erus named `<prefix>-<i>` in `ns`, written and due now: the backlog a
+/// long outage of the receiver leaves.
+pub async fn backlog(operator: &Operator, ns: &str, sink: &str, (n, erus): (u32, u32), prefix: &str) {
+    sqlx::any::install_default_drivers();
+    let url = match &operator.database_url {
+        Some(url) => url.clone(),
+        None => format!("sqlite://{}", operator.database.display()),
+    };
+    let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let now = key_time(Utc::now());
+    let sql = format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {n})
+         INSERT INTO notifications (sink, key, uid, namespace, name, event, slot, last_slot, slot_count,
+           reason, created_at, next_attempt_at)
+         SELECT '{sink}', '{ns}/{prefix}-' || (i % {erus}) || '/' || i || '/slot_skipped',
+           '{prefix}-uid-' || (i % {erus}), '{ns}', '{prefix}-' || (i % {erus}), 'slot_skipped',
+           '{now}', '{now}', 1, 'suspended', '{now}', '{now}' FROM n"
+    );
+    let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(done.rows_affected(), u64::from(n));
+    let _ = sqlx::Connection::close(conn).await;
 }
