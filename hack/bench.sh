@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eru/target}
 # build first: the server does not need to sit idle through a release build
-cargo bench --locked --bench journal --bench audit --no-run
+cargo bench --locked --bench journal --bench audit --bench notify --no-run
 if [ -z "${ERU_TEST_POSTGRES_URL:-}" ]; then
   trap 'hack/postgres.sh stop --name bench' EXIT
   hack/postgres.sh start --name bench
@@ -21,3 +21,5 @@ fi
 cargo bench --locked --bench journal
 # the audit page and /audit at 1,000 Erus and 1 M slot rows (SQLite)
 cargo bench --locked --bench audit
+# a burst of 10,000 notifications to one webhook, and the prune of 1 M settled rows (SQLite)
+cargo bench --locked --bench notify

@@ -236,7 +236,7 @@ impl Journal {
             false => None,
             true => Some(counted_by_eru(&mut tx, namespace, name).await?),
         };
-        let outbox = super::outbox::outbox_facts_on(&mut *tx, namespace).await?;
+        let outbox = super::outbox::outbox_facts_on(&mut tx, namespace).await?;
         tx.commit().await?;
         Ok(AuditRows {
             ledgers: Keyed::all(ledgers),
