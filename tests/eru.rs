@@ -1596,7 +1596,21 @@ async fn run_now_restarts_once_per_token_waits_out_a_blackout_and_is_refused_wit
         deployment(&client, &ns.name, name, 1, json!({})).await;
         wait_ready(&deployments, name, 1).await;
     }
-    let operator = Operator::start(&client, &ns.name, &[]).await;
+    // each run's end is told, under a key of its token
+    let receiver = common::receiver::Receiver::start(common::free_port(), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notifications.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "sinks: [{{name: hook, type: webhook, url: 'http://127.0.0.1:{}/eru'}}]\n\
+             routes: [{{sink: hook, events: [run_succeeded, run_failed, run_abandoned, run_refused]}}]\n",
+            receiver.port
+        ),
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let operator = Operator::start(&client, &ns.name, &["--notifications-file", &file]).await;
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
     let blackout_end = Utc::now() + chrono::Duration::seconds(30);
     // quiet: no slot in the test; a blackout for the next 30 s; a run waits 10 s at most
@@ -1769,6 +1783,35 @@ async fn run_now_restarts_once_per_token_waits_out_a_blackout_and_is_refused_wit
             pair("b3", "refused")
         ]
     );
+    // every run's end told once under its token's key, with why; nothing else
+    let key = |name: &str, token: &str, event: &str| format!("{}/{name}/run/{token}/{event}", ns.name);
+    let expected: std::collections::BTreeSet<String> = [
+        key("web", "a1", "run_succeeded"),
+        key("web", "a2", "run_succeeded"),
+        key("quiet", "b1", "run_refused"),
+        key("quiet", "b2", "run_succeeded"),
+        key("quiet", "b3", "run_refused"),
+    ]
+    .into();
+    let received = wait_for("every run's end told", Duration::from_secs(30), || async {
+        let received = receiver.received();
+        (common::receiver::delivered(&received) == expected).then_some(received)
+    })
+    .await;
+    let told = |k: &str| {
+        (received.iter())
+            .flat_map(|r| r.json["events"].as_array().unwrap().clone())
+            .find(|e| e["key"] == k)
+            .unwrap()
+    };
+    let b1 = told(&key("quiet", "b1", "run_refused"));
+    assert!(
+        b1["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("not started by its deadline")),
+        "{b1}"
+    );
+    assert_eq!(b1["note"], "run-now token b1", "{b1}");
 }
 
 /// A manual run across a SIGKILL right after its patch, then a lost journal: its token is patched

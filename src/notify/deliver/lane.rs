@@ -85,12 +85,20 @@ impl Lane {
             return Ok(Turn::Idle(next.map_or(idle, |next| next.min(idle))));
         }
         let failed = AtomicBool::new(false);
-        let sent: Vec<crate::Result<()>> = stream::iter(due)
+        let sent: Vec<crate::Result<Vec<i64>>> = stream::iter(due)
             .map(|uid| message(delivery, agent, sink, uid, &failed))
             .buffer_unordered(IN_FLIGHT)
             .collect()
             .await;
-        sent.into_iter().collect::<crate::Result<()>>()?;
+        // the turn's deliveries in one transaction (a crash before it: sent again, same keys)
+        let delivered: Vec<i64> = sent.into_iter().collect::<crate::Result<Vec<_>>>()?.concat();
+        if !delivered.is_empty() {
+            delivery.journal.notices_delivered(&delivered, Utc::now()).await?;
+            delivery.queried(sink, 1);
+            (delivery.metrics.delivered)
+                .with_label_values(&[sink])
+                .inc_by(delivered.len() as u64);
+        }
         if failed.load(Ordering::Relaxed) {
             let until = Utc::now() + backoff(self.failures, delivery.backoff_max);
             self.failures += 1;
@@ -129,62 +137,54 @@ async fn expire(delivery: &Delivery, sink: &str, now: DateTime<Utc>) -> crate::R
 }
 
 /// Sends the Eru `uid`'s pending rows for `sink` in one message, unless a message of this turn
-/// failed already (`failed`, set when this one fails), and records how it went.
+/// failed already (`failed`, set when this one fails); returns the ids the receiver took (the
+/// turn marks them delivered), or records the failure.
 async fn message(
     delivery: &Delivery,
     agent: &ureq::Agent,
     sink: &str,
     uid: String,
     failed: &AtomicBool,
-) -> crate::Result<()> {
+) -> crate::Result<Vec<i64>> {
     if failed.load(Ordering::Relaxed) {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let rows = delivery.journal.pending_notices(sink, &uid, PER_MESSAGE).await?;
     delivery.queried(sink, 1);
     let Some(config) = delivery.notifier.sink(sink).cloned() else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     if rows.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let body = message::body(&config, &rows);
     let agent = agent.clone();
     let sent = tokio::task::spawn_blocking(move || message::send(&agent, &config, &body))
         .await
         .unwrap_or_else(|e| Err(format!("the sending task failed: {e}")));
-    if sent.is_err() {
-        failed.store(true, Ordering::Relaxed);
+    match sent {
+        Ok(()) => Ok(rows.iter().map(|r| r.id).collect()),
+        Err(error) => {
+            failed.store(true, Ordering::Relaxed);
+            retry(delivery, sink, &rows, &error).await?;
+            Ok(Vec::new())
+        }
     }
-    settle(delivery, sink, &rows, sent).await
 }
 
-/// Records how sending `rows` to `sink` went: delivered, or tried again after a backoff counted
-/// from now (the end of the attempt).
-async fn settle(
-    delivery: &Delivery,
-    sink: &str,
-    rows: &[NoticeRow],
-    sent: Result<(), String>,
-) -> crate::Result<()> {
+/// Records that `rows` were not taken by `sink`'s receiver (`error`): tried again after a
+/// backoff counted from now, the end of the attempt.
+async fn retry(delivery: &Delivery, sink: &str, rows: &[NoticeRow], error: &str) -> crate::Result<()> {
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let events = rows.len() as u64;
-    let metrics = &delivery.metrics;
-    match sent {
-        Ok(()) => {
-            delivery.journal.notices_delivered(&ids, Utc::now()).await?;
-            metrics.delivered.with_label_values(&[sink]).inc_by(events);
-        }
-        Err(error) => {
-            let attempts = rows.iter().map(|r| r.attempts).max().unwrap_or(0);
-            let next = Utc::now() + backoff(attempts, delivery.backoff_max);
-            warn!(sink, namespace = %rows[0].namespace, name = %rows[0].name, events, %error,
-                  retry_at = %next, "a notification was not delivered; it is tried again");
-            delivery.journal.notices_failed(&ids, next, &error).await?;
-            metrics.retried.with_label_values(&[sink]).inc_by(events);
-            metrics.failed.with_label_values(&[sink]).inc();
-        }
-    }
+    let attempts = rows.iter().map(|r| r.attempts).max().unwrap_or(0);
+    let next = Utc::now() + backoff(attempts, delivery.backoff_max);
+    warn!(sink, namespace = %rows[0].namespace, name = %rows[0].name, events, %error,
+          retry_at = %next, "a notification was not delivered; it is tried again");
+    delivery.journal.notices_failed(&ids, next, error).await?;
     delivery.queried(sink, 1);
+    let metrics = &delivery.metrics;
+    metrics.retried.with_label_values(&[sink]).inc_by(events);
+    metrics.failed.with_label_values(&[sink]).inc();
     Ok(())
 }
