@@ -233,11 +233,16 @@ copy_prebuilt() { # copy_prebuilt FROM TO: the same files a build produces
 # ---------------------------------------------------------------------------------------------
 pid_of() { cat "$state/pids/$1.pid" 2>/dev/null || true; }
 
-# alive COMPONENT: its recorded PID runs, and it is ours (its command line names our state dir).
+# alive COMPONENT: its recorded PID runs, and is ours (its command line names $state: a PID reused
+# by another process is not). A process in the middle of its exec (the launcher becoming the
+# component) shows an empty command line for an instant: alive, by its PID (a zombie is not).
 alive() {
-  local pid
+  local pid cmdline
   pid=$(pid_of "$1")
-  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$state"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
+  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  [ -z "$cmdline" ] || [[ $cmdline == *"$state"* ]]
 }
 
 start() { # start COMPONENT BINARY ARGS...: detached from this shell, PID recorded

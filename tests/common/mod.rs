@@ -685,11 +685,23 @@ impl Operator {
 
 impl Drop for Operator {
     fn drop(&mut self) {
+        // a failing test prints the whole log (the tail only misses what led up to it), at most
+        // its last 5,000 lines, before the test's folder and the log in it are deleted
         if std::thread::panicking() {
+            const LINES: usize = 5_000;
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let elided = lines.len().saturating_sub(LINES);
             eprintln!(
-                "--- operator log ({}) ---\n{}",
+                "--- operator log ({}, {} lines{}) ---\n{}\n--- end of the operator log ---",
                 self.log.display(),
-                self.log_tail()
+                lines.len(),
+                if elided > 0 {
+                    format!(", the first {elided} left out")
+                } else {
+                    String::new()
+                },
+                lines[elided..].join("\n")
             );
         }
         self.kill();
