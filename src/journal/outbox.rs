@@ -34,18 +34,23 @@ const SETTLING: &str = "settling notifications";
 const SETTLE_CHUNK: usize = 1000;
 
 impl Journal {
-    /// The Erus (uid) with a notification for `sink` due at `now`, at most `limit`, the longest
-    /// waiting first: one turn of the sink's lane.
+    /// The Erus (uid) with a notification for `sink` due at `now`, at most `limit`, the one due
+    /// the longest first: one turn of the sink's lane. It reads at most ten rows per Eru asked
+    /// for, in the order of the index by sink and due time, however long the sink's backlog.
     pub async fn due_for(&self, sink: &str, now: DateTime<Utc>, limit: u32) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT uid FROM notifications WHERE {PENDING} AND sink = $1 AND next_attempt_at <= $2
-             GROUP BY uid ORDER BY min(id) LIMIT $3"
+             ORDER BY next_attempt_at, id LIMIT $3"
         )))
         .bind(sink)
         .bind(ts(now))
-        .bind(i64::from(limit))
+        .bind(i64::from(limit).saturating_mul(10))
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        let mut seen = std::collections::HashSet::new();
+        let mut uids: Vec<String> = rows.into_iter().filter(|uid| seen.insert(uid.clone())).collect();
+        uids.truncate(limit as usize);
+        Ok(uids)
     }
 
     /// When the next pending notification for `sink` is due (none pending: `None`).

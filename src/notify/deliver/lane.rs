@@ -20,6 +20,9 @@ use crate::{
     runtime::shutdown_requested,
 };
 
+/// How often a lane looks for its expired rows (each look reads the sink's pending rows).
+const EXPIRE_EVERY: chrono::Duration = chrono::Duration::seconds(10);
+
 /// What a turn of the lane ended with.
 #[derive(Debug, PartialEq)]
 pub(super) enum Turn {
@@ -39,7 +42,10 @@ pub(super) async fn run(
     stop: watch::Receiver<bool>,
 ) {
     let agent = crate::eru::gates::agent(message::SEND_TIMEOUT);
-    let mut lane = Lane { sink, failures: 0 };
+    let mut lane = Lane {
+        sink,
+        ..Lane::default()
+    };
     loop {
         tokio::select! {
             _ = delivery.leadership.acquired() => {}
@@ -63,10 +69,13 @@ pub(super) async fn run(
     }
 }
 
-/// A sink's lane and its failures in a row (its own backoff's count).
+/// A sink's lane, its failures in a row (its own backoff's count), and when it last dropped its
+/// expired rows.
+#[derive(Default)]
 pub(super) struct Lane {
     pub sink: String,
     pub failures: i64,
+    pub expired_at: Option<DateTime<Utc>>,
 }
 
 impl Lane {
@@ -74,8 +83,11 @@ impl Lane {
     /// (at most [`TURN`]).
     pub(super) async fn turn(&mut self, delivery: &Delivery, agent: &ureq::Agent) -> crate::Result<Turn> {
         let sink = self.sink.as_str();
-        expire(delivery, sink, Utc::now()).await?;
         let now = Utc::now();
+        if self.expired_at.is_none_or(|at| now - at >= EXPIRE_EVERY) {
+            expire(delivery, sink, now).await?;
+            self.expired_at = Some(now);
+        }
         let due = delivery.journal.due_for(sink, now, TURN).await?;
         delivery.queried(sink, 1);
         if due.is_empty() {

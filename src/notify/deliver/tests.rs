@@ -48,6 +48,7 @@ on_both!(
     the_cap_drops_the_oldest_in_bounded_chunks_and_the_audit_counts_them,
     rows_of_a_sink_no_longer_in_the_file_are_dropped,
     the_prune_deletes_every_old_settled_row_in_batches,
+    a_turn_looks_up_each_due_eru_once_the_one_due_longest_first,
 );
 
 /// A receiver that answers every request 200 and counts them.
@@ -168,7 +169,7 @@ async fn a_failing_sink_waits_on_its_own_lane_while_a_healthy_one_delivers(journ
     let agent = crate::eru::gates::agent(Duration::from_secs(5));
     let mut bad = lane::Lane {
         sink: "bad".into(),
-        failures: 0,
+        ..Default::default()
     };
     let before = Utc::now();
     let lane::Turn::Failed(until) = bad.turn(&d, &agent).await.unwrap() else {
@@ -195,7 +196,7 @@ async fn a_failing_sink_waits_on_its_own_lane_while_a_healthy_one_delivers(journ
 
     let mut good = lane::Lane {
         sink: "good".into(),
-        failures: 0,
+        ..Default::default()
     };
     assert_eq!(good.turn(&d, &agent).await.unwrap(), lane::Turn::Sent);
     assert_eq!(received.load(Ordering::Relaxed), 5, "one message per Eru");
@@ -236,7 +237,7 @@ async fn a_lane_drops_its_expired_rows_before_it_sends(journal: Journal) {
     let agent = crate::eru::gates::agent(Duration::from_secs(5));
     let mut lane = lane::Lane {
         sink: "hook".into(),
-        failures: 0,
+        ..Default::default()
     };
     assert!(matches!(
         lane.turn(&d, &agent).await.unwrap(),
@@ -301,4 +302,36 @@ async fn the_prune_deletes_every_old_settled_row_in_batches(journal: Journal) {
     let facts = journal.outbox_facts(None).await.unwrap();
     assert_eq!((facts.pending, facts.delivered), (50, 50));
     assert_eq!(upkeep::prune(&d, now).await.unwrap(), 0);
+}
+
+/// A turn's Erus: each once however many rows it has, the one due longest first, never one not
+/// due yet, at most the turn's number.
+async fn a_turn_looks_up_each_due_eru_once_the_one_due_longest_first(journal: Journal) {
+    let now = Utc::now();
+    // u-0..u-2, 30 rows each, due now
+    write(&journal, "hook", 3, 90, now).await;
+    let rows = journal.pending_notices("hook", "u-1", 100).await.unwrap();
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    // u-1 failed a minute ago and was due again 30 s ago: due longest; u-2 is not due for an hour
+    journal
+        .notices_failed(&ids, now - chrono::Duration::seconds(30), "HTTP 503")
+        .await
+        .unwrap();
+    let rows = journal.pending_notices("hook", "u-2", 100).await.unwrap();
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    journal
+        .notices_failed(&ids, now + chrono::Duration::hours(1), "HTTP 503")
+        .await
+        .unwrap();
+    let due = journal.due_for("hook", now, 10).await.unwrap();
+    assert_eq!(due, ["u-1", "u-0"]);
+    assert_eq!(journal.due_for("hook", now, 1).await.unwrap(), ["u-1"]);
+    assert_eq!(
+        journal
+            .next_due("hook")
+            .await
+            .unwrap()
+            .map(|t| t.timestamp_millis()),
+        Some((now - chrono::Duration::seconds(30)).timestamp_millis())
+    );
 }
