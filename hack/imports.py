@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Import cycles among the library's files (src/, without main.rs), shared modules (runtime,
-journal, metrics, machine) importing a kind or the wiring, the Eru core (src/eru/core/, and every
+journal, metrics, machine, outbound) importing a kind or the wiring, notify importing the Eru's
+wiring (anything of eru/ but its core), the Eru core (src/eru/core/, and every
 file it imports, transitively) reaching a Kubernetes client or type, tokio, sqlx, the journal's rows
 or the runtime, and journal text parsed (`parse_ts`) outside journal/: prints each and exits 1.
 
@@ -42,13 +43,23 @@ def module_of(path):
     return tuple(parts)
 
 
+# strings, characters and comments, in one pass (a `//` inside a string is not a comment, a quote
+# inside a comment or a character opens no string)
+TOKENS = re.compile(
+    r'\br(#*)".*?"\1|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])\'|/\*.*?\*/|//[^\n]*', re.S
+)
+
+
+def blank(match):
+    token = match.group(0)
+    return "" if token.startswith("/") else '""'
+
+
 def strip(text):
     # an inline test module (at the end of a file, by convention) is not the file's imports: its
     # `super::*` is the file itself
     text = re.split(r"#\[cfg\(test\)\]\s*mod tests \{", text)[0]
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    text = re.sub(r"//[^\n]*", "", text)
-    return re.sub(r'"(\\.|[^"\\])*"', '""', text)
+    return TOKENS.sub(blank, text)
 
 
 def use_paths(tree, prefix=()):
@@ -110,13 +121,19 @@ for module, path in modules.items():
             edges[module].add(target)
 
 # layers: the shared modules import no kind and none of the wiring
-shared = {"runtime", "journal", "metrics", "machine", "error", "conditions"}
+shared = {"runtime", "journal", "metrics", "machine", "error", "conditions", "outbound"}
 upper = {"app", "config", "http", "history", "crds", "eru", "podset", "memcached"}
 violations = [
     (m, t) for m in modules for t in edges[m] if m and t and m[0] in shared and t[0] in upper
 ]
 for m, t in sorted(violations):
     print(f"layering: {modules[m].relative_to(src.parent)} (shared) imports {modules[t].relative_to(src.parent)}")
+# notifications are told by the kinds' passes: they may read the Eru core's records, never reach
+# up into the Eru's wiring (its gates, its passes) for a helper
+upward = [(m, t) for m in modules for t in edges[m] if m[:1] == ("notify",) and t[:1] == ("eru",) and t[:2] != ("eru", "core")]
+for m, t in sorted(upward):
+    print(f"layering: {modules[m].relative_to(src.parent)} imports {modules[t].relative_to(src.parent)}, above it")
+violations += upward
 
 def code_of(path):
     """The file without comments (strings kept: a quote in a comment cannot desynchronize)."""

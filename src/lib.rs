@@ -27,6 +27,7 @@ pub mod memcached;
 pub mod memory;
 pub mod metrics;
 pub mod notify;
+pub mod outbound;
 pub mod podset;
 pub mod runtime;
 pub mod vocab;

@@ -11,7 +11,7 @@ use std::time::Duration as StdDuration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::json;
 
-use super::{EruSpec, SilenceMatcher, TargetKind, gates};
+use super::{EruSpec, SilenceMatcher, TargetKind};
 
 /// How long one request to Alertmanager may take.
 const TIMEOUT: StdDuration = StdDuration::from_secs(5);
@@ -37,7 +37,7 @@ impl Silencer {
     pub fn new(url: Option<String>) -> Self {
         Self {
             url,
-            agent: gates::agent(TIMEOUT),
+            agent: crate::outbound::agent(TIMEOUT),
         }
     }
 
@@ -85,7 +85,7 @@ impl Silencer {
         let endpoint = format!("{}/api/v2/silence/{id}", url.trim_end_matches('/'));
         let agent = self.agent.clone();
         tokio::task::spawn_blocking(move || {
-            let shown = gates::redact_url(&endpoint);
+            let shown = crate::outbound::redact_url(&endpoint);
             match agent.delete(&endpoint).call() {
                 Ok(_) => Ok(()),
                 Err(e) => {
@@ -101,7 +101,7 @@ impl Silencer {
 /// POSTs `body` to `endpoint`; the answer's body, or why not (Alertmanager's own message when it
 /// refuses).
 fn post(agent: &ureq::Agent, endpoint: &str, body: &str) -> Result<String, String> {
-    let shown = gates::redact_url(endpoint);
+    let shown = crate::outbound::redact_url(endpoint);
     let refuse = |e: &dyn std::fmt::Display| {
         format!("creating a silence at {shown} failed: {e}").replace(endpoint, &shown)
     };

@@ -11,6 +11,13 @@ use sqlx::{
 
 use crate::vocab::{NoticeEvent, Outcome, Reason, RunOutcome, SlotResult};
 
+/// Free text from elsewhere (an API server's error message) as the journal keeps it: PostgreSQL
+/// refuses a NUL character in text, which would fail the whole entry, so it becomes U+FFFD on
+/// either backend.
+pub(super) fn free_text(text: &str) -> String {
+    text.replace('\0', "\u{FFFD}")
+}
+
 macro_rules! text_column {
     ($($kind:ty: $what:literal),*) => {$(
         impl Type<Any> for $kind {

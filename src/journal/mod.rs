@@ -145,6 +145,7 @@ mod columns;
 mod connect;
 mod fence;
 mod lock;
+mod notices;
 mod outage;
 mod outbox;
 pub use outbox::PendingOf;

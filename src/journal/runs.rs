@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::FromRow;
 
-use super::*;
+use super::{columns::free_text, *};
 use crate::vocab::RunOutcome;
 
 /// A manual run, as journaled.
@@ -95,7 +95,7 @@ pub(super) async fn runs_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> Re
         if let (1.., RunChange::Ended { uid, token, .. } | RunChange::Withdrawn { uid, token, .. }) =
             (applied, change)
         {
-            super::write::run_notices_on(conn, entry, uid, token).await?;
+            super::notices::run_end_on(conn, entry, uid, token).await?;
         }
         changed += applied;
     }
@@ -151,7 +151,7 @@ fn statement(change: &RunChange) -> Statement<'_> {
             )
             .bind(uid)
             .bind(token)
-            .bind(super::write::free_text(error))
+            .bind(free_text(error))
             .bind(ts(*at))
             .bind(ts(*next_attempt_at)),
             RunChange::Withdrawn {
@@ -166,7 +166,7 @@ fn statement(change: &RunChange) -> Statement<'_> {
             .bind(uid)
             .bind(token)
             .bind(ts(*at))
-            .bind(super::write::free_text(reason)),
+            .bind(free_text(reason)),
             RunChange::Ended {
                 uid,
                 token,
@@ -181,7 +181,7 @@ fn statement(change: &RunChange) -> Statement<'_> {
             .bind(token)
             .bind(*outcome)
             .bind(ts(*at))
-            .bind(reason.as_deref().map(super::write::free_text)),
+            .bind(reason.as_deref().map(free_text)),
         }
     }
 }
@@ -207,7 +207,7 @@ fn requested<'q>(
     .bind(requested_by)
     .bind(ts(*requested_at))
     .bind(ts(*deadline_at))
-    .bind(reason.as_deref().map(super::write::free_text))
+    .bind(reason.as_deref().map(free_text))
 }
 
 impl Journal {

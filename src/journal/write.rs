@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::*;
+use super::{columns::free_text, notices, *};
 use crate::vocab::Outcome;
 
 /// How one Eru's ledger row changes with what an entry added.
@@ -109,13 +109,6 @@ fn update_sql() -> String {
     )
 }
 
-/// Free text from elsewhere (an API server's error message) as the journal keeps it: PostgreSQL
-/// refuses a NUL character in text, which would fail the whole entry, so it becomes U+FFFD on
-/// either backend.
-pub(super) fn free_text(text: &str) -> String {
-    text.replace('\0', "\u{FFFD}")
-}
-
 /// Writes `entry` on `conn` (inside the caller's transaction); returns what was new. Each kind
 /// of row is keyed, so what a replay writes again is not new; each Eru's ledger row then changes
 /// by exactly what was.
@@ -161,9 +154,7 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
         .await?
         .rows_affected();
     }
-    for n in (entry.notices.iter()).filter(|n| matches!(n.of, NoticeOf::Held(_) | NoticeOf::Gap(_))) {
-        notice_on(conn, n).await?;
-    }
+    notices::unrecorded_on(conn, entry).await?;
     for (object, through) in &entry.advances {
         let delta = deltas.keyed(object);
         delta.through = later(delta.through, *through);
@@ -320,7 +311,7 @@ async fn finished_on(
         .rows_affected();
         done.restarts_finished += added;
         if added > 0 {
-            notices_on(conn, entry, &f.uid, NoticeOf::Finished(f.slot)).await?;
+            notices::finished_on(conn, entry, &f.uid, f.slot).await?;
             let delta = deltas.of(&f.uid);
             match f.outcome {
                 Outcome::Succeeded => {
@@ -372,7 +363,7 @@ async fn slots_on(
         .rows_affected();
         done.slots += added;
         if added > 0 {
-            notices_on(conn, entry, &s.object.uid, NoticeOf::Slot(s.slot)).await?;
+            notices::slot_on(conn, entry, &s.object.uid, s.slot).await?;
             let delta = deltas.keyed(&s.object);
             delta.through = later(delta.through, s.last_slot);
             if s.result == SlotResult::Fired {
@@ -383,59 +374,6 @@ async fn slots_on(
             }
         }
     }
-    Ok(())
-}
-
-/// The entry's notifications of the record `of` of the Eru `uid`, which was just added: into the
-/// outbox, in the record's transaction.
-async fn notices_on(conn: &mut sqlx::AnyConnection, entry: &Entry, uid: &str, of: NoticeOf) -> Result<()> {
-    for n in entry.notices.iter().filter(|n| n.object.uid == uid && n.of == of) {
-        notice_on(conn, n).await?;
-    }
-    Ok(())
-}
-
-/// The entry's notifications of the end of the manual run `token` of the Eru `uid`, which was
-/// just journaled: into the outbox, in the run's transaction.
-pub(super) async fn run_notices_on(
-    conn: &mut sqlx::AnyConnection,
-    entry: &Entry,
-    uid: &str,
-    token: &str,
-) -> Result<()> {
-    let of_run = |n: &&NewNotice| matches!(&n.of, NoticeOf::Run { token: t, .. } if t == token);
-    for n in entry
-        .notices
-        .iter()
-        .filter(|n| n.object.uid == uid)
-        .filter(of_run)
-    {
-        notice_on(conn, n).await?;
-    }
-    Ok(())
-}
-
-/// One notification into the outbox (one already there, by sink and key, stays as it is).
-async fn notice_on(conn: &mut sqlx::AnyConnection, n: &NewNotice) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO notifications (sink, key, uid, namespace, name, event, slot, last_slot, slot_count,
-           reason, note, created_at, next_attempt_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) ON CONFLICT (sink, key) DO NOTHING",
-    )
-    .bind(&n.sink)
-    .bind(n.key())
-    .bind(&n.object.uid)
-    .bind(&n.object.namespace)
-    .bind(&n.object.name)
-    .bind(n.event)
-    .bind(ts(n.slot()))
-    .bind(ts(n.last_slot))
-    .bind(n.slot_count)
-    .bind(n.reason.as_deref().map(free_text))
-    .bind(n.note.as_deref().map(free_text))
-    .bind(ts(n.created_at))
-    .execute(&mut *conn)
-    .await?;
     Ok(())
 }
 

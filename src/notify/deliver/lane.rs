@@ -41,7 +41,7 @@ pub(super) async fn run(
     wake: Arc<Notify>,
     stop: watch::Receiver<bool>,
 ) {
-    let agent = crate::eru::gates::agent(message::SEND_TIMEOUT);
+    let agent = crate::outbound::agent(message::SEND_TIMEOUT);
     let mut lane = Lane {
         sink,
         ..Lane::default()

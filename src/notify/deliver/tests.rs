@@ -166,7 +166,7 @@ async fn a_failing_sink_waits_on_its_own_lane_while_a_healthy_one_delivers(journ
     let now = Utc::now();
     write(&journal, "bad", 150, 300, now).await;
     write(&journal, "good", 5, 20, now).await;
-    let agent = crate::eru::gates::agent(Duration::from_secs(5));
+    let agent = crate::outbound::agent(Duration::from_secs(5));
     let mut bad = lane::Lane {
         sink: "bad".into(),
         ..Default::default()
@@ -234,7 +234,7 @@ async fn a_lane_drops_its_expired_rows_before_it_sends(journal: Journal) {
         Utc::now() - chrono::Duration::hours(2),
     )
     .await;
-    let agent = crate::eru::gates::agent(Duration::from_secs(5));
+    let agent = crate::outbound::agent(Duration::from_secs(5));
     let mut lane = lane::Lane {
         sink: "hook".into(),
         ..Default::default()
