@@ -137,6 +137,13 @@ impl Reason {
             .filter(|r| *r != Reason::Scheduled)
     }
 
+    /// The reason every surface shows for a slot recorded for this one (status, `/slots`,
+    /// `/audit`, the CLI, the pages, the notifications): none for a fired slot, whose journaled
+    /// `scheduled` is not a reason a slot was not restarted.
+    pub fn shown(self) -> Option<Self> {
+        (self != Reason::Scheduled).then_some(self)
+    }
+
     /// Fired for `scheduled`; else missed (the operator could not act) or skipped (it chose not
     /// to).
     pub fn result(self) -> SlotResult {

@@ -304,8 +304,7 @@ impl From<SlotRecordRow> for SlotItem {
             slot: s.slot,
             last_slot: s.last_slot,
             slot_count: s.slot_count,
-            // the journal says `scheduled` for a fired slot: not a reason a slot was not restarted
-            reason: s.reason.filter(|_| s.result != SlotResult::Fired),
+            reason: s.reason.and_then(Reason::shown),
             result: s.result,
             window: s
                 .window_start

@@ -93,7 +93,7 @@ fn recent_slot(row: &SlotRecordRow) -> RecentSlot {
         last_slot: (r.slot_count > 1).then_some(*r.last_slot),
         slots: r.slot_count,
         result: r.result.as_str().to_string(),
-        reason: r.reason.map(|reason| reason.as_str().to_string()),
+        reason: (r.reason.and_then(crate::vocab::Reason::shown)).map(|reason| reason.as_str().to_string()),
         outcome: row.restart_outcome.map(|o| o.as_str().to_string()),
         recorded_at: *r.evaluated_at,
         finished_at: row.restart_finished_at.as_ref().map(|at| at.0),
@@ -274,5 +274,56 @@ fn last_restart(r: &RestartRow) -> LastRestart {
         target: Some(r.target.clone()),
         reverted_by: r.reverted_by.clone(),
         reverted_at: r.reverted_at.map(|at| *at),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+    use strum::VariantArray;
+
+    use super::*;
+    use crate::{
+        history::pages::SlotItem,
+        journal::{SlotRow, Ts},
+        vocab::{Reason, SlotResult},
+    };
+
+    /// The status's recent slots and `/slots` say the same reason for the same record, from
+    /// [`Reason::shown`]: none for a fired slot, the reason for one not restarted.
+    #[test]
+    fn status_and_the_slot_listing_say_the_same_reason_for_a_slot() {
+        let at = Ts(Utc.with_ymd_and_hms(2026, 11, 27, 3, 0, 0).unwrap());
+        for reason in Reason::VARIANTS {
+            let row = SlotRecordRow {
+                record: SlotRow {
+                    id: 1,
+                    uid: "u".into(),
+                    namespace: "ns".into(),
+                    name: "web".into(),
+                    target: "Deployment/web".into(),
+                    slot: at,
+                    last_slot: at,
+                    slot_count: 1,
+                    result: reason.result(),
+                    reason: Some(*reason),
+                    window_start: None,
+                    window_end: None,
+                    evaluated_at: at,
+                    note: None,
+                },
+                restart_decided_at: None,
+                restart_patched_at: None,
+                restart_finished_at: None,
+                restart_outcome: None,
+                restart_reason: None,
+                restart_attempts: None,
+                restart_reverted_at: None,
+            };
+            let status = recent_slot(&row).reason;
+            let listed = SlotItem::from(row).reason.map(|r| r.as_str().to_string());
+            assert_eq!(status, listed, "{reason}");
+            assert_eq!(status.is_none(), reason.result() == SlotResult::Fired, "{reason}");
+        }
     }
 }
