@@ -2040,3 +2040,94 @@ async fn a_restart_another_manager_reverts_is_told_by_name_and_accounted_once() 
     expected.journal_from = Some(created(&erus, "web").await - SECOND);
     check(&client, &ns.name, &operator, &expected).await;
 }
+
+/// The revert docs/gitops.md describes, done as a user of `kubectl patch --type json` would: the
+/// restart's annotation removed from the template 3 s into its rollout (minReadySeconds keeps the
+/// rollout going). The restart is marked reverted once, while its rollout runs: status, `/history`,
+/// one `RestartReverted` Event, the counter and the audit say so; and the next slot restarts as
+/// usual.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_restart_whose_annotation_is_removed_mid_rollout_is_marked_reverted_once() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-revert-json").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(
+        &client,
+        &ns.name,
+        "web",
+        2,
+        json!({"spec": {"minReadySeconds": 10}}),
+    )
+    .await;
+    wait_ready(&deployments, "web", 2).await;
+    let operator = Operator::start(&client, &ns.name, &[]).await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/30 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    let rolling = wait_for("a restart rolling out", Duration::from_secs(60), || async {
+        let last = status(&erus, "web").await?.last_restart?;
+        (last.outcome == "in_progress" && last.patched_at.is_some()).then_some(last)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let path = format!(
+        "/spec/template/metadata/annotations/{}",
+        RESTARTED_AT.replace('~', "~0").replace('/', "~1")
+    );
+    let remove = json!([{"op": "remove", "path": path}]).to_string();
+    common::kubectl(&[
+        "-n",
+        &ns.name,
+        "patch",
+        "deployment",
+        "web",
+        "--type",
+        "json",
+        "--field-manager",
+        "sre-bob",
+        "-p",
+        &remove,
+    ]);
+    let reverted = wait_for("the restart marked reverted", Duration::from_secs(30), || async {
+        status(&erus, "web")
+            .await?
+            .last_restart
+            .filter(|r| r.reverted_at.is_some())
+    })
+    .await;
+    assert_eq!(reverted.slot, rolling.slot, "the restart that was undone");
+    let row = items(&operator, "/history?name=web&limit=1000")
+        .into_iter()
+        .find(|r| time(&r["slot"]) == rolling.slot)
+        .unwrap();
+    assert!(!row["reverted_at"].is_null(), "{row}");
+    // the next slot restarts as usual; then the revert is still told once
+    wait_for("a restart after the revert", Duration::from_secs(60), || async {
+        status(&erus, "web")
+            .await?
+            .last_restart
+            .filter(|r| r.slot > rolling.slot && r.outcome == "succeeded")
+    })
+    .await;
+    let told = events(&client, &ns.name, "web", "RestartReverted").await;
+    assert_eq!(told.len(), 1, "{told:?}");
+    let (_, metrics) = operator.get("/metrics");
+    assert!(
+        metrics.lines().any(|l| l == "eru_restarts_reverted_total 1"),
+        "the counter: {}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("reverted"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let audit = get_json(&operator.url(&format!("/audit?namespace={}", ns.name)));
+    assert_eq!(audit["erus"][0]["fired"]["reverted"], 1, "{audit}");
+}
