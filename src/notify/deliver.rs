@@ -243,6 +243,32 @@ fn unit_random() -> f64 {
 }
 
 impl Delivery {
+    /// Drops every pending row of `sink` that `which` picks, for `why`, [`CHUNK`] at a time;
+    /// how many (the caller logs).
+    async fn drop_all(
+        &self,
+        sink: &str,
+        which: crate::journal::PendingOf<'_>,
+        why: Dropped,
+    ) -> crate::Result<usize> {
+        let label = if self.notifier.sink(sink).is_some() {
+            sink
+        } else {
+            upkeep::LABEL
+        };
+        let mut dropped = 0;
+        loop {
+            let rows = self.journal.oldest_pending(which, CHUNK).await?;
+            self.queried(label, 1);
+            let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
+            self.drop_rows(sink, &ids, why).await?;
+            dropped += ids.len();
+            if ids.len() < CHUNK as usize {
+                return Ok(dropped);
+            }
+        }
+    }
+
     /// Marks the rows `ids` of `sink` dropped for `why`, and counts them (the caller logs).
     async fn drop_rows(&self, sink: &str, ids: &[i64], why: Dropped) -> crate::Result<()> {
         if ids.is_empty() {

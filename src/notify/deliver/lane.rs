@@ -12,9 +12,7 @@ use futures::{StreamExt, stream};
 use tokio::sync::{Notify, watch};
 use tracing::warn;
 
-use super::{
-    super::message, CHUNK, Delivery, Dropped, IDLE_MAX, IN_FLIGHT, PER_MESSAGE, TURN, backoff, pause,
-};
+use super::{super::message, Delivery, Dropped, IDLE_MAX, IN_FLIGHT, PER_MESSAGE, TURN, backoff, pause};
 use crate::{
     journal::{NoticeRow, PendingOf},
     runtime::shutdown_requested,
@@ -124,19 +122,8 @@ impl Lane {
 /// Drops `sink`'s pending rows written longer than `--notification-max-age` before `now`.
 async fn expire(delivery: &Delivery, sink: &str, now: DateTime<Utc>) -> crate::Result<()> {
     let cutoff = now - delivery.max_age();
-    let mut dropped = 0;
-    loop {
-        let rows = (delivery.journal)
-            .oldest_pending(PendingOf::WrittenBefore(sink, cutoff), CHUNK)
-            .await?;
-        delivery.queried(sink, 1);
-        let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
-        delivery.drop_rows(sink, &ids, Dropped::Expired).await?;
-        dropped += ids.len();
-        if ids.len() < CHUNK as usize {
-            break;
-        }
-    }
+    let which = PendingOf::WrittenBefore(sink, cutoff);
+    let dropped = delivery.drop_all(sink, which, Dropped::Expired).await?;
     if dropped > 0 {
         warn!(
             sink,

@@ -83,20 +83,7 @@ pub(super) async fn unknown_sinks(delivery: &Delivery) -> crate::Result<()> {
     let sinks = delivery.journal.pending_sinks().await?;
     delivery.queried(LABEL, 1);
     for sink in sinks.iter().filter(|s| delivery.notifier.sink(s).is_none()) {
-        let mut dropped = 0;
-        loop {
-            let rows = delivery
-                .journal
-                .oldest_pending(PendingOf::Sink(sink), CHUNK)
-                .await?;
-            delivery.queried(LABEL, 1);
-            let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
-            delivery.drop_rows(sink, &ids, Dropped::UnknownSink).await?;
-            dropped += ids.len();
-            if ids.len() < CHUNK as usize {
-                break;
-            }
-        }
+        let dropped = (delivery.drop_all(sink, PendingOf::Sink(sink), Dropped::UnknownSink)).await?;
         warn!(
             sink,
             events = dropped,
