@@ -683,6 +683,49 @@ impl Operator {
     }
 }
 
+impl Operator {
+    /// What a failing test needs beside the log: the newest slot records (each one's result and
+    /// reason) and the namespace's workloads, pods and Events as the API server has them. Never
+    /// panics (it runs while a test unwinds).
+    fn print_state(&self) {
+        if !self.namespace.is_empty() {
+            let path = format!("/slots?namespace={}&limit=30", self.namespace);
+            let mut request = agent(None).get(&self.url(&path));
+            if let Some(token) = &self.token {
+                request = request.header("Authorization", &format!("Bearer {token}"));
+            }
+            let body = match request.call() {
+                Ok(mut r) => r.body_mut().read_to_string().unwrap_or_default(),
+                Err(e) => format!("(GET failed: {e})"),
+            };
+            eprintln!("--- GET {path} ---\n{body}");
+        }
+        for what in [
+            vec![
+                "get",
+                "deployments,statefulsets,daemonsets,replicasets,pods",
+                "-o",
+                "wide",
+            ],
+            vec!["get", "events", "--sort-by=.lastTimestamp"],
+        ] {
+            let mut command = Command::new("kubectl");
+            command.args(&what);
+            if !self.namespace.is_empty() {
+                command.args(["-n", &self.namespace]);
+            }
+            if let Ok(out) = command.output() {
+                eprintln!(
+                    "--- kubectl {} ---\n{}{}",
+                    what.join(" "),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+}
+
 impl Drop for Operator {
     fn drop(&mut self) {
         // a failing test prints the whole log (the tail only misses what led up to it), at most
@@ -703,6 +746,7 @@ impl Drop for Operator {
                 },
                 lines[elided..].join("\n")
             );
+            self.print_state();
         }
         self.kill();
     }
