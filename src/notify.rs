@@ -110,13 +110,13 @@ pub struct Notifier {
 }
 
 /// One event, before routing.
-struct Event {
+pub(crate) struct Event {
     of: NoticeOf,
     event: NoticeEvent,
     /// The slot's reason (a slot record's; a hold's gate), which a route's `reasons` filter.
     reason: Option<Reason>,
     /// The outbox's reason text: the slot's reason, or why a restart ended so.
-    why: Option<String>,
+    pub(crate) why: Option<String>,
     last_slot: DateTime<Utc>,
     count: i64,
     note: Option<String>,
@@ -310,13 +310,15 @@ fn events(records: &[EruRecord], now: DateTime<Utc>) -> Vec<Event> {
     events
 }
 
-/// The event of a slot record not fired.
-fn slot(r: &SlotRecord) -> Option<Event> {
+/// The event of a slot record not fired, with the reason every surface shows
+/// ([`Reason::shown`]).
+pub(crate) fn slot(r: &SlotRecord) -> Option<Event> {
+    let reason = r.reason.shown()?;
     Some(Event {
         of: NoticeOf::Slot(r.first),
-        event: NoticeEvent::of_result(r.reason.result())?,
-        reason: Some(r.reason),
-        why: Some(r.reason.as_str().to_string()),
+        event: NoticeEvent::of_result(reason.result())?,
+        reason: Some(reason),
+        why: Some(reason.as_str().to_string()),
         last_slot: r.last,
         count: r.count,
         note: r.note.clone(),

@@ -372,8 +372,8 @@ mod tests {
         let eru = EruMetrics::register(&metrics);
         let at = |s: i64| chrono::DateTime::from_timestamp(s, 0).unwrap();
         let rolling = State::RollingOut {
-            rollout: crate::eru::core::messages::Rollout {
-                slot: at(1_800_000_000),
+            rollout: crate::eru::core::restart::Rollout {
+                cause: crate::eru::core::restart::Cause::Slot(at(1_800_000_000)),
                 target: "Deployment/web".into(),
                 patched_at: at(1_800_000_002),
                 landed_generation: None,

@@ -403,7 +403,7 @@ fn tally(
                 fired.reverted += in_window;
             }
         } else {
-            let reason = s.reason;
+            let reason = s.reason.and_then(Reason::shown);
             let entry = reasons.entry((s.result, reason)).or_insert_with(|| NotRestarted {
                 result: s.result,
                 reason,

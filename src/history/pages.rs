@@ -210,7 +210,7 @@ impl From<SlotRow> for MissedItem {
             last_slot: s.last_slot,
             slot_count: s.slot_count,
             result: s.result,
-            reason: s.reason,
+            reason: s.reason.and_then(Reason::shown),
             window,
             note: s.note,
             evaluated_at: s.evaluated_at,

@@ -1,12 +1,17 @@
 //! The Eru state machine. Pure: handlers decide, the reconciler journals and acts.
 //!
 //! ```text
-//!           SlotsDue (gate open)             RestartPatched                 RolloutDone / RolloutFailed
-//!  Waiting ──────────────────▶ Restarting{restart} ──────────▶ RollingOut{slot} ────────────────────────▶ Waiting
-//!   ▲  │                         │ RestartPending: patch (backoff), or give up   │ SlotsDue: concurrent_rollout
-//!   │  ▼ SpecReady{suspend}      │ (deadline, closed gate) ──▶ Waiting            │ TargetGone: abandoned
-//!  Suspended   Invalid   TargetMissing      SlotsDue (newer slot): superseded
+//!           SlotsDue / RunDue (gates open)  Place{granted}          RestartPatched                RolloutDone / RolloutFailed
+//!  Waiting ─────────────────▶ Starting{restart} ───────▶ Restarting{restart} ─────────▶ RollingOut{rollout} ──────────────────────▶ Waiting
+//!   ▲  │                          │ refused: Waiting        │ RestartPending: patch (backoff), or give up    │ SlotsDue: concurrent_rollout
+//!   │  ▼ SpecReady{suspend}       │                         │ (deadline, closed gate) ──▶ Waiting            │ TargetGone: abandoned
+//!  Suspended   Invalid   TargetMissing                      SlotsDue (newer slot): superseded
 //! ```
+//! One restart goes through these states whatever its [`Cause`]: a slot of the schedule or a
+//! manual run. What the cause changes (the records, the patch, the words of a give-up, what a
+//! newer slot does to it) is data, in [`super::restart`]; the waiting and refusal of a manual run
+//! before it starts are `start_run` and `refuse_run` here.
+//!
 //! A restart is *decided* (journaled with its deadline) before its patch is sent; the slot is
 //! recorded `fired` only once the patch landed. A patch that does not land is retried with
 //! backoff while the gates stay open, and given up at the slot's deadline, at a closed gate, or
@@ -14,14 +19,15 @@
 //! reason (`patch_failed`, `suspended`, `target_paused`, ...). It is never patched afterwards.
 //! The idle states follow the spec; a slot due while one of them holds is skipped with its reason.
 
-use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, Utc};
 use statig::prelude::*;
 
 use super::{
     hold::{Answer, Held},
-    ledger::{self, Due, Reason, SlotRecord, Window},
-    messages::{EruAction, EruDecision, EruEvent, EruRecord, Pending, Restart, Rollout, SlotsDue},
-    run::{ManualRun, RunDue, RunRecord, RunRollout},
+    ledger::{Due, Reason, SlotRecord},
+    messages::{EruAction, EruDecision, EruEvent, EruRecord, SlotsDue},
+    restart::{Cause, End, Restart, Rollout},
+    run::{RunDue, RunRecord},
     schedule::slot_text as text,
 };
 use crate::{machine::Phase, vocab, vocab::RunOutcome};
@@ -68,36 +74,32 @@ impl EruMachine {
         }
     }
 
+    /// The spec is invalid: every slot is skipped (`spec_invalid`), every manual run refused.
     #[state(superstate = "idle")]
     fn invalid(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::SpecInvalid { .. } => Handled,
-            EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
-            EruEvent::SpecReady { suspend: true } => Transition(State::suspended()),
-            EruEvent::SlotsDue(slots) => skip_all(context, slots, Reason::SpecInvalid),
-            EruEvent::RunDue(due) => refuse_run(context, due, Reason::SpecInvalid),
-            _ => Super,
+            _ => stopped(event, context, Reason::SpecInvalid),
         }
     }
 
+    /// The target does not exist: every slot is skipped (`target_missing`), every manual run
+    /// refused.
     #[state(superstate = "idle")]
     fn target_missing(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::TargetMissing => Handled,
-            EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
-            EruEvent::SpecReady { suspend: true } => Transition(State::suspended()),
-            EruEvent::SlotsDue(slots) => skip_all(context, slots, Reason::TargetMissing),
-            EruEvent::RunDue(due) => refuse_run(context, due, Reason::TargetMissing),
-            _ => Super,
+            _ => stopped(event, context, Reason::TargetMissing),
         }
     }
 
-    /// A due slot whose gate is open, asking the fleet for a place: granted, its restart is
-    /// decided; refused, it waits (unaccounted) for a place or its deadline. Lives within one
-    /// pass (between the plan and the fleet's answer): never restored.
+    /// A restart whose gates are open, asking the fleet for a place: granted, it is decided;
+    /// refused, it waits (a slot unaccounted, a manual run journaled `waiting`) for a place or
+    /// its deadline. Lives within one pass (between the plan and the fleet's answer): never
+    /// restored. `superseding`: it replaces a slot's restart that never landed.
     #[state]
     fn starting(
-        due: &Due,
+        restart: &Restart,
         superseding: &bool,
         event: &EruEvent,
         context: &mut EruDecision,
@@ -105,12 +107,8 @@ impl EruMachine {
         let _ = superseding; // only the phase shown while it asks (see `Phase`)
         match event {
             EruEvent::Place { granted: true } => {
-                context.record(EruRecord::Decided {
-                    slot: due.slot,
-                    deadline: due.deadline,
-                    target: due.target.clone(),
-                });
-                Transition(State::restarting(Restart::decided(due)))
+                context.record(restart.decided_record());
+                Transition(State::restarting(restart.clone()))
             }
             EruEvent::Place { granted: false } => Transition(State::waiting()),
             EruEvent::SilenceExpired { slot, at } => expired(context, *slot, *at),
@@ -123,69 +121,54 @@ impl EruMachine {
     fn restarting(restart: &Restart, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
         match event {
             EruEvent::RestartPatched { at, generation } => {
-                context.record(EruRecord::Patched {
-                    slot: restart.slot,
-                    at: *at,
-                    target: restart.target.clone(),
-                    generation: *generation,
-                });
-                Transition(State::rolling_out(Rollout {
-                    slot: restart.slot,
-                    target: restart.target.clone(),
-                    patched_at: *at,
-                    landed_generation: *generation,
-                }))
+                let rollout = restart.landed(*at, *generation);
+                context.record(restart.patched_record(&rollout));
+                Transition(State::rolling_out(rollout))
             }
             EruEvent::PatchFailed {
                 message,
                 at,
                 retry_at,
             } => {
-                context.record(EruRecord::Attempt {
-                    slot: restart.slot,
-                    at: *at,
-                    error: message.clone(),
-                    retry_at: *retry_at,
-                });
-                Transition(State::restarting(Restart {
-                    attempts: restart.attempts + 1,
-                    last_error: Some(message.clone()),
-                    next_attempt_at: Some(*retry_at),
-                    ..restart.clone()
-                }))
+                let (record, next) = restart.failed(message, *at, *retry_at);
+                context.record(record);
+                Transition(State::restarting(next))
             }
-            EruEvent::RestartPending(pending) => go_on_or_give_up(context, restart, pending),
+            EruEvent::RestartPending(pending) => match restart.give_up(pending) {
+                Some(record) => {
+                    context.record(record);
+                    Transition(State::waiting())
+                }
+                None => {
+                    if pending.retry_due {
+                        context.act(restart.patch());
+                    }
+                    Handled
+                }
+            },
             EruEvent::Silenced { id, until } => {
-                context.record(EruRecord::Silenced {
-                    slot: restart.slot,
-                    id: id.clone(),
-                    until: *until,
-                });
+                if let Some(slot) = restart.slot() {
+                    let (id, until) = (id.clone(), *until);
+                    context.record(EruRecord::Silenced { slot, id, until });
+                }
                 Handled
             }
             EruEvent::SlotsDue(slots) => {
                 record_slots(context, &slots.records);
                 match &slots.due {
-                    Some(due) if due.slot > restart.slot => supersede(context, restart, due, slots),
-                    _ => Handled,
+                    Some(due) => newer_slot(context, restart, due, slots),
+                    None => Handled,
                 }
             }
             _ => Super,
         }
     }
 
-    /// The target rolls out the restart of `rollout.slot`.
+    /// The target rolls out the restart.
     #[state(superstate = "busy")]
     fn rolling_out(rollout: &Rollout, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
-        let slot = &rollout.slot;
-        let finish = |context: &mut EruDecision, outcome, finished_at, reason| {
-            context.record(EruRecord::Finished {
-                slot: *slot,
-                patched_at: rollout.patched_at,
-                outcome,
-                finished_at,
-                reason,
-            });
+        let finish = |context: &mut EruDecision, outcome, at, reason| {
+            context.record(rollout.ended(End { outcome, at, reason }));
             Transition(State::waiting())
         };
         match event {
@@ -205,139 +188,21 @@ impl EruMachine {
                 None,
                 Some("the target disappeared during the rollout".into()),
             ),
-            EruEvent::RolloutReverted { revert, at } => {
+            EruEvent::RolloutReverted { revert, at } => match rollout.slot() {
                 // the pods roll again, to the template without the restart: it did not happen
-                let outcome = finish(
-                    context,
-                    vocab::Outcome::Failed,
-                    Some(*at),
-                    Some(revert.text(*slot)),
-                );
-                context.record(EruRecord::Reverted {
-                    slot: *slot,
-                    revert: revert.clone(),
-                    at: *at,
-                });
-                outcome
-            }
-            EruEvent::SlotsDue(slots) => {
-                record_slots(context, &slots.records);
-                if let Some(due) = slots.due.as_ref().filter(|d| d.slot != *slot) {
-                    context.record(EruRecord::Slots(vec![SlotRecord::one(
-                        due.slot,
-                        Reason::ConcurrentRollout,
-                        None,
-                        &due.target,
-                    )]));
+                Some(slot) => {
+                    let reason = Some(revert.text(slot));
+                    let outcome = finish(context, vocab::Outcome::Failed, Some(*at), reason);
+                    let (revert, at) = (revert.clone(), *at);
+                    context.record(EruRecord::Reverted { slot, revert, at });
+                    outcome
                 }
-                Handled
-            }
-            _ => Super,
-        }
-    }
-
-    /// A manual run whose gates are open, asking the fleet for a place: granted, it is decided;
-    /// refused, it waits (journaled `waiting`) for a place or its deadline. Lives within one pass.
-    #[state]
-    fn run_starting(run: &ManualRun, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
-        match event {
-            EruEvent::Place { granted: true } => {
-                context.record(EruRecord::Run(RunRecord::Decided {
-                    token: run.token.clone(),
-                }));
-                Transition(State::run_restarting(run.clone()))
-            }
-            EruEvent::Place { granted: false } => Transition(State::waiting()),
-            EruEvent::SilenceExpired { slot, at } => expired(context, *slot, *at),
-            _ => Handled,
-        }
-    }
-
-    /// A manual run is decided and journaled; its patch has not landed yet.
-    #[state(superstate = "busy")]
-    fn run_restarting(run: &ManualRun, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
-        match event {
-            EruEvent::RestartPatched { at, .. } => {
-                context.record(EruRecord::Run(RunRecord::Patched {
-                    token: run.token.clone(),
-                    at: *at,
-                }));
-                Transition(State::run_rolling_out(RunRollout {
-                    run: run.clone(),
-                    patched_at: *at,
-                }))
-            }
-            EruEvent::PatchFailed {
-                message,
-                at,
-                retry_at,
-            } => {
-                context.record(EruRecord::Run(RunRecord::Attempt {
-                    token: run.token.clone(),
-                    at: *at,
-                    error: message.clone(),
-                    retry_at: *retry_at,
-                }));
-                Transition(State::run_restarting(ManualRun {
-                    attempts: run.attempts + 1,
-                    last_error: Some(message.clone()),
-                    next_attempt_at: Some(*retry_at),
-                    ..run.clone()
-                }))
-            }
-            EruEvent::RestartPending(pending) => go_on_or_give_up_run(context, run, pending),
+                None => Handled,
+            },
             EruEvent::SlotsDue(slots) => {
                 record_slots(context, &slots.records);
-                match &slots.due {
-                    // the slot's restart does what the run asked: the run is given up for it,
-                    // if it starts (a slot skipped, held or run dry leaves the run going on)
-                    Some(due) => match start(context, due, slots, false) {
-                        Handled => Handled,
-                        started => {
-                            let why =
-                                format!("superseded by slot {} before the patch landed", text(due.slot));
-                            context.record(EruRecord::Run(give_up_run(run, &why)));
-                            started
-                        }
-                    },
-                    None => Handled,
-                }
-            }
-            _ => Super,
-        }
-    }
-
-    /// The target rolls out a manual run.
-    #[state(superstate = "busy")]
-    fn run_rolling_out(rollout: &RunRollout, event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
-        let run = &rollout.run;
-        let finish = |context: &mut EruDecision, outcome, at, reason: String| {
-            context.record(EruRecord::Run(RunRecord::ended(run, outcome, at, reason)));
-            Transition(State::waiting())
-        };
-        match event {
-            EruEvent::RolloutProgressed => Handled,
-            EruEvent::RolloutDone { finished_at } => finish(
-                context,
-                RunOutcome::Succeeded,
-                Some(*finished_at),
-                "the rollout finished".into(),
-            ),
-            EruEvent::RolloutFailed { finished_at, reason } => {
-                finish(context, RunOutcome::Failed, Some(*finished_at), reason.clone())
-            }
-            EruEvent::TargetGone => finish(
-                context,
-                RunOutcome::Abandoned,
-                None,
-                "the target disappeared during the rollout".into(),
-            ),
-            EruEvent::SlotsDue(slots) => {
-                record_slots(context, &slots.records);
-                if let Some(due) = slots.due.as_ref() {
-                    let note = format!("{} was rolling out", run.name());
-                    let record = SlotRecord::one(due.slot, Reason::ConcurrentRollout, None, &due.target);
-                    context.record(EruRecord::Slots(vec![record.noted(note)]));
+                if let Some(record) = slots.due.as_ref().and_then(|due| rollout.concurrent(due)) {
+                    context.record(EruRecord::Slots(vec![record]));
                 }
                 Handled
             }
@@ -369,19 +234,15 @@ impl EruMachine {
                 });
                 Handled
             }
-            EruEvent::Adopt { rollout, deadline } => {
-                context.record(EruRecord::Decided {
-                    slot: rollout.slot,
-                    deadline: *deadline,
-                    target: rollout.target.clone(),
-                });
-                context.record(EruRecord::Patched {
-                    slot: rollout.slot,
-                    at: rollout.patched_at,
-                    target: rollout.target.clone(),
-                    generation: rollout.landed_generation,
-                });
-                Transition(State::rolling_out(rollout.clone()))
+            EruEvent::Adopt {
+                slot,
+                target,
+                patched_at,
+                generation,
+                deadline,
+            } => {
+                let restart = Restart::new(Cause::Slot(*slot), target, *deadline);
+                take_over(context, &restart, *patched_at, *generation)
             }
             _ => Handled,
         }
@@ -415,6 +276,18 @@ impl EruMachine {
     }
 }
 
+/// An Eru that cannot restart for `reason` (its spec invalid, its target missing): a valid spec
+/// moves it on; its slots are skipped and its manual runs refused for that reason.
+fn stopped(event: &EruEvent, context: &mut EruDecision, reason: Reason) -> Outcome<State> {
+    match event {
+        EruEvent::SpecReady { suspend: false } => Transition(State::waiting()),
+        EruEvent::SpecReady { suspend: true } => Transition(State::suspended()),
+        EruEvent::SlotsDue(slots) => skip_all(context, slots, reason),
+        EruEvent::RunDue(due) => refuse_run(context, due, reason),
+        _ => Super,
+    }
+}
+
 /// Refuses the waiting run `token`, no longer asked for (`now`: the token asked for instead).
 fn withdrawn(context: &mut EruDecision, token: &str, now: Option<&str>) -> Outcome<State> {
     let reason = match now {
@@ -441,75 +314,44 @@ fn record_slots(context: &mut EruDecision, records: &[SlotRecord]) {
     }
 }
 
-/// A restart that has not landed, as this pass finds it (`pending`): given up if something
-/// blocks it (the Eru suspended or invalid, the target's gate closed) or its deadline passed; else
-/// patched again once its backoff is over.
-fn go_on_or_give_up(context: &mut EruDecision, restart: &Restart, pending: &Pending) -> Outcome<State> {
-    if let Some(reason) = pending.blocked {
-        let what = match reason {
-            Reason::Suspended => "the Eru was suspended before the patch landed",
-            Reason::SpecInvalid => "the Eru's spec became invalid before the patch landed",
-            Reason::TargetPaused => "the target was paused before the patch landed",
-            Reason::TargetMissing => "the target disappeared before the patch landed",
-            Reason::TargetNotRollable => "the target became not rollable before the patch landed",
-            _ => "the target was not fully available before the patch landed",
-        };
-        let what = match &pending.note {
-            Some(note) => format!("{what} ({note})"),
-            None => what.to_string(),
-        };
-        give_up(context, restart, reason, None, &what, pending.note.as_ref());
-        return Transition(State::waiting());
+/// A slot `due` while `restart` has not landed. A slot's restart is superseded by a newer slot
+/// (given up, and the newer slot starts); a manual run is given up for the slot's restart, which
+/// does what the run asked, if that restart starts (a slot skipped, held or run dry leaves the run
+/// going on).
+fn newer_slot(context: &mut EruDecision, restart: &Restart, due: &Due, slots: &SlotsDue) -> Outcome<State> {
+    match &restart.cause {
+        Cause::Slot(slot) if due.slot > *slot => {
+            if let Some(record) = restart.superseded(due.slot, &slots.journal_outages) {
+                context.record(record);
+            }
+            match start(context, due, slots, true) {
+                Handled => Transition(State::waiting()),
+                started => started,
+            }
+        }
+        Cause::Slot(_) => Handled,
+        Cause::Run(_) => match start(context, due, slots, false) {
+            Handled => Handled,
+            started => {
+                context.record(restart.run_superseded(due.slot));
+                started
+            }
+        },
     }
-    if pending.now > restart.deadline {
-        let (reason, window) = if restart.attempts > 0 {
-            (Reason::PatchFailed, None)
-        } else if pending.downtime.is_some() {
-            (Reason::OperatorDown, pending.downtime)
-        } else if pending.journal_outage.is_some() {
-            (Reason::JournalUnavailable, pending.journal_outage)
-        } else {
-            (Reason::PastDeadline, None)
-        };
-        let what = format!(
-            "{}the restart patch did not land by {} (startingDeadlineSeconds)",
-            outage_text(reason, window),
-            text(restart.deadline)
-        );
-        give_up(context, restart, reason, window, &what, None);
-        return Transition(State::waiting());
-    }
-    if pending.retry_due {
-        context.act(EruAction::PatchRestart {
-            slot: restart.slot,
-            target: restart.target.clone(),
-        });
-    }
-    Handled
 }
 
-/// A newer slot `due` while `restart` has not landed: the restart is given up (superseded, or
-/// for the patches that failed or the journal outage that kept it from landing), and the newer
-/// slot starts.
-fn supersede(context: &mut EruDecision, restart: &Restart, due: &Due, slots: &SlotsDue) -> Outcome<State> {
-    let outage = ledger::overlapping(&slots.journal_outages, restart.slot, due.slot);
-    let (reason, window) = if restart.attempts > 0 {
-        (Reason::PatchFailed, None)
-    } else if outage.is_some() {
-        (Reason::JournalUnavailable, outage)
-    } else {
-        (Reason::Superseded, None)
-    };
-    let what = format!(
-        "{}superseded by slot {} before the patch landed",
-        outage_text(reason, window),
-        text(due.slot)
-    );
-    give_up(context, restart, reason, window, &what, None);
-    match start(context, due, slots, true) {
-        Handled => Transition(State::waiting()),
-        started => started,
-    }
+/// Takes over a restart whose patch landed at `at` (before a crash, by another replica, or in a
+/// lost journal's time): decided and patched as the cluster shows, never patched twice.
+fn take_over(
+    context: &mut EruDecision,
+    restart: &Restart,
+    at: DateTime<Utc>,
+    generation: Option<i64>,
+) -> Outcome<State> {
+    let rollout = restart.landed(at, generation);
+    context.record(restart.decided_record());
+    context.record(restart.patched_record(&rollout));
+    Transition(State::rolling_out(rollout))
 }
 
 /// Starts the restart of `due` if its gate is open (recording it as landed if the target already
@@ -518,24 +360,13 @@ fn supersede(context: &mut EruDecision, restart: &Restart, due: &Due, slots: &Sl
 /// ([`State::Starting`]); `superseding` tells that it replaces a restart that never landed.
 fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue, superseding: bool) -> Outcome<State> {
     if let Some(template) = slots.template.filter(|t| t.slot == due.slot) {
-        // landed before a crash, or by another replica: never patched twice
-        context.record(EruRecord::Decided {
-            slot: due.slot,
-            deadline: due.deadline,
-            target: due.target.clone(),
-        });
-        context.record(EruRecord::Patched {
-            slot: due.slot,
-            at: template.landed_at,
-            target: due.target.clone(),
-            generation: template.generation,
-        });
-        return Transition(State::rolling_out(Rollout {
-            slot: due.slot,
-            target: due.target.clone(),
-            patched_at: template.landed_at,
-            landed_generation: template.generation,
-        }));
+        // landed before a crash, or by another replica
+        return take_over(
+            context,
+            &Restart::decided(due),
+            template.landed_at,
+            template.generation,
+        );
     }
     if slots.gate.reason().is_none()
         && !superseding
@@ -571,11 +402,9 @@ fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue, superseding: bo
             Handled
         }
         None => {
-            context.act(EruAction::AskPlace {
-                slot: due.slot,
-                deadline: due.deadline,
-            });
-            Transition(State::starting(due.clone(), superseding))
+            let restart = Restart::decided(due);
+            context.act(restart.ask_place());
+            Transition(State::starting(restart, superseding))
         }
         Some(reason) => {
             let record = SlotRecord::one(due.slot, reason, None, &due.target);
@@ -601,13 +430,7 @@ fn start_run(context: &mut EruDecision, due: &RunDue) -> Outcome<State> {
         }));
     }
     if let Some(at) = due.landed_at {
-        let token = run.token.clone();
-        context.record(EruRecord::Run(RunRecord::Decided { token: token.clone() }));
-        context.record(EruRecord::Run(RunRecord::Patched { token, at }));
-        return Transition(State::run_rolling_out(RunRollout {
-            run: run.clone(),
-            patched_at: at,
-        }));
+        return take_over(context, &Restart::of_run(run), at, None);
     }
     if due.now > run.deadline {
         let why = (due.waits().or_else(|| due.waited.clone()))
@@ -639,11 +462,9 @@ fn start_run(context: &mut EruDecision, due: &RunDue) -> Outcome<State> {
         )));
         return Handled;
     }
-    context.act(EruAction::AskPlace {
-        slot: run.requested_at,
-        deadline: run.deadline,
-    });
-    Transition(State::run_starting(run.clone()))
+    let restart = Restart::of_run(run);
+    context.act(restart.ask_place());
+    Transition(State::starting(restart, false))
 }
 
 /// Refuses the manual run `due` asks for at once: the Eru is suspended, invalid or without target.
@@ -673,43 +494,6 @@ fn refuse_run(context: &mut EruDecision, due: &RunDue, reason: Reason) -> Outcom
     Handled
 }
 
-/// A manual run that has not landed, as this pass finds it: given up if something blocks it or
-/// its deadline passed; else patched again once its backoff is over.
-fn go_on_or_give_up_run(context: &mut EruDecision, run: &ManualRun, pending: &Pending) -> Outcome<State> {
-    let why = if let Some(reason) = pending.blocked {
-        let note = pending.note.as_ref().map_or(String::new(), |n| format!(" ({n})"));
-        Some(format!("{} before the patch landed{note}", reason.as_str()))
-    } else if pending.now > run.deadline {
-        Some(format!(
-            "the patch did not land by its deadline {}",
-            text(run.deadline)
-        ))
-    } else {
-        None
-    };
-    match why {
-        Some(why) => {
-            context.record(EruRecord::Run(give_up_run(run, &why)));
-            Transition(State::waiting())
-        }
-        None => {
-            if pending.retry_due {
-                context.act(EruAction::PatchRun {
-                    token: run.token.clone(),
-                    target: run.target.clone(),
-                });
-            }
-            Handled
-        }
-    }
-}
-
-/// The record of a manual run given up before its patch landed, with the last API message.
-fn give_up_run(run: &ManualRun, why: &str) -> RunRecord {
-    let last = super::retry::last_error_note(run.attempts, run.last_error.as_deref());
-    RunRecord::ended(run, RunOutcome::Abandoned, None, format!("{why}{last}"))
-}
-
 /// What a dry run would have patched.
 fn dry_run_patch(due: &Due) -> String {
     format!(
@@ -733,38 +517,6 @@ fn skip_all(context: &mut EruDecision, slots: &SlotsDue, reason: Reason) -> Outc
     Handled
 }
 
-/// What a journal outage adds to a given-up restart's reason: when the journal took no writes.
-fn outage_text(reason: Reason, window: Option<Window>) -> String {
-    match window {
-        Some((from, to)) if reason == Reason::JournalUnavailable => format!(
-            "the journal took no writes from {} to {}; ",
-            from.to_rfc3339_opts(SecondsFormat::Millis, true),
-            to.to_rfc3339_opts(SecondsFormat::Millis, true)
-        ),
-        _ => String::new(),
-    }
-}
-
-/// Gives up a restart whose patch never landed; its slot's record carries `note`, if any.
-fn give_up(
-    context: &mut EruDecision,
-    restart: &Restart,
-    reason: Reason,
-    window: Option<Window>,
-    what: &str,
-    note: Option<&String>,
-) {
-    let record = SlotRecord::one(restart.slot, reason, window, &restart.target);
-    context.record(EruRecord::GaveUp {
-        slot: restart.slot,
-        reason: restart.give_up_text(reason, what),
-        record: match note {
-            Some(note) => record.noted(note.clone()),
-            None => record,
-        },
-    });
-}
-
 impl Phase for State {
     fn phase(&self) -> &'static str {
         match self {
@@ -772,57 +524,54 @@ impl Phase for State {
             State::Suspended {} => "Suspended",
             State::Invalid {} => "Invalid",
             State::TargetMissing {} => "TargetMissing",
-            State::Restarting { .. } | State::RunRestarting { .. } => "Restarting",
-            State::RollingOut { .. } | State::RunRollingOut { .. } => "RollingOut",
-            // what it showed before it asked: a slot that waits for a place is not a phase
+            State::Restarting { .. } => "Restarting",
+            State::RollingOut { .. } => "RollingOut",
+            // what it showed before it asked: a restart that waits for a place is not a phase
             State::Starting {
                 superseding: true, ..
             } => "Restarting",
-            State::Starting { .. } | State::RunStarting { .. } => "Waiting",
+            State::Starting { .. } => "Waiting",
         }
     }
 }
 
 impl State {
+    /// The cause of the restart in flight (decided, not ended), if one is.
+    pub fn cause(&self) -> Option<&Cause> {
+        match self {
+            State::Restarting { restart } => Some(&restart.cause),
+            State::RollingOut { rollout } => Some(&rollout.cause),
+            _ => None,
+        }
+    }
+
     /// The slot being restarted, in Restarting and RollingOut.
     pub fn slot(&self) -> Option<DateTime<Utc>> {
-        match self {
-            State::Restarting { restart } => Some(restart.slot),
-            State::RollingOut { rollout } => Some(rollout.slot),
-            _ => None,
-        }
+        self.cause().and_then(Cause::slot)
     }
 
-    /// The manual run in flight (decided, not ended), if any.
-    pub fn run(&self) -> Option<&ManualRun> {
-        match self {
-            State::RunRestarting { run } => Some(run),
-            State::RunRollingOut { rollout } => Some(&rollout.run),
-            _ => None,
-        }
-    }
-
-    /// The manual run asking the fleet for a place, if one does.
-    pub fn run_asking(&self) -> Option<&ManualRun> {
-        match self {
-            State::RunStarting { run } => Some(run),
-            _ => None,
-        }
+    /// The token of the manual run in flight, if one is.
+    pub fn token(&self) -> Option<&str> {
+        Some(self.cause()?.run()?.token.as_str())
     }
 
     /// Whether a restart or a manual run is in flight (it holds a place in the fleet).
     pub fn in_flight(&self) -> bool {
-        self.slot().is_some() || self.run().is_some()
+        self.cause().is_some()
     }
 
-    /// The due slot (or the manual run, by when it was asked) asking the fleet for a place, and
-    /// its deadline.
-    pub fn asks_place(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    /// The restart asking the fleet for a place, if one does.
+    pub fn asking(&self) -> Option<&Restart> {
         match self {
-            State::Starting { due, .. } => Some((due.slot, due.deadline)),
-            State::RunStarting { run } => Some((run.requested_at, run.deadline)),
+            State::Starting { restart, .. } => Some(restart),
             _ => None,
         }
+    }
+
+    /// The place in the queue (the slot, or when the manual run was asked) and the deadline of
+    /// the restart asking the fleet for a place, if one does.
+    pub fn asks_place(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        self.asking().map(|r| (r.cause.queued_at(), r.deadline))
     }
 
     /// When the restart in flight needs the next look, whatever happens in the cluster: a retry
@@ -832,10 +581,6 @@ impl State {
         match self {
             State::Restarting { restart } => Some(restart.wake(now)),
             State::RollingOut { rollout } => {
-                Some(rollout.patched_at + rollout_timeout + Duration::seconds(1))
-            }
-            State::RunRestarting { run } => Some(run.wake(now)),
-            State::RunRollingOut { rollout } => {
                 Some(rollout.patched_at + rollout_timeout + Duration::seconds(1))
             }
             _ => None,
@@ -850,10 +595,6 @@ pub enum InFlight {
     Pending(Restart),
     /// Its patch landed; the rollout is being tracked.
     Landed(Rollout),
-    /// A manual run decided; its patch has not landed.
-    RunPending(ManualRun),
-    /// A manual run whose patch landed.
-    RunLanded(RunRollout),
 }
 
 /// Restores the machine: a restart in flight comes from the journal (never from `status.phase`,
@@ -862,8 +603,6 @@ pub fn restore(phase: Option<&str>, in_flight: Option<InFlight>) -> State {
     match in_flight {
         Some(InFlight::Pending(restart)) => State::Restarting { restart },
         Some(InFlight::Landed(rollout)) => State::RollingOut { rollout },
-        Some(InFlight::RunPending(run)) => State::RunRestarting { run },
-        Some(InFlight::RunLanded(rollout)) => State::RunRollingOut { rollout },
         None => match phase {
             Some("Suspended") => State::Suspended {},
             Some("Invalid") => State::Invalid {},

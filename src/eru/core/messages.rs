@@ -114,58 +114,6 @@ pub enum Grant {
     },
 }
 
-/// A decided restart whose patch has not landed yet, as the journal holds it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Restart {
-    pub slot: DateTime<Utc>,
-    pub target: String,
-    /// Never patched after this instant.
-    pub deadline: DateTime<Utc>,
-    /// Failed patches so far, and the API's message of the last one.
-    pub attempts: u32,
-    pub last_error: Option<String>,
-    /// When the next patch is due after a failed one.
-    pub next_attempt_at: Option<DateTime<Utc>>,
-}
-
-impl Restart {
-    pub(super) fn decided(due: &Due) -> Self {
-        Self {
-            slot: due.slot,
-            target: due.target.clone(),
-            deadline: due.deadline,
-            attempts: 0,
-            last_error: None,
-            next_attempt_at: None,
-        }
-    }
-
-    /// When the restart needs its next look: its next try after a backoff, or its deadline (to
-    /// give it up), whichever comes first.
-    pub fn wake(&self, now: DateTime<Utc>) -> DateTime<Utc> {
-        super::retry::next_look(self.next_attempt_at, self.deadline, now)
-    }
-
-    /// The restart's reason when given up for `reason`: the reason's name, what happened, and the
-    /// last API message if patches failed.
-    pub(super) fn give_up_text(&self, reason: Reason, what: &str) -> String {
-        let last = super::retry::last_error_note(self.attempts, self.last_error.as_deref());
-        format!("{}: {what}{last}", reason.as_str())
-    }
-}
-
-/// A restart whose patch landed: the target rolls it out.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rollout {
-    pub slot: DateTime<Utc>,
-    /// The journal key of the workload rolling it out.
-    pub target: String,
-    pub patched_at: DateTime<Utc>,
-    /// The target's generation once the patch had landed, when known: a template without the
-    /// slot at a later generation was written after the patch (a revert, proven).
-    pub landed_generation: Option<i64>,
-}
-
 /// What a restart that has not landed must do now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pending {
@@ -244,7 +192,12 @@ pub enum EruEvent {
     /// A restart the status shows rolling out and the target carries, whose journal is gone: the
     /// pass takes it over (decided and patched, as the cluster shows), so its end is recorded.
     Adopt {
-        rollout: Rollout,
+        slot: DateTime<Utc>,
+        target: String,
+        /// When its patch landed (as the status says, else first seen), and the target's
+        /// generation then.
+        patched_at: DateTime<Utc>,
+        generation: Option<i64>,
         deadline: DateTime<Utc>,
     },
     /// The Eru asks for a manual run the journal has not started or ended (boxed: rare).

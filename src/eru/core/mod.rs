@@ -9,7 +9,8 @@
 //! - [`ledger`]: the slot ledger (every slot due, or recorded with its reason);
 //! - [`hold`]: slots a health gate holds; [`need`]: whether a due slot's restart would help;
 //! - [`messages`]: what the state machine hears (events) and says (records, actions);
-//! - [`run`]: manual runs (`mtsre.meitu.com/run-now`);
+//! - [`restart`]: a restart in flight and its cause (a slot, or a manual run): where the two differ;
+//! - [`run`]: manual runs (`mtsre.meitu.com/run-now`) before they start;
 //! - [`machine`]: the Eru's statig state machine;
 //! - [`observed`]: what a pass decides from; [`plan`]: one pass's plan.
 
@@ -26,7 +27,7 @@ pub mod messages;
 pub mod need;
 pub mod observed;
 pub mod plan;
-pub mod retry;
+pub mod restart;
 pub mod run;
 pub mod schedule;
 pub mod target;

@@ -5,10 +5,9 @@
 //! back (the fleet's answer, the restart patch's result) is fed in with [`Plan::after`], in the
 //! same pass.
 //!
-//! The order of one plan: the spec's epoch and the ledger cursor; the restart in flight (landed?
-//! rolled out?); the spec's state; the slots since the cursor; then, once the fleet answered for
-//! a due slot, the restart that has not landed (patch, wait, or give up) and the spec's state
-//! again (a restart that ended frees the Eru).
+//! The order of one plan: the spec's epochs and the ledger cursor ([`start`]), then the steps of
+//! [`ORDER`], each fed to the machine in turn; where the due slot asks the fleet for a place, the
+//! pass stops after [`Step::Account`] and goes on with the answer ([`Plan::after`]).
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -17,12 +16,11 @@ use super::{
     hold::{self, Held},
     ledger::{self, Epoch, Span, Window},
     machine::{EruMachine, InFlight, State, restore, retry_delay},
-    messages::{
-        EruAction, EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, Rollout, SlotsDue, Template,
-    },
+    messages::{EruAction, EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, SlotsDue, Template},
     observed::{Observed, RunSeen},
-    run::{Blocked, ManualRun, RunDue, RunRollout, template_value},
-    target::{DEFAULT_ROLLOUT_TIMEOUT_SECONDS, Verdict},
+    restart::{Cause, Restart},
+    run::{Blocked, ManualRun, RunDue, template_value},
+    target::DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
 };
 use crate::machine::step;
 use start::ledger_start;
@@ -82,6 +80,65 @@ pub enum Fed {
     SilenceExpired { slot: DateTime<Utc>, at: DateTime<Utc> },
 }
 
+/// One step a pass feeds the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The restart in flight: did its patch land, how does its rollout go?
+    Track,
+    /// The silence of the journal's restart in flight, once that restart ended.
+    ExpireSilence,
+    /// The spec's state: valid (suspended or not), invalid, or without target.
+    Spec,
+    /// The slots since the cursor: recorded, or the due one started.
+    Account,
+    /// The restart that has not landed: patched (after its backoff), or given up.
+    Pending,
+    /// The latest restart, ended, undone since by another field manager.
+    Reverted,
+    /// The waiting manual run the Eru no longer asks for.
+    Withdrawn,
+    /// The manual run the Eru asks for.
+    RunNow,
+}
+
+/// The steps of one pass, in order, and why each comes where it does. The unit tests of
+/// `plan/tests/order.rs` prove it: every swap marked *guarded* below breaks a named scenario, and
+/// the neighbouring swaps marked *free* break none.
+pub const ORDER: [Step; 10] = [
+    // guarded, before Account: a rollout that ended frees the Eru for the slot due now, which is
+    // restarted, not skipped as concurrent_rollout
+    Step::Track,
+    // free: the silence of a restart Track ended is expired now or at the second ExpireSilence,
+    // in this pass either way
+    Step::ExpireSilence,
+    // guarded, before Account: a slot due while the Eru is suspended, invalid or without target
+    // is skipped for that, never started
+    Step::Spec,
+    // the slots since the cursor. A due slot may ask the fleet for a place: the pass stops here
+    // ([`ASKS_PLACE_AFTER`]) and goes on with the answer
+    Step::Account,
+    // guarded, after Account: a restart not landed is superseded by the newer due slot first, so
+    // no patch is asked for it in the pass that gives it up
+    Step::Pending,
+    // guarded, after Pending: a restart given up in this pass has its silence expired in it (no
+    // later pass would: the restart is no longer open)
+    Step::ExpireSilence,
+    // guarded, after Pending: a restart given up in this pass frees the Eru to follow its spec
+    // now (shown Suspended, not Waiting); guarded before RunNow: a run asked then is refused
+    Step::Spec,
+    // free: a revert of the latest restart is told once nothing is in flight
+    Step::Reverted,
+    // free: a waiting run no longer asked for is refused, in this pass whatever its place here
+    Step::Withdrawn,
+    // last (guarded after the second Spec): the manual run asked, only if no slot asks for a
+    // place in this pass
+    Step::RunNow,
+];
+
+/// The steps of [`ORDER`] before the fleet's answer for a due slot: a pass whose due slot asks
+/// for a place stops after them.
+pub const ASKS_PLACE_AFTER: usize = 4;
+
 /// One pass's plan for an Eru.
 #[derive(Debug)]
 pub struct Plan {
@@ -113,20 +170,29 @@ pub struct Plan {
     spec_event: EruEvent,
     /// When no operator ran, since the cursor.
     downtime: Vec<Window>,
+    /// Where the ledger starts this pass: its cursor, the window no record covers (a lost
+    /// journal's), and the epochs in force.
+    start: (DateTime<Utc>, Option<Window>, Vec<Epoch>),
+    /// The steps, in [`ORDER`] (another order only in the tests that prove it matters).
+    order: [Step; 10],
 }
 
 /// Plans one pass from what was observed.
 pub fn plan(observed: Observed) -> Plan {
+    plan_in(observed, ORDER)
+}
+
+/// [`plan`], the steps in `order`.
+fn plan_in(observed: Observed, order: [Step; 10]) -> Plan {
     let mut decision = EruDecision::default();
     let (cursor, downtime, unrecorded, epochs) = ledger_start(&observed, &mut decision);
     let mut state = restore(
         observed.cluster.shown.as_ref().and_then(|s| s.phase.as_deref()),
         in_flight(&observed),
     );
-    if let Some(rollout) = rolling_out_unjournaled(&observed) {
+    if let Some(adopt) = rolling_out_unjournaled(&observed) {
         // a lost journal's restart: taken over, so its end is recorded
-        let deadline = rollout.slot + Duration::seconds(observed.cluster.spec.starting_deadline_seconds);
-        feed(&mut state, &mut decision, &EruEvent::Adopt { rollout, deadline });
+        feed(&mut state, &mut decision, &adopt);
     }
     let mut plan = Plan {
         rollout_timeout: rollout_timeout(&observed, &state),
@@ -143,14 +209,13 @@ pub fn plan(observed: Observed) -> Plan {
         run_waits: None,
         silence_expiry: false,
         downtime,
+        start: (cursor, unrecorded, epochs),
+        order,
     };
-    plan.track_in_flight();
-    plan.expire_silence();
-    feed(&mut plan.state, &mut plan.decision, &plan.spec_event);
-    plan.account(cursor, unrecorded, &epochs);
+    plan.steps(..ASKS_PLACE_AFTER);
     // a due slot asking the fleet for a place (EruAction::AskPlace) concludes with the answer
     if plan.state.asks_place().is_none() {
-        plan.conclude();
+        plan.steps(ASKS_PLACE_AFTER..);
     }
     plan
 }
@@ -163,7 +228,7 @@ impl Plan {
                 let Some((slot, deadline)) = self.state.asks_place() else {
                     return;
                 };
-                let run = self.state.run_asking().map(|r| r.token.clone());
+                let run = (self.state.asking()).and_then(|r| Some(r.cause.run()?.token.clone()));
                 if let Grant::Queued { ahead, in_flight } = grant {
                     self.queued = Some(Queued {
                         slot,
@@ -176,7 +241,7 @@ impl Plan {
                 self.feed(&EruEvent::Place {
                     granted: grant == Grant::Granted,
                 });
-                self.conclude();
+                self.steps(ASKS_PLACE_AFTER..);
             }
             Fed::Patched { at, generation } => {
                 self.at = at;
@@ -188,7 +253,6 @@ impl Plan {
                 self.at = at;
                 let failures = match &self.state {
                     State::Restarting { restart } => restart.attempts + 1,
-                    State::RunRestarting { run } => run.attempts + 1,
                     _ => 1,
                 };
                 self.patch_error = Some(message.clone());
@@ -305,6 +369,23 @@ impl Plan {
         feed(&mut self.state, &mut self.decision, event);
     }
 
+    /// Takes the steps `range` of the plan's order.
+    fn steps(&mut self, range: impl std::slice::SliceIndex<[Step], Output = [Step]>) {
+        let order = self.order;
+        for step in &order[range] {
+            match step {
+                Step::Track => self.track_in_flight(),
+                Step::ExpireSilence => self.expire_silence(),
+                Step::Spec => feed(&mut self.state, &mut self.decision, &self.spec_event),
+                Step::Account => self.account(),
+                Step::Pending => self.conclude_restart(),
+                Step::Reverted => self.reverted(),
+                Step::Withdrawn => self.withdrawn(),
+                Step::RunNow => self.run_now(),
+            }
+        }
+    }
+
     /// The silence of the restart in flight, once that restart ended (in this pass, by its
     /// rollout's end or given up): expired now, not at its own end.
     fn expire_silence(&mut self) {
@@ -314,7 +395,9 @@ impl Plan {
         let Some(id) = &open.silence else {
             return;
         };
-        let slot = open.restart.slot;
+        let Some(slot) = open.restart.slot() else {
+            return;
+        };
         if self.silence_expiry {
             return;
         }
@@ -332,69 +415,26 @@ impl Plan {
     /// now may be rolled out now too.)
     fn track_in_flight(&mut self) {
         let (o, state, decision) = (&self.observed, &mut self.state, &mut self.decision);
-        let view_of = |target: &str| o.cluster.targets.get(target);
+        let (eru, now) = (o.cluster.h_key.as_str(), o.now);
         if let State::Restarting { restart } = &*state
-            && let Some(view) = view_of(&restart.target)
-            && let Some(at) = view.landed_at(restart.slot, o.now)
+            && let Some(view) = o.cluster.targets.get(&restart.target)
+            && let Some(at) = restart.cause.landed_in(view, eru, now)
         {
-            // seen carrying the slot: the cache is past the patch
+            // seen carrying its key: the cache is past the patch
             let generation = view.generation;
             feed(state, decision, &EruEvent::RestartPatched { at, generation });
         }
         if let State::RollingOut { rollout } = &*state {
-            let (slot, patched_at) = (rollout.slot, rollout.patched_at);
-            let landed = rollout.landed_generation;
-            let event = match view_of(&rollout.target) {
-                None => EruEvent::TargetGone,
-                Some(v) if let Some(revert) = v.reverted(slot, patched_at, landed, false) => {
-                    EruEvent::RolloutReverted { revert, at: o.now }
-                }
-                Some(v) => match v.verdict(rollout.slot, rollout.patched_at, o.now, self.rollout_timeout) {
-                    Verdict::Done => EruEvent::RolloutDone {
-                        finished_at: v.finished_at(rollout.patched_at, o.now),
-                    },
-                    Verdict::Failed(reason) => EruEvent::RolloutFailed {
-                        finished_at: o.now,
-                        reason,
-                    },
-                    Verdict::Progressing => EruEvent::RolloutProgressed,
-                },
-            };
-            feed(state, decision, &event);
-        }
-        let mark = |run: &ManualRun| template_value(&o.cluster.h_key, &run.token);
-        if let State::RunRestarting { run } = &*state
-            && let Some(at) =
-                view_of(&run.target).and_then(|v| v.run_landed_at(&mark(run), run.requested_at, o.now))
-        {
-            feed(
-                state,
-                decision,
-                &EruEvent::RestartPatched { at, generation: None },
-            );
-        }
-        if let State::RunRollingOut { rollout } = &*state {
-            let (mark, at) = (mark(&rollout.run), rollout.patched_at);
-            let event = match view_of(&rollout.run.target) {
-                None => EruEvent::TargetGone,
-                Some(v) => match v.run_verdict(&mark, at, o.now, self.rollout_timeout) {
-                    Verdict::Done => EruEvent::RolloutDone {
-                        finished_at: v.finished_at(at, o.now),
-                    },
-                    Verdict::Failed(reason) => EruEvent::RolloutFailed {
-                        finished_at: o.now,
-                        reason,
-                    },
-                    Verdict::Progressing => EruEvent::RolloutProgressed,
-                },
-            };
+            let view = o.cluster.targets.get(&rollout.target);
+            let event = rollout.seen(view, eru, now, self.rollout_timeout);
             feed(state, decision, &event);
         }
     }
 
     /// The slots since the cursor: recorded, or due.
-    fn account(&mut self, cursor: DateTime<Utc>, unrecorded: Option<Window>, epochs: &[Epoch]) {
-        let o = &self.observed;
+    fn account(&mut self) {
+        let (o, (cursor, unrecorded, epochs)) = (&self.observed, &self.start);
+        let (cursor, unrecorded) = (*cursor, *unrecorded);
         let now = o.now;
         let span = Span {
             after: cursor,
@@ -451,26 +491,6 @@ impl Plan {
             EruAction::Hold(held) => Some(held.clone()),
             _ => None,
         });
-    }
-
-    /// A restart or manual run that has not landed: patch it (after its backoff), or give it up;
-    /// then the spec's state again (a restart that ended in this pass frees the Eru for it), and
-    /// the manual run the Eru asks for.
-    fn conclude(&mut self) {
-        self.conclude_restart();
-        self.expire_silence();
-        if let State::RunRestarting { run } = &self.state {
-            let pending = self.pending(&run.target, run.requested_at, run.deadline, run.next_attempt_at);
-            feed(
-                &mut self.state,
-                &mut self.decision,
-                &EruEvent::RestartPending(pending),
-            );
-        }
-        feed(&mut self.state, &mut self.decision, &self.spec_event);
-        self.reverted();
-        self.withdrawn();
-        self.run_now();
     }
 
     /// The latest manual run, if it still waits while the Eru asks for another token (or none):
@@ -569,7 +589,7 @@ impl Plan {
             }
             None => return,
         };
-        if self.state.run().is_some_and(|r| r.token == asked.token) {
+        if self.state.token() == Some(asked.token.as_str()) {
             return;
         }
         let (run, new, waited) = match &o.journal.run {
@@ -620,7 +640,7 @@ impl Plan {
             &mut self.decision,
             &EruEvent::RunDue(Box::new(due)),
         );
-        if matches!(self.state, State::RunRollingOut { .. }) {
+        if matches!(self.state, State::RollingOut { .. }) {
             // its patch had landed (a crash, a lost journal): its rollout may be over already,
             // and no change of the target may come to say so
             self.track_in_flight();
@@ -663,23 +683,30 @@ impl Plan {
         }
     }
 
-    /// A restart that has not landed: patch it (after its backoff), or give it up.
+    /// A restart (or manual run) that has not landed: patch it (after its backoff), or give it
+    /// up.
     fn conclude_restart(&mut self) {
         let o = &self.observed;
         if let State::Restarting { restart } = &self.state {
-            let decided_at = o
-                .journal
-                .open_restart
-                .as_ref()
-                .filter(|open| open.restart.slot == restart.slot)
-                .map_or(o.now, |open| open.decided_at);
+            // a slot's restart was decided when the journal says (else now), and a journal outage
+            // from its slot on may have kept it from landing; a manual run counts from when it
+            // was asked
+            let (decided_at, outage) = match &restart.cause {
+                Cause::Slot(slot) => (
+                    (o.journal.open_restart.as_ref())
+                        .filter(|open| open.restart.slot() == Some(*slot))
+                        .map_or(o.now, |open| open.decided_at),
+                    ledger::overlapping(&o.journal.outages, *slot, restart.deadline),
+                ),
+                Cause::Run(ask) => (ask.requested_at, None),
+            };
             let mut pending = self.pending(
                 &restart.target,
                 decided_at,
                 restart.deadline,
                 restart.next_attempt_at,
             );
-            pending.journal_outage = ledger::overlapping(&o.journal.outages, restart.slot, restart.deadline);
+            pending.journal_outage = outage;
             feed(
                 &mut self.state,
                 &mut self.decision,
@@ -710,30 +737,23 @@ fn spec_event(observed: &Observed) -> EruEvent {
 
 /// The restart (or manual run) in flight, as the journal holds it.
 fn in_flight(observed: &Observed) -> Option<InFlight> {
-    let Some(open) = observed.journal.open_restart.as_ref() else {
-        let open = observed.journal.open_run.as_ref()?;
-        return Some(match open.patched_at {
-            Some(patched_at) => InFlight::RunLanded(RunRollout {
-                run: open.run.clone(),
-                patched_at,
-            }),
-            None => InFlight::RunPending(open.run.clone()),
-        });
+    let (restart, patched_at, generation) = match observed.journal.open_restart.as_ref() {
+        Some(open) => (open.restart.clone(), open.patched_at, open.landed_generation),
+        None => {
+            let open = observed.journal.open_run.as_ref()?;
+            (Restart::of_run(&open.run), open.patched_at, None)
+        }
     };
-    Some(match open.patched_at {
-        Some(patched_at) => InFlight::Landed(Rollout {
-            slot: open.restart.slot,
-            target: open.restart.target.clone(),
-            patched_at,
-            landed_generation: open.landed_generation,
-        }),
-        None => InFlight::Pending(open.restart.clone()),
+    Some(match patched_at {
+        Some(at) => InFlight::Landed(restart.landed(at, generation)),
+        None => InFlight::Pending(restart),
     })
 }
 
 /// A restart the status shows rolling out whose journal is gone (the journal has no ledger for
-/// this Eru) and whose slot the target's template carries: the pass takes it over.
-fn rolling_out_unjournaled(observed: &Observed) -> Option<Rollout> {
+/// this Eru) and whose slot the target's template carries: the pass takes it over
+/// ([`EruEvent::Adopt`]).
+fn rolling_out_unjournaled(observed: &Observed) -> Option<EruEvent> {
     if observed.journal.ledger.is_some() || observed.journal.open_restart.is_some() {
         return None;
     }
@@ -746,11 +766,12 @@ fn rolling_out_unjournaled(observed: &Observed) -> Option<Rollout> {
         .filter(|r| r.in_progress)?;
     let target = observed.target()?;
     let landed = target.landed_at(last.slot, observed.now)?;
-    Some(Rollout {
+    Some(EruEvent::Adopt {
         slot: last.slot,
         target: observed.cluster.spec.target.clone(),
         patched_at: last.patched_at.unwrap_or(landed),
-        landed_generation: target.generation,
+        generation: target.generation,
+        deadline: last.slot + Duration::seconds(observed.cluster.spec.starting_deadline_seconds),
     })
 }
 
@@ -760,8 +781,6 @@ fn rollout_timeout(observed: &Observed, state: &State) -> Duration {
     let tracked = match state {
         State::Restarting { restart } => Some(&restart.target),
         State::RollingOut { rollout } => Some(&rollout.target),
-        State::RunRestarting { run } => Some(&run.target),
-        State::RunRollingOut { rollout } => Some(&rollout.run.target),
         _ => None,
     };
     Duration::seconds(observed.cluster.rollout_timeout_seconds.unwrap_or_else(|| {

@@ -57,7 +57,8 @@ impl Asked {
     }
 }
 
-/// A manual run not ended, as the machine carries it.
+/// A manual run not ended, as it is asked and journaled (in flight, the machine carries it as a
+/// [`super::restart::Restart`] of [`super::restart::Cause::Run`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ManualRun {
     pub token: String,
@@ -74,22 +75,10 @@ pub struct ManualRun {
 }
 
 impl ManualRun {
-    /// When it needs its next look before its patch landed: its next try, or its deadline.
-    pub fn wake(&self, now: DateTime<Utc>) -> DateTime<Utc> {
-        super::retry::next_look(self.next_attempt_at, self.deadline, now)
-    }
-
     /// What it is called in records and Events.
     pub fn name(&self) -> String {
         format!("manual run {:?}", self.token)
     }
-}
-
-/// A manual run whose patch landed: the target rolls it out.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunRollout {
-    pub run: ManualRun,
-    pub patched_at: DateTime<Utc>,
 }
 
 /// What stands in a manual run's way: the reason, and what it names.

@@ -17,9 +17,10 @@ use crate::eru::{
     CachedEru, RESTART_MANAGER, RESTARTED_AT_ANNOTATION, RUN_MANAGER, SilenceOnUnknown, Target, TargetKind,
     core::{
         machine::State,
-        messages::{EruAction, Restart},
+        messages::EruAction,
         plan::Fed,
-        run::{ManualRun, RUN_ANNOTATION, template_value},
+        restart::Restart,
+        run::{RUN_ANNOTATION, template_value},
         schedule::slot_text,
     },
     silence,
@@ -53,10 +54,12 @@ async fn hang_after_patch_failpoint() {
 pub async fn act(context: &EruContext, eru: &CachedEru, state: &State, action: &EruAction) -> Vec<Fed> {
     match action {
         EruAction::PatchRestart { slot, target } => match state {
-            State::Restarting { restart } if restart.slot == *slot && Utc::now() <= restart.deadline => {
+            State::Restarting { restart }
+                if restart.slot() == Some(*slot) && Utc::now() <= restart.deadline =>
+            {
                 // the silence first: held or not, the patch follows its onUnknown
                 let mut fed = Vec::new();
-                if let Some(failed) = silence(context, eru, restart, &mut fed).await {
+                if let Some(failed) = silence(context, eru, restart, *slot, &mut fed).await {
                     fed.push(failed);
                     return fed;
                 }
@@ -80,6 +83,7 @@ async fn silence(
     context: &EruContext,
     eru: &CachedEru,
     restart: &Restart,
+    slot: DateTime<Utc>,
     fed: &mut Vec<Fed>,
 ) -> Option<Fed> {
     let spec = eru.spec.silence.as_deref()?;
@@ -93,7 +97,7 @@ async fn silence(
                 v.rollout_timeout_seconds
             })
     });
-    if let Ok(Some(row)) = context.ctx.journal.restart(&uid, restart.slot).await
+    if let Ok(Some(row)) = context.ctx.journal.restart(&uid, slot).await
         && row.silence_id.is_some()
         && (row.silence_until).is_some_and(|until| silence::still_holds(*until, Utc::now(), timeout))
     {
@@ -106,19 +110,19 @@ async fn silence(
     let comment = format!(
         "eru {namespace}/{}: restart of slot {} ({}); expired when its rollout ends",
         eru.name_any(),
-        slot_text(restart.slot),
+        slot_text(slot),
         restart.target
     );
     match context.options.silencer.create(&matchers, until, comment).await {
         Ok(id) => {
-            info!(eru = %eru.name_any(), slot = %slot_text(restart.slot), silence = %id, "silence created");
+            info!(eru = %eru.name_any(), slot = %slot_text(slot), silence = %id, "silence created");
             fed.push(Fed::Silenced { id, until });
             None
         }
         Err(e) if spec.on_unknown == SilenceOnUnknown::Proceed => {
             let note = format!(
                 "restart of slot {} goes on unsilenced (silence.onUnknown: Proceed): {e}",
-                slot_text(restart.slot)
+                slot_text(slot)
             );
             warn!(eru = %eru.name_any(), %note, "silence not created");
             (context.ctx).publish(eru, EventType::Warning, "SilenceFailed", "Restart", Some(note));
@@ -126,7 +130,7 @@ async fn silence(
         }
         Err(e) => {
             let message = format!("no Alertmanager silence (silence.onUnknown: Hold holds the patch): {e}");
-            warn!(eru = %eru.name_any(), slot = %slot_text(restart.slot), error = %message, "restart patch held");
+            warn!(eru = %eru.name_any(), slot = %slot_text(slot), error = %message, "restart patch held");
             Some(Fed::PatchFailed {
                 message,
                 at: Utc::now(),
@@ -160,7 +164,9 @@ async fn act_once(context: &EruContext, eru: &CachedEru, state: &State, action: 
     match action {
         EruAction::PatchRestart { .. } | EruAction::ExpireSilence { .. } => None, // see [`act`]
         EruAction::PatchRun { token, target } => match state {
-            State::RunRestarting { run } if run.token == *token => patch_run(context, eru, run, target).await,
+            State::Restarting { restart } if restart.cause.run().is_some_and(|r| r.token == *token) => {
+                patch_run(context, eru, restart, token, target).await
+            }
             _ => None,
         },
         EruAction::ReportBadRun { reason } => {
@@ -227,7 +233,7 @@ async fn patch(
     slot: DateTime<Utc>,
     target: &str,
 ) -> Option<Fed> {
-    if restart.slot != slot || Utc::now() > restart.deadline {
+    if restart.slot() != Some(slot) || Utc::now() > restart.deadline {
         return None;
     }
     let until = (restart.deadline - Utc::now()).to_std().unwrap_or_default();
@@ -257,9 +263,16 @@ async fn patch(
     })
 }
 
-/// Sends the patch of the manual run `run` to `target` (its token on the pod template, with its
-/// own field manager), unless its deadline passed while the pass was journaling; like [`patch`].
-async fn patch_run(context: &EruContext, eru: &CachedEru, run: &ManualRun, target: &str) -> Option<Fed> {
+/// Sends the patch of the manual run `token` (`run`, the plan's restart in flight) to `target`
+/// (its token on the pod template, with its own field manager), unless its deadline passed while
+/// the pass was journaling; like [`patch`].
+async fn patch_run(
+    context: &EruContext,
+    eru: &CachedEru,
+    run: &Restart,
+    token: &str,
+    target: &str,
+) -> Option<Fed> {
     if Utc::now() > run.deadline {
         return None;
     }
@@ -269,11 +282,11 @@ async fn patch_run(context: &EruContext, eru: &CachedEru, run: &ManualRun, targe
         until: Some(tokio::time::Instant::now() + until),
     };
     if let Err(e) = context.ctx.leadership.check("the manual run's patch") {
-        warn!(eru = %eru.name_any(), token = %run.token, error = %e, "manual run patch not sent");
+        warn!(eru = %eru.name_any(), token = %token, error = %e, "manual run patch not sent");
         return None;
     }
     let eru_key = crate::eru::core::schedule::eru_seed(&eru.namespace().unwrap_or_default(), &eru.name_any());
-    let value = template_value(&eru_key, &run.token);
+    let value = template_value(&eru_key, token);
     let annotation = (RUN_ANNOTATION, value.as_str());
     let result = throttle::within(
         budget,
@@ -283,13 +296,13 @@ async fn patch_run(context: &EruContext, eru: &CachedEru, run: &ManualRun, targe
     let at = Utc::now();
     Some(match result {
         Ok(generation) => {
-            info!(eru = %eru.name_any(), token = %run.token, "manual run patched");
+            info!(eru = %eru.name_any(), token = %token, "manual run patched");
             hang_after_patch_failpoint().await;
             Fed::Patched { at, generation }
         }
         Err(e) => {
             let message = api_message(&e);
-            warn!(eru = %eru.name_any(), token = %run.token, error = %message, "manual run patch failed");
+            warn!(eru = %eru.name_any(), token = %token, error = %message, "manual run patch failed");
             Fed::PatchFailed { message, at }
         }
     })

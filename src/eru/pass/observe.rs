@@ -13,8 +13,9 @@ use crate::eru::{
         blackout::Blackouts,
         hold::{self, Answer, Held},
         ledger::{Epoch, EpochSpec, Window},
-        messages::{Remembered, Restart},
+        messages::Remembered,
         need::Need,
+        restart::{Cause, Restart},
         run::{Asked, ManualRun, RUN_ANNOTATION},
         schedule::{Schedule, eru_seed},
     },
@@ -33,7 +34,7 @@ fn open_restart(row: &RestartRow) -> OpenRestart {
     let slot = *row.slot;
     OpenRestart {
         restart: Restart {
-            slot,
+            cause: Cause::Slot(slot),
             target: row.target.clone(),
             // journaled before deadlines were kept: the default starting deadline
             deadline: row.deadline_at.map_or(

@@ -284,15 +284,17 @@ mod tests {
 
     use super::*;
     use crate::{
-        history::pages::SlotItem,
+        history::pages::{MissedItem, SlotItem},
         journal::{SlotRow, Ts},
         vocab::{Reason, SlotResult},
     };
 
-    /// The status's recent slots and `/slots` say the same reason for the same record, from
-    /// [`Reason::shown`]: none for a fired slot, the reason for one not restarted.
+    /// The status's recent slots, `/slots`, `/missed` and the notifications say the same reason
+    /// for the same record, from [`Reason::shown`]: none for a fired slot, the reason for one not
+    /// restarted. (`/audit` counts by the same function; the CLI and the pages print what
+    /// `/slots` and `/audit` say.)
     #[test]
-    fn status_and_the_slot_listing_say_the_same_reason_for_a_slot() {
+    fn every_surface_says_the_same_reason_for_a_slot() {
         let at = Ts(Utc.with_ymd_and_hms(2026, 11, 27, 3, 0, 0).unwrap());
         for reason in Reason::VARIANTS {
             let row = SlotRecordRow {
@@ -321,8 +323,17 @@ mod tests {
                 restart_reverted_at: None,
             };
             let status = recent_slot(&row).reason;
+            let record = crate::eru::core::ledger::SlotRecord::one(at.0, *reason, None, "Deployment/web");
+            let notified = crate::notify::slot(&record).and_then(|e| e.why);
+            let missed = MissedItem::from(row.record.clone())
+                .reason
+                .map(|r| r.as_str().to_string());
             let listed = SlotItem::from(row).reason.map(|r| r.as_str().to_string());
             assert_eq!(status, listed, "{reason}");
+            assert_eq!(status, notified, "{reason}");
+            if reason.result() != SlotResult::Fired {
+                assert_eq!(status, missed, "{reason}: /missed lists only slots not restarted");
+            }
             assert_eq!(status.is_none(), reason.result() == SlotResult::Fired, "{reason}");
         }
     }

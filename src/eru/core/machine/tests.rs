@@ -27,7 +27,7 @@ fn dispatch(machine: EruMachine, state: State, event: &EruEvent) -> (State, EruD
 fn rolling(slot: DateTime<Utc>, patched_at: DateTime<Utc>) -> State {
     State::RollingOut {
         rollout: Rollout {
-            slot,
+            cause: Cause::Slot(slot),
             target: "web".into(),
             patched_at,
             landed_generation: None,
@@ -345,7 +345,7 @@ fn a_restart_a_journal_outage_kept_from_landing_is_not_superseded() {
         ..slots(t(4), Gate::Open)
     };
     let (state, decision) = dispatch(EruMachine, restarting(t(1)), &EruEvent::SlotsDue(newer));
-    assert!(matches!(state, State::Restarting { ref restart } if restart.slot == t(4)));
+    assert!(matches!(state, State::Restarting { ref restart } if restart.slot() == Some(t(4))));
     let EruRecord::GaveUp { record, reason, .. } = &decision.records[0] else {
         panic!("{decision:?}")
     };
@@ -616,7 +616,7 @@ fn restore_takes_a_restart_in_flight_from_the_journal_only() {
         restore(
             Some("Restarting"),
             Some(InFlight::Landed(Rollout {
-                slot: t(1),
+                cause: Cause::Slot(t(1)),
                 target: "web".into(),
                 patched_at: t(1),
                 landed_generation: None

@@ -14,8 +14,9 @@ use crate::eru::{
     LastRestart,
     core::{
         ledger::Reason,
-        messages::{EruAction, EruRecord, Restart},
+        messages::{EruAction, EruRecord},
         observed::{Cluster, Journaled, Ledger, OpenRestart, Operator},
+        restart::{Cause, Restart},
         schedule::Schedule,
         target::TargetView,
     },
@@ -135,7 +136,7 @@ fn open(
 ) -> OpenRestart {
     OpenRestart {
         restart: Restart {
-            slot,
+            cause: Cause::Slot(slot),
             target: target.into(),
             deadline,
             attempts: 0,
@@ -227,7 +228,7 @@ fn a_new_generation_is_an_epoch_from_its_api_write() {
         records(&pass).is_empty(),
         "no slot of the new schedule before 00:58"
     );
-    assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot == t(1, 0)));
+    assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot() == Some(t(1, 0))));
 }
 
 #[test]
@@ -466,7 +467,7 @@ fn slots_and_a_decided_restart_lost_to_a_journal_outage_are_journal_unavailable(
             (t(0, 10), Reason::JournalUnavailable)
         ]
     );
-    assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot == t(0, 15)));
+    assert!(matches!(pass.state, State::Restarting { ref restart } if restart.slot() == Some(t(0, 15))));
 
     // the restart of 03:00:00 was decided, then nothing could be journaled until past its deadline
     o.journal.open_restart = Some(open((t(0, 0), "web", t(0, 2)), t(0, 0)));
@@ -1072,7 +1073,7 @@ mod manual_runs {
                 at: t(7, 31)
             }]
         );
-        assert!(matches!(plan.state, State::RunRollingOut { .. }));
+        assert!(matches!(plan.state, State::RollingOut { .. }));
         // only run records: no slot's (fired, missed, skipped) nor a restart's
         for records in [&first.records, &decided.records, &patched.records] {
             assert!(
@@ -1545,3 +1546,5 @@ mod run_edges {
         );
     }
 }
+
+mod order;
