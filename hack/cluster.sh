@@ -720,8 +720,15 @@ up() {
   local qps=()
   [ -z "$controller_qps" ] || qps=(--kube-api-qps "$controller_qps" --kube-api-burst $((2 * controller_qps))
     --concurrent-deployment-syncs $((controller_qps / 10 > 5 ? controller_qps / 10 : 5)))
+  # A fake node whose lease is not renewed within the grace period turns NotReady, and the node
+  # controller marks its Pods not ready; kwok never makes a Running Pod ready again (its pod-ready
+  # stage takes only Pending ones), so its Deployments stay unavailable for good. A control-plane
+  # outage of the fault tests (restart-control-plane: 20-40 s on a busy machine, then a lease
+  # renewal up to 10 s later) came close to the default 50 s and, once over it, left every later
+  # slot skipped target_unhealthy. No test needs a node to turn NotReady: 5 minutes.
   start kube-controller-manager "$bin_dir/kube-controller-manager" --kubeconfig "$state/kubeconfig" \
     "${qps[@]}" --leader-elect=false --secure-port 0 --root-ca-file "$state/pki/ca.crt" \
+    --node-monitor-grace-period 5m \
     --service-account-private-key-file "$state/pki/sa.key" --cluster-signing-cert-file "$state/pki/ca.crt" \
     --cluster-signing-key-file "$state/pki/ca.key" --concurrent-gc-syncs 5
   start kube-scheduler "$bin_dir/kube-scheduler" --kubeconfig "$state/kubeconfig" \
