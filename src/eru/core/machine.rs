@@ -397,7 +397,7 @@ fn start(context: &mut EruDecision, due: &Due, slots: &SlotsDue, superseding: bo
                 slot: due.slot,
                 deadline: due.deadline,
                 target: due.target.clone(),
-                patch: dry_run_patch(due),
+                patch: dry_run_text(super::RESTARTED_AT_ANNOTATION, &text(due.slot), &due.target),
             });
             Handled
         }
@@ -432,35 +432,22 @@ fn start_run(context: &mut EruDecision, due: &RunDue) -> Outcome<State> {
     if let Some(at) = due.landed_at {
         return take_over(context, &Restart::of_run(run), at, None);
     }
+    let end = |context: &mut EruDecision, outcome, reason| {
+        context.record(EruRecord::Run(RunRecord::ended(run, outcome, None, reason)));
+        Handled
+    };
     if due.now > run.deadline {
         let why = (due.waits().or_else(|| due.waited.clone()))
             .unwrap_or_else(|| Reason::PastDeadline.as_str().to_string());
         let reason = format!("not started by its deadline {} ({why})", text(run.deadline));
-        context.record(EruRecord::Run(RunRecord::ended(
-            run,
-            RunOutcome::Refused,
-            None,
-            reason,
-        )));
-        return Handled;
+        return end(context, RunOutcome::Refused, reason);
     }
     if due.blocked.is_some() {
         return Handled; // it waits; the plan looks again at the gate poll or its deadline
     }
     if due.dry_run {
-        let reason = format!(
-            "dry run: would have set {}={} on the pod template of {}",
-            super::run::RUN_ANNOTATION,
-            run.token,
-            run.target
-        );
-        context.record(EruRecord::Run(RunRecord::ended(
-            run,
-            RunOutcome::DryRun,
-            None,
-            reason,
-        )));
-        return Handled;
+        let reason = dry_run_text(super::run::RUN_ANNOTATION, &run.token, &run.target);
+        return end(context, RunOutcome::DryRun, reason);
     }
     let restart = Restart::of_run(run);
     context.act(restart.ask_place());
@@ -494,14 +481,9 @@ fn refuse_run(context: &mut EruDecision, due: &RunDue, reason: Reason) -> Outcom
     Handled
 }
 
-/// What a dry run would have patched.
-fn dry_run_patch(due: &Due) -> String {
-    format!(
-        "dry run: would have set {}={} on the pod template of {}",
-        super::RESTARTED_AT_ANNOTATION,
-        text(due.slot),
-        due.target
-    )
+/// What a dry run would have patched: `annotation` set to `value` on `target`'s pod template.
+fn dry_run_text(annotation: &str, value: &str, target: &str) -> String {
+    format!("dry run: would have set {annotation}={value} on the pod template of {target}")
 }
 
 /// Records every slot, the due one skipped for `reason`.
