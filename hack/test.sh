@@ -18,49 +18,66 @@ cd "$repo"
 extra=()
 [ "${1:-}" = "--" ] && { shift; extra=("$@"); }
 
+# Each step's wall time, printed as a table when the script exits (green or not), so that the
+# next slow step shows itself: `step NAME` ends the running step and begins NAME.
+start=$SECONDS
+step_name="system packages (hack/deps.sh)" step_start=$SECONDS
+steps=()
+step() {
+  steps+=("$((SECONDS - step_start))|$step_name")
+  step_name=$1 step_start=$SECONDS
+  echo "== $1"
+}
+step_table() {
+  steps+=("$((SECONDS - step_start))|$step_name")
+  echo "== wall time by step (s; $((SECONDS - start)) s in all)"
+  local row
+  for row in "${steps[@]}"; do printf '%6s  %s\n' "${row%%|*}" "${row#*|}"; done
+}
+
 # Build caches live outside the clone so fresh clones (CI) reuse them.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eru/target}
 hack/deps.sh
 
-start=$SECONDS
 cluster=${ERU_TEST_CLUSTER:-test}
 postgres_name="test"  # hack/postgres.sh --name
 # What this script started, taken down on exit however it exits (the exit status is kept).
 started_cluster="" started_postgres="" started_alertmanager=""
 cleanup() {
+  step_table
   [ -z "$started_cluster" ] || hack/cluster.sh down --name "$cluster" || true
   [ -z "$started_postgres" ] || hack/postgres.sh stop --name "$postgres_name" || true
   [ -z "$started_alertmanager" ] || hack/alertmanager.sh stop --name test || true
 }
 trap cleanup EXIT
 
-echo "== shellcheck, import layering, the vocabulary in one place, function lengths"
+step "shellcheck, import layering, the vocabulary in one place, function lengths"
 shellcheck hack/*.sh .ci/run  # .shellcheckrc: follow sourced files
 python3 hack/imports.py --self-test
 python3 hack/imports.py
 python3 hack/vocabulary.py
 python3 hack/lengths.py
-echo "== docs: links and runbook anchors (hack/docs-check.py)"
+step "docs: links and runbook anchors (hack/docs-check.py)"
 python3 hack/docs-check.py
-echo "== Helm chart: lint, renders deploy/, monitoring objects, schema (hack/chart-check.sh static)"
+step "Helm chart: lint, renders deploy/, monitoring objects, schema (hack/chart-check.sh static)"
 hack/chart-check.sh static
-echo "== cargo fmt --check, clippy"
+step "cargo fmt --check, clippy"
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
 if [ -z "${ERU_TEST_POSTGRES_URL:-}" ]; then
-  echo "== PostgreSQL for the journal's tests (hack/postgres.sh)"
+  step "PostgreSQL for the journal's tests (hack/postgres.sh)"
   started_postgres=1
   hack/postgres.sh start --name "$postgres_name"
   eval "$(hack/postgres.sh env --name "$postgres_name")"
 fi
-echo "== unit and integration tests (no cluster; the journal's on SQLite and PostgreSQL)"
+step "unit and integration tests (no cluster; the journal's on SQLite and PostgreSQL)"
 # The property tests on a fixed seed (the same cases every run: a failure is the change's), then
 # once more on a random one, printed: rerun with PROPTEST_RNG_SEED=<it> to get its cases back. A
 # failure's shrunk case is also kept in proptest-regressions/ (tests/*.proptest-regressions) and
 # tried first from then on: commit it.
 PROPTEST_RNG_SEED=${PROPTEST_RNG_SEED:-20261125} cargo test --locked --all-targets
 seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
-echo "== the property tests again, PROPTEST_RNG_SEED=$seed"
+step "the property tests again, PROPTEST_RNG_SEED=$seed"
 # by name: a renamed property test would match nothing, so the count is checked
 proptests=(every_slot_is_accounted_once slots_are_what_the_docs_promise no_query_string_produces_a_5xx)
 out=$(PROPTEST_RNG_SEED=$seed cargo test --locked --lib --test http -- --quiet "${proptests[@]}" 2>&1) \
@@ -69,25 +86,27 @@ ran=$(printf '%s\n' "$out" | awk '/^test result: ok\./ { n += $4 } END { print n
 [ "$ran" = "${#proptests[@]}" ] || { printf '%s\n' "$out"; echo "ran $ran property tests, not ${#proptests[@]}: one was renamed?" >&2; exit 1; }
 echo "$ran property tests passed"
 
-echo "== Python tools of the contract tests (hack/pytools.sh)"
+step "Python tools of the contract tests (hack/pytools.sh)"
 hack/pytools.sh >/dev/null
-echo "== prometheus-operator and Prometheus of the observability test (hack/prometheus-operator.sh, hack/prometheus.sh)"
+step "prometheus-operator and Prometheus of the observability test (hack/prometheus-operator.sh, hack/prometheus.sh)"
 hack/prometheus-operator.sh >/dev/null
 hack/prometheus.sh >/dev/null
 
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
+  step "the control plane's binaries (hack/cluster.sh build)"
   hack/cluster.sh build
-  echo "== the cold path of hack/cluster.sh up (empty cache and state, prebuilt binaries)"
+  step "the cold path of hack/cluster.sh up (empty cache and state, prebuilt binaries)"
   hack/cold-up-check.sh
+  step "the test cluster (hack/cluster.sh up)"
   started_cluster=1
   hack/cluster.sh up --name "$cluster"
   eval "$(hack/cluster.sh env --name "$cluster")"
   # on the fresh cluster, before the e2e tests install the CRDs: helm must create them
-  echo "== Helm chart on the cluster: dry-run=server of three value sets, helm install, helm upgrade from the previous chart version, two releases side by side (hack/chart-check.sh cluster)"
+  step "Helm chart on the cluster: dry-run=server of three value sets, helm install, helm upgrade from the previous chart version, two releases side by side (hack/chart-check.sh cluster)"
   hack/chart-check.sh cluster
 fi
 [ -n "${KUBECONFIG:-}" ] || { echo "KUBECONFIG is not set" >&2; exit 1; }
-echo "== Alertmanager for the silences' tests (hack/alertmanager.sh)"
+step "Alertmanager for the silences' tests (hack/alertmanager.sh)"
 started_alertmanager=1
 hack/alertmanager.sh start --name test
 eval "$(hack/alertmanager.sh env --name test)"
@@ -99,27 +118,27 @@ for file in tests/*.rs; do
   name=$(basename "$file" .rs)
   [ "$name" = faults ] || [ "$name" = real_node ] || e2e+=(--test "$name")
 done
-echo "== end-to-end tests against $KUBECONFIG"
+step "end-to-end tests against $KUBECONFIG"
 cargo test --locked --no-fail-fast "${e2e[@]}" -- --ignored --test-threads 2 "${extra[@]}"
-echo "== the Eru, ledger, fleet and targets end-to-end tests again, on a PostgreSQL journal"
+step "the Eru, ledger, fleet and targets end-to-end tests again, on a PostgreSQL journal"
 pg_start=$SECONDS
 ERU_E2E_JOURNAL=postgres cargo test --locked --no-fail-fast --test eru --test ledger --test fleet --test targets \
   -- --ignored --test-threads 2 "${extra[@]}"
 echo "(on PostgreSQL in $((SECONDS - pg_start)) s)"
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   # they restart the control plane and the database server: alone, one at a time
-  echo "== fault tests (tests/faults.rs), one at a time"
+  step "fault tests (tests/faults.rs), one at a time"
   skip=()
   [ -n "$started_postgres" ] || { echo "(fault_postgres_restarted skipped: the PostgreSQL server is not ours to restart)"; skip=(--exact --skip fault_postgres_restarted); }
   ERU_TEST_CLUSTER=$cluster ERU_TEST_POSTGRES_NAME=$postgres_name \
     cargo test --locked --no-fail-fast --test faults -- --ignored --test-threads 1 "${skip[@]}" "${extra[@]}"
 else
-  echo "== fault tests skipped: they restart the control plane, which an existing cluster is not ours to do"
+  step "fault tests skipped: they restart the control plane, which an existing cluster is not ours to do"
 fi
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   # the image built from ./Dockerfile and installed by the chart on a cluster of its own with a
   # real node (tests/real_node.rs); it takes that cluster down itself
-  echo "== the image and the real node (hack/real-node-e2e.sh)"
+  step "the image and the real node (hack/real-node-e2e.sh)"
   hack/real-node-e2e.sh -- "${extra[@]}"
 fi
 echo "== all tests passed in $((SECONDS - start)) s"
