@@ -738,6 +738,13 @@ fn a_queued_slot_wakes_its_eru_just_after_its_deadline() {
     let queued = p.queued.clone().expect("queued");
     assert_eq!(queued.deadline, t(5, 0) + Duration::seconds(300));
     assert_eq!(p.wake(), Some(queued.deadline + Duration::milliseconds(1)));
+    // what the status and the Event say waits (mutation: `Queued::what` emptied)
+    assert_eq!(queued.what(), "slot 2026-11-22T03:05:00Z");
+    let run = Queued {
+        run: Some("deploy-42".into()),
+        ..queued
+    };
+    assert_eq!(run.what(), "manual run \"deploy-42\"");
 }
 
 /// A dry run is the operator's (`--dry-run`) or the spec's, either alone (mutation: `|=` → `&=`
@@ -1142,6 +1149,51 @@ mod manual_runs {
         plan(o).take().records
     }
 
+    /// A run whose target is paused waits and is looked at again at the gate poll (mutation:
+    /// `+` → `-` in `Plan::run_now`); refused past its deadline, it is not looked at again (`&&`
+    /// → `||` in the `blocked` of `Plan::run_now`).
+    #[test]
+    fn a_blocked_run_is_looked_at_again_at_the_gate_poll_until_its_deadline() {
+        let mut o = asking("a");
+        o.operator.gate_poll = Duration::seconds(10);
+        let mut paused = target(None);
+        paused.paused = true;
+        o.cluster.targets.insert("web".into(), paused);
+        let waits = plan(o.clone());
+        assert_eq!(
+            waits.run_waits,
+            Some(t(7, 40) + Duration::milliseconds(1)),
+            "now (03:07:30) and the poll"
+        );
+        o.now = t(12, 1);
+        o.journal.run = Some(RunSeen::Waiting {
+            run: run("a"),
+            waited: Some("target_paused: the target web".into()),
+        });
+        let refused = plan(o);
+        assert_eq!(refused.run_waits, None, "refused: nothing to look at again");
+    }
+
+    /// A dry run is the spec's or the operator's, either alone; it ends at once, nothing to look
+    /// at again (mutations: `||` → `&&` for `dry_run`, `&&` → `||` in the `blocked` of
+    /// `Plan::run_now` and in its `blocked && Waiting`).
+    #[test]
+    fn a_run_is_a_dry_run_when_the_spec_or_the_operator_says_so() {
+        for (spec, operator) in [(true, false), (false, true)] {
+            let mut o = asking("a");
+            o.cluster.spec.dry_run = spec;
+            o.operator.dry_run_all = operator;
+            let mut plan = plan(o);
+            let records = plan.take().records;
+            assert_eq!(
+                ended(&records).map(|(outcome, _)| outcome),
+                Some(RunOutcome::DryRun),
+                "spec {spec}, operator {operator}: {records:?}"
+            );
+            assert_eq!(plan.run_waits, None);
+        }
+    }
+
     #[test]
     fn a_suspended_eru_refuses_it_at_once() {
         let mut o = asking("a");
@@ -1228,6 +1280,23 @@ mod manual_runs {
         let (outcome, _) = ended(&plan_records(o)).unwrap();
         assert_eq!(outcome, RunOutcome::Succeeded);
     }
+}
+
+/// A restart not landed when the spec turns invalid beside a valid schedule: given up as
+/// `spec_invalid`, never patched (mutation: `||` → `&&` in `Plan::pending`).
+#[test]
+fn a_restart_not_landed_is_given_up_when_the_spec_turns_invalid() {
+    let e = eru("*/5 * * * *", 1);
+    let mut o = observed(&e, t(5, 10), Some(t(5, 0)));
+    o.journal.open_restart = Some(open((t(5, 0), "web", t(10, 0)), t(5, 0)));
+    o.cluster.invalid = Some("spec.silence.matchers: namespace=\"b\" …".into());
+    let pass = decide(&e, &o);
+    assert_eq!(records(&pass), [(t(5, 0), Reason::SpecInvalid)]);
+    assert!(
+        !(pass.decision.actions.iter()).any(|a| matches!(a, EruAction::PatchRestart { .. })),
+        "{:?}",
+        pass.decision.actions
+    );
 }
 
 /// A spec invalid though its schedule is fine (an unconfinable need query, a silence naming
@@ -1323,6 +1392,39 @@ mod reverts {
                 decided.records
             );
         }
+    }
+
+    /// Not while a restart is in flight (a manual run's, here): it is told once that ended
+    /// (mutation: `||` → `&&` in `Plan::reverted`).
+    #[test]
+    fn a_revert_is_not_told_while_a_restart_is_in_flight() {
+        use crate::eru::core::{observed::OpenRun, run::ManualRun};
+        let e = eru("*/5 * * * *", 1);
+        let mut o = observed(&e, t(7, 0), Some(t(5, 0)));
+        o.cluster.shown = Some(shown(&EruStatus {
+            phase: Some("Restarting".into()),
+            accounted_through: Some(t(5, 0)),
+            last_restart: Some(last_restart(t(5, 0), Some(t(5, 10)))),
+            ..EruStatus::default()
+        }));
+        o.cluster
+            .targets
+            .insert("web".into(), replaced_by_argocd(t(6, 0)));
+        o.journal.open_run = Some(OpenRun {
+            run: ManualRun {
+                token: "r".into(),
+                requested_by: None,
+                requested_at: t(6, 50),
+                deadline: t(11, 50),
+                target: "web".into(),
+                attempts: 0,
+                last_error: None,
+                next_attempt_at: None,
+            },
+            patched_at: None,
+        });
+        let decided = plan(o).take();
+        assert!(reverted(&decided.records).is_none(), "{:?}", decided.records);
     }
 
     #[test]
@@ -1489,6 +1591,34 @@ mod run_edges {
         );
     }
 
+    /// A slot that waits for a place in the fleet: the run the Eru asks for is not even seen in
+    /// that pass (one request per pass; mutation: `||` → `&&` in `Plan::run_now`).
+    #[test]
+    fn a_run_is_not_asked_for_in_a_pass_whose_slot_waits_for_a_place() {
+        let e = eru("7 3 * * *", 1);
+        let mut o = observed(&e, t(7, 0) + Duration::milliseconds(3), Some(t(6, 0)));
+        o.cluster.run = Some(Ok(Asked {
+            token: "a".into(),
+            requested_by: None,
+            set_at: Some(t(6, 59)),
+        }));
+        let mut plan = plan(o);
+        assert!(plan.state.asks_place().is_some(), "the slot of 03:07 asks");
+        let first = plan.take();
+        assert!(runs(&first.records).is_empty(), "{:?}", first.records);
+        plan.after(Fed::Place(Grant::Queued {
+            ahead: 0,
+            in_flight: 1,
+        }));
+        let after = plan.take();
+        assert!(runs(&after.records).is_empty(), "{:?}", after.records);
+        assert!(
+            !(after.actions.iter()).any(|a| matches!(a, EruAction::AskPlace { .. })),
+            "{:?}",
+            after.actions
+        );
+    }
+
     #[test]
     fn a_waiting_run_another_token_replaced_is_refused_saying_so() {
         let e = eru("0 * * * *", 1);
@@ -1509,6 +1639,18 @@ mod run_edges {
                 token: "old".into(),
                 reason: "replaced by token \"new\" before it started".into()
             }),
+            "{records:?}"
+        );
+        // the same token still asked: it waits on, nothing withdrawn (mutation: the guard
+        // `asked.token == waiting` → false in `Plan::withdrawn`)
+        o.cluster.run = Some(Ok(Asked {
+            token: "old".into(),
+            requested_by: None,
+            set_at: Some(t(6, 0)),
+        }));
+        let records = runs(&plan(o.clone()).take().records);
+        assert!(
+            !(records.iter()).any(|r| matches!(r, RunRecord::Withdrawn { .. })),
             "{records:?}"
         );
         // the annotation removed

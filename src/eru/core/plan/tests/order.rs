@@ -83,20 +83,28 @@ fn a_slot_due_while_suspended_is_skipped_for_it(order: [Step; 10]) -> Result<(),
     )
 }
 
-/// The restart of 03:05 decided, not landed (its deadline 03:10 still ahead), and the slot of
-/// 03:06 due: 03:05 is superseded, and no patch is asked for it in the pass that gives it up.
+/// The restart of 03:05 decided, not landed (its deadline 03:10 still ahead), holding a silence,
+/// and the slot of 03:06 due: 03:05 is superseded, no patch is asked for it in the pass that
+/// gives it up, and its silence is expired once the fleet answered 03:06 (the records of the
+/// pass's first half are journaled by then: only the machine's state still tells that 03:05
+/// ended; mutation: `||` → `&&` in `Plan::expire_silence`).
 fn a_restart_superseded_in_a_pass_is_not_patched_in_it(order: [Step; 10]) -> Result<(), String> {
     let e = eru("* * * * *", 1);
     let mut o = observed(&e, t(6, 0) + Duration::milliseconds(3), Some(t(5, 0)));
-    o.journal.open_restart = Some(open((t(5, 0), "web", t(10, 0)), t(5, 0)));
+    let mut open = open((t(5, 0), "web", t(10, 0)), t(5, 0));
+    open.silence = Some("s1".into());
+    o.journal.open_restart = Some(open);
     let (_, decision) = pass(&o, order);
     let patched_old = (decision.actions.iter())
         .any(|a| matches!(a, EruAction::PatchRestart { slot, .. } if *slot == t(5, 0)));
+    let expired = (decision.actions.iter())
+        .any(|a| matches!(a, EruAction::ExpireSilence { slot, .. } if *slot == t(5, 0)));
     check(
         slot_reason(&decision, t(5, 0)) == Some(Reason::Superseded)
             && !patched_old
+            && expired
             && decided(&decision, t(6, 0)),
-        "03:05 superseded (and not patched), 03:06 restarted",
+        "03:05 superseded (not patched, its silence expired), 03:06 restarted",
         &decision,
     )
 }
