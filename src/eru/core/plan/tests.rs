@@ -1394,8 +1394,9 @@ mod reverts {
         }
     }
 
-    /// Not while a restart is in flight (a manual run's, here): it is told once that ended
-    /// (mutation: `||` → `&&` in `Plan::reverted`).
+    /// Not while a restart is in flight (a manual run's, here): it is told once that ended. (The
+    /// machine's busy and starting states drop a `Reverted` event, so `Plan::reverted`'s guard
+    /// only saves the look: its `||` → `&&` mutant is equivalent; docs/development.md.)
     #[test]
     fn a_revert_is_not_told_while_a_restart_is_in_flight() {
         use crate::eru::core::{observed::OpenRun, run::ManualRun};
