@@ -1394,16 +1394,13 @@ mod reverts {
         }
     }
 
-    /// Not while a restart is in flight (a manual run's, here): it is told once that ended. (The
-    /// machine's busy and starting states drop a `Reverted` event, so `Plan::reverted`'s guard
-    /// only saves the look: its `||` → `&&` mutant is equivalent; docs/development.md.)
-    #[test]
-    fn a_revert_is_not_told_while_a_restart_is_in_flight() {
-        use crate::eru::core::{observed::OpenRun, run::ManualRun};
+    /// At 03:07, the status (`phase`) shows the restart of 03:05 ended at 03:05:10, and the
+    /// template no longer carries it: argocd-controller wrote it at 03:06.
+    fn undone_at_6(phase: &str) -> Observed {
         let e = eru("*/5 * * * *", 1);
         let mut o = observed(&e, t(7, 0), Some(t(5, 0)));
         o.cluster.shown = Some(shown(&EruStatus {
-            phase: Some("Restarting".into()),
+            phase: Some(phase.into()),
             accounted_through: Some(t(5, 0)),
             last_restart: Some(last_restart(t(5, 0), Some(t(5, 10)))),
             ..EruStatus::default()
@@ -1411,6 +1408,16 @@ mod reverts {
         o.cluster
             .targets
             .insert("web".into(), replaced_by_argocd(t(6, 0)));
+        o
+    }
+
+    /// Not while a restart is in flight (a manual run's, here): it is told once that ended. (The
+    /// machine's busy and starting states drop a `Reverted` event, so `Plan::reverted`'s guard
+    /// only saves the look: its `||` → `&&` mutant is equivalent; docs/development.md.)
+    #[test]
+    fn a_revert_is_not_told_while_a_restart_is_in_flight() {
+        use crate::eru::core::{observed::OpenRun, run::ManualRun};
+        let mut o = undone_at_6("Restarting");
         o.journal.open_run = Some(OpenRun {
             run: ManualRun {
                 token: "r".into(),
@@ -1430,17 +1437,7 @@ mod reverts {
 
     #[test]
     fn an_ended_restart_undone_later_is_marked_once() {
-        let e = eru("*/5 * * * *", 1);
-        let mut o = observed(&e, t(7, 0), Some(t(5, 0)));
-        o.cluster.shown = Some(shown(&EruStatus {
-            phase: Some("Waiting".into()),
-            accounted_through: Some(t(5, 0)),
-            last_restart: Some(last_restart(t(5, 0), Some(t(5, 10)))),
-            ..EruStatus::default()
-        }));
-        o.cluster
-            .targets
-            .insert("web".into(), replaced_by_argocd(t(6, 0)));
+        let mut o = undone_at_6("Waiting");
         let (slot, revert) = reverted(&plan(o.clone()).take().records).expect("marked");
         assert_eq!(
             (slot, revert.by.as_deref(), revert.carries),
@@ -1620,8 +1617,8 @@ mod run_edges {
         );
     }
 
-    #[test]
-    fn a_waiting_run_another_token_replaced_is_refused_saying_so() {
+    /// At 03:07, run "old" waits (the status says so) and the Eru now asks for "new".
+    pub(super) fn old_replaced_by_new() -> Observed {
         let e = eru("0 * * * *", 1);
         let mut o = observed(&e, t(7, 0), Some(t(0, 0)));
         o.cluster.shown = Some(Shown {
@@ -1634,6 +1631,12 @@ mod run_edges {
             requested_by: None,
             set_at: Some(t(6, 59)),
         }));
+        o
+    }
+
+    #[test]
+    fn a_waiting_run_another_token_replaced_is_refused_saying_so() {
+        let mut o = old_replaced_by_new();
         let records = runs(&plan(o.clone()).take().records);
         assert!(
             records.contains(&RunRecord::Withdrawn {

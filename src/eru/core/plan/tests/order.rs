@@ -143,18 +143,7 @@ fn a_restart_given_up_for_a_suspension_ends_in_the_pass(order: [Step; 10]) -> Re
 
 /// Run "old" waits; the Eru now asks for "new": "old" is refused, saying so.
 fn a_waiting_run_replaced_is_refused(order: [Step; 10]) -> Result<(), String> {
-    let e = eru("0 * * * *", 1);
-    let mut o = observed(&e, t(7, 0), Some(t(0, 0)));
-    o.cluster.shown = Some(Shown {
-        phase: Some("Waiting".into()),
-        waiting_run: Some("old".into()),
-        ..Shown::default()
-    });
-    o.cluster.run = Some(Ok(Asked {
-        token: "new".into(),
-        requested_by: None,
-        set_at: Some(t(6, 59)),
-    }));
+    let o = super::run_edges::old_replaced_by_new();
     let (_, decision) = pass(&o, order);
     let withdrawn = (decision.records.iter())
         .any(|r| matches!(r, EruRecord::Run(RunRecord::Withdrawn { token, .. }) if token == "old"));
