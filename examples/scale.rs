@@ -17,9 +17,15 @@
 //! 5. M CronJobs due at one minute: the CronJob controller's Job-creation lateness (the API
 //!    server's timestamps, 1 s resolution).
 //!
+//! With `--paces P1,P2,...` (and a probe, no FlowSchema), one slot per restart pace instead: the
+//! operator is restarted before each slot with `--restart-pace`/`--restart-rate` as P says
+//! (`unlimited`, `fixed:R`, `adaptive` or `adaptive:R`), and each slot's landing against the limit
+//! and the probe's p99 against idle are the frontier of docs/performance.md.
+//!
 //! Usage: scale N --operator PATH [--cronjobs M] [--concurrency C] [--operator-kubeconfig F]
-//!   [--flowcontrol FILE --probe-kubeconfig F [--probe-rate R]] (KUBECONFIG names the cluster and
-//!   its admin, who measures the limit: exempt from API Priority and Fairness).
+//!   [--flowcontrol FILE --probe-kubeconfig F [--probe-rate R]] [--paces P,...]
+//!   (KUBECONFIG names the cluster and its admin, who measures the limit: exempt from API Priority
+//!   and Fairness).
 
 mod common;
 
@@ -57,6 +63,22 @@ struct Args {
     probe_rate: f64,
     /// The priority level's nominalConcurrencyShares to measure, a slot each (none: the file's).
     apf_shares: Vec<u32>,
+    /// Restart paces to measure, a slot each.
+    paces: Vec<String>,
+}
+
+/// The operator's flags for a pace of `--paces`.
+fn pace_flags(pace: &str) -> Vec<String> {
+    let (mode, rate) = pace.split_once(':').unwrap_or((pace, ""));
+    assert!(
+        matches!(mode, "unlimited" | "fixed" | "adaptive") && (mode != "fixed" || !rate.is_empty()),
+        "--paces: unlimited, fixed:R, adaptive or adaptive:R, not {pace:?}"
+    );
+    let mut flags = vec!["--restart-pace".to_string(), mode.to_string()];
+    if !rate.is_empty() {
+        flags.extend(["--restart-rate".to_string(), rate.to_string()]);
+    }
+    flags
 }
 
 fn args() -> Args {
@@ -71,6 +93,7 @@ fn args() -> Args {
         probe_kubeconfig: None,
         probe_rate: 20.0,
         apf_shares: Vec::new(),
+        paces: Vec::new(),
     };
     while let Some(arg) = it.next() {
         let mut value = || it.next().expect("a value after the flag");
@@ -88,6 +111,7 @@ fn args() -> Args {
                     .map(|v| v.parse().expect("--apf-shares S[,S...]")))
                 .collect()
             }
+            "--paces" => a.paces = value().split(',').map(str::to_string).collect(),
             n => a.n = n.parse().expect("usage: scale N --operator PATH [--cronjobs M]"),
         }
     }
@@ -99,6 +123,11 @@ fn args() -> Args {
         a.flowcontrol.is_none() || a.probe_kubeconfig.is_some(),
         "--flowcontrol needs --probe-kubeconfig"
     );
+    assert!(
+        a.paces.is_empty() || (a.flowcontrol.is_none() && a.probe_kubeconfig.is_some()),
+        "--paces needs --probe-kubeconfig and no --flowcontrol"
+    );
+    a.paces.iter().for_each(|p| drop(pace_flags(p)));
     a
 }
 
@@ -482,6 +511,7 @@ async fn main() -> Res<()> {
     let rollouts = settle - 30;
     // without the FlowSchema, then with it at each share count measured
     let variants: Vec<Option<Option<u32>>> = match &args.flowcontrol {
+        None if !args.paces.is_empty() => vec![None; args.paces.len()],
         None => vec![None],
         Some(_) if args.apf_shares.is_empty() => vec![None, Some(None)],
         Some(_) => std::iter::once(None)
@@ -539,6 +569,21 @@ async fn main() -> Res<()> {
     let mut labels = Vec::new();
     for (i, (slot, variant)) in slots.iter().copied().zip(&variants).enumerate() {
         let label = match (&args.flowcontrol, variant) {
+            (None, _) if !args.paces.is_empty() => {
+                let pace = &args.paces[i];
+                // the operator restarted with this pace, well before the probe's idle window
+                operator.stop();
+                operator.extra = pace_flags(pace);
+                operator.start();
+                operator.wait_ready().await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let left = (slot - Utc::now()).num_seconds();
+                say(format!("operator restarted with pace {pace}, {left} s before slot {}", i + 1));
+                if left < 25 {
+                    say("warning: less than 25 s before the slot: the probe's idle window overlaps the restart");
+                }
+                format!(" [pace {pace}]")
+            }
             (None, _) => String::new(),
             (Some(_), None) => " [without the FlowSchema]".to_string(),
             (Some(file), Some(shares)) => {

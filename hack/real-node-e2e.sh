@@ -82,5 +82,5 @@ hack/cluster.sh load --name "$cluster" "$image" "$web"
 
 step "tests/real_node.rs on the real node"
 ERU_IMAGE=$image ERU_WEB_IMAGE=$web \
-  cargo test --locked --test real_node -- --ignored --test-threads 1 "${extra[@]}"
+  hack/suites.sh --name real-node --jobs 1 --threads 1 real_node -- "${extra[@]}"
 step "done in $((SECONDS - start)) s"

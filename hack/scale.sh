@@ -12,9 +12,11 @@
 # clients").
 #
 #   hack/scale.sh N [--cronjobs M] [--concurrency C] [--controller-qps Q] [--probe-rate R]
-#                   [--no-flowcontrol] [--keep]
+#                   [--no-flowcontrol] [--paces P,...] [--keep]
 #     M defaults to min(N, 1000); R to 20 requests/s; --no-flowcontrol: one slot, no probe;
-#     --keep leaves the cluster up afterwards.
+#     --paces: a slot per restart pace (unlimited, fixed:R, adaptive, adaptive:R), the operator
+#     restarted with it before the slot, with the probe and without the FlowSchema (the
+#     frontier of docs/performance.md, "The restart pace"); --keep leaves the cluster up afterwards.
 #     Q is kube-controller-manager's client QPS: its default (20) up to N = 1000, like the
 #     clusters people run; 500 above, or the Deployment controller alone needs N/10 s to observe
 #     N new Deployments and again N/7 s to roll them out (the Eru's figures do not depend on it,
@@ -29,6 +31,7 @@ shift
 cronjobs=$(( n < 1000 ? n : 1000 ))
 keep=0
 flowcontrol=1
+paces=""
 qps=""
 [ "$n" -le 1000 ] || qps=500
 extra=()
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --no-flowcontrol) flowcontrol=0; shift ;;
     --controller-qps) qps=${2:?--controller-qps needs a number}; shift 2 ;;
+    --paces) paces=${2:?--paces needs a list}; shift 2 ;;
     *) extra+=("$1"); shift ;;
   esac
 done
@@ -84,8 +88,11 @@ identity() { # identity NAMESPACE SERVICEACCOUNT: a kubeconfig with its token, o
   echo "$file"
 }
 extra+=(--operator-kubeconfig "$(identity eru-system eru-operator)")
-[ "$flowcontrol" = 0 ] ||
+if [ -n "$paces" ]; then
+  extra+=(--paces "$paces" --probe-kubeconfig "$(identity scale-probe probe)")
+elif [ "$flowcontrol" = 1 ]; then
   extra+=(--flowcontrol deploy/flowcontrol.yaml --probe-kubeconfig "$(identity scale-probe probe)")
+fi
 echo "== measuring N=$n (CronJobs: $cronjobs, kwok nodes: $nodes, controller-manager QPS: ${qps:-20 (default)})"
 "$CARGO_TARGET_DIR/release/examples/scale" "$n" --operator "$CARGO_TARGET_DIR/release/eru-operator" \
   --cronjobs "$cronjobs" "${extra[@]}"

@@ -35,6 +35,37 @@ step_table() {
   for row in "${steps[@]}"; do printf '%6s  %s\n' "${row%%|*}" "${row#*|}"; done
 }
 
+# Suites that run beside the steps that follow them, each with its output in a log of its own,
+# printed whole when it fails (its tail when it passes); their wall times join the table.
+background_pids=() background_names=() background_logs=() background_starts=()
+background() { # background TITLE COMMAND...
+  local title=$1 log
+  shift
+  log=$(mktemp --suffix .log)
+  echo "== started in the background: $title (log: $log)"
+  setsid "$@" >"$log" 2>&1 &
+  background_pids+=("$!") background_names+=("$title") background_logs+=("$log")
+  background_starts+=("$SECONDS")
+}
+finish_background() { # waits for every background suite; fails if one did
+  local i status all=0
+  for i in "${!background_pids[@]}"; do
+    status=0
+    wait "${background_pids[$i]}" || status=$?
+    steps+=("$((SECONDS - background_starts[i]))|(background, $((SECONDS - start)) s in) ${background_names[$i]}")
+    if [ "$status" = 0 ]; then
+      echo "== passed: ${background_names[$i]}; its log's end:"
+      tail -n 15 "${background_logs[$i]}"
+    else
+      echo "== FAILED (exit $status): ${background_names[$i]}; its whole log:"
+      cat "${background_logs[$i]}"
+      all=1
+    fi
+    rm -f "${background_logs[$i]}"
+  done
+  background_pids=()
+  return "$all"
+}
 # Build caches live outside the clone so fresh clones (CI) reuse them.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eru/target}
 hack/deps.sh
@@ -44,6 +75,10 @@ postgres_name="test"  # hack/postgres.sh --name
 # What this script started, taken down on exit however it exits (the exit status is kept).
 started_cluster="" started_postgres="" started_alertmanager=""
 cleanup() {
+  # a background suite still running (this script failed before it ended) is stopped first
+  local pid
+  for pid in "${background_pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  for pid in "${background_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   step_table
   [ -z "$started_cluster" ] || hack/cluster.sh down --name "$cluster" || true
   [ -z "$started_postgres" ] || hack/postgres.sh stop --name "$postgres_name" || true
@@ -95,6 +130,12 @@ hack/prometheus.sh >/dev/null
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   step "the control plane's binaries (hack/cluster.sh build)"
   hack/cluster.sh build
+  # The end-to-end suites overlap: most of their time is spent waiting for slots. Beside the main
+  # cluster's suites (hack/suites.sh), in the background and each on a cluster of its own: the
+  # fault tests (they restart their control plane and database server) and the image with the
+  # real node (niced: its build must not starve the operators of the tests beside it).
+  background "fault tests (hack/faults.sh: tests/faults.rs on a cluster of their own)" hack/faults.sh -- "${extra[@]}"
+  background "the image and the real node (hack/real-node-e2e.sh)" nice -n 10 hack/real-node-e2e.sh -- "${extra[@]}"
   step "the cold path of hack/cluster.sh up (empty cache and state, prebuilt binaries)"
   hack/cold-up-check.sh
   step "the test cluster (hack/cluster.sh up)"
@@ -106,39 +147,30 @@ if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   hack/chart-check.sh cluster
 fi
 [ -n "${KUBECONFIG:-}" ] || { echo "KUBECONFIG is not set" >&2; exit 1; }
+[ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ] ||
+  echo "(fault tests and the real node skipped: they need clusters of their own, which an existing cluster is not)"
 step "Alertmanager for the silences' tests (hack/alertmanager.sh)"
 started_alertmanager=1
 hack/alertmanager.sh start --name test
 eval "$(hack/alertmanager.sh env --name test)"
+
 # Tests are selected by file (one test binary each), never by a substring of their names: every
-# file of tests/ but faults.rs, which runs alone below, and real_node.rs (hack/real-node-e2e.sh,
-# last, on a cluster of its own with a real node).
-e2e=()
+# file of tests/ with ignored (end-to-end) tests but faults.rs and real_node.rs (above) and apf.rs
+# (below), and the Eru, ledger, fleet and targets suites again on a PostgreSQL journal.
+suites=()
 for file in tests/*.rs; do
   name=$(basename "$file" .rs)
-  [ "$name" = faults ] || [ "$name" = real_node ] || e2e+=(--test "$name")
+  case "$name" in faults | real_node | apf) continue ;; esac
+  grep -q '#\[ignore' "$file" && suites+=("$name")
 done
-step "end-to-end tests against $KUBECONFIG"
-cargo test --locked --no-fail-fast "${e2e[@]}" -- --ignored --test-threads 2 "${extra[@]}"
-step "the Eru, ledger, fleet and targets end-to-end tests again, on a PostgreSQL journal"
-pg_start=$SECONDS
-ERU_E2E_JOURNAL=postgres cargo test --locked --no-fail-fast --test eru --test ledger --test fleet --test targets \
-  -- --ignored --test-threads 2 "${extra[@]}"
-echo "(on PostgreSQL in $((SECONDS - pg_start)) s)"
-if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
-  # they restart the control plane and the database server: alone, one at a time
-  step "fault tests (tests/faults.rs), one at a time"
-  skip=()
-  [ -n "$started_postgres" ] || { echo "(fault_postgres_restarted skipped: the PostgreSQL server is not ours to restart)"; skip=(--exact --skip fault_postgres_restarted); }
-  ERU_TEST_CLUSTER=$cluster ERU_TEST_POSTGRES_NAME=$postgres_name \
-    cargo test --locked --no-fail-fast --test faults -- --ignored --test-threads 1 "${skip[@]}" "${extra[@]}"
-else
-  step "fault tests skipped: they restart the control plane, which an existing cluster is not ours to do"
-fi
-if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
-  # the image built from ./Dockerfile and installed by the chart on a cluster of its own with a
-  # real node (tests/real_node.rs); it takes that cluster down itself
-  step "the image and the real node (hack/real-node-e2e.sh)"
-  hack/real-node-e2e.sh -- "${extra[@]}"
-fi
+suites+=(eru@postgres ledger@postgres fleet@postgres targets@postgres)
+failed=()
+step "end-to-end tests against $KUBECONFIG, four test binaries at a time (hack/suites.sh)"
+hack/suites.sh --jobs 4 "${suites[@]}" -- "${extra[@]}" || failed+=("end-to-end tests")
+# its FlowSchema throttles every operator of the cluster's ServiceAccount: alone
+step "API Priority and Fairness (tests/apf.rs), alone on the cluster"
+hack/suites.sh --name apf apf -- "${extra[@]}" || failed+=("tests/apf.rs")
+step "the background suites"
+finish_background || failed+=("the background suites")
+[ ${#failed[@]} -eq 0 ] || { echo "== failed: ${failed[*]}" >&2; exit 1; }
 echo "== all tests passed in $((SECONDS - start)) s"

@@ -54,7 +54,16 @@ fn eru_options(args: &RunArgs) -> anyhow::Result<eru::pass::context::Options> {
     let limits = eru::fleet::Limits {
         total: args.max_concurrent_restarts.map(|n| n as usize),
         per_namespace: args.max_concurrent_restarts_per_namespace.map(|n| n as usize),
+        pace: crate::config::restart_pace(args.restart_pace, args.restart_rate)
+            .map_err(|e| anyhow::anyhow!(e))?,
     };
+    if let Some(pace) = limits.pace {
+        info!(
+            per_second = pace.rate,
+            adaptive = pace.adaptive,
+            "restarts are paced"
+        );
+    }
     if args.dry_run {
         info!("dry run: no Eru patches anything; slots are journaled as dry_run");
     }

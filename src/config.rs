@@ -22,6 +22,18 @@ pub enum HttpAuth {
 }
 
 /// A controller the operator can run (`--controllers`).
+/// How fast restarts may begin (`--restart-pace`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RestartPace {
+    /// As fast as slots come due (only the caps, if set, hold a restart back).
+    Unlimited,
+    /// At most `--restart-rate` restarts begin per second.
+    Fixed,
+    /// Slower when the API server slows down or answers 429, faster when it recovers, up to
+    /// `--restart-rate` (default 500 a second).
+    Adaptive,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum)]
 pub enum Controller {
     /// Erus: scheduled restarts of Deployments, StatefulSets and DaemonSets (and the automatic
@@ -239,6 +251,17 @@ pub struct RunArgs {
     #[arg(long, env = "ERU_MAX_CONCURRENT_RESTARTS_PER_NAMESPACE", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_concurrent_restarts_per_namespace: Option<u32>,
 
+    /// How fast restarts may begin across all Erus. A due slot the pace holds waits in the same
+    /// queue as one without a place under the caps, and is recorded skipped/fleet_capacity if its
+    /// starting deadline passes first. Default: fixed when --restart-rate is set, else unlimited.
+    #[arg(long, env = "ERU_RESTART_PACE", value_enum)]
+    pub restart_pace: Option<RestartPace>,
+
+    /// Most restarts begun per second (--restart-pace fixed), or the adaptive pace's ceiling
+    /// (default 500).
+    #[arg(long, env = "ERU_RESTART_RATE", value_name = "PER_SECOND", value_parser = parse_rate)]
+    pub restart_rate: Option<f64>,
+
     /// Patch nothing: every Eru's slots are journaled as dry_run with the patch that would have
     /// been sent (`--dry-run`, `--dry-run=false`). Erus are still created and their status written.
     #[arg(long, env = "ERU_DRY_RUN", default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
@@ -324,6 +347,41 @@ impl RunArgs {
 }
 
 /// A duration like `15s`, `500ms` or `1m` (from 100 ms to an hour).
+/// A restart rate: a number of restarts per second from 0.01 to 100,000.
+fn parse_rate(value: &str) -> Result<f64, String> {
+    let rate: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("{value:?} is not a number of restarts per second"))?;
+    if !(0.01..=100_000.0).contains(&rate) {
+        return Err(format!("{value}: from 0.01 to 100000 restarts per second"));
+    }
+    Ok(rate)
+}
+
+/// The pace `--restart-pace` and `--restart-rate` ask for; an error says why they disagree.
+pub fn restart_pace(
+    pace: Option<RestartPace>,
+    rate: Option<f64>,
+) -> Result<Option<crate::eru::pace::PaceConfig>, String> {
+    use crate::eru::pace::{ADAPTIVE_CEILING, PaceConfig};
+    match (pace, rate) {
+        (None | Some(RestartPace::Unlimited), None) => Ok(None),
+        (Some(RestartPace::Unlimited), Some(_)) => {
+            Err("--restart-rate with --restart-pace unlimited: drop one of them".into())
+        }
+        (None | Some(RestartPace::Fixed), Some(rate)) => Ok(Some(PaceConfig {
+            rate,
+            adaptive: false,
+        })),
+        (Some(RestartPace::Fixed), None) => Err("--restart-pace fixed needs --restart-rate".into()),
+        (Some(RestartPace::Adaptive), rate) => Ok(Some(PaceConfig {
+            rate: rate.unwrap_or(ADAPTIVE_CEILING),
+            adaptive: true,
+        })),
+    }
+}
+
 fn parse_duration(value: &str) -> Result<Duration, String> {
     let refuse = || format!("'{value}' is not a duration like 15s, 500ms or 1m");
     let split = value.find(|c: char| !c.is_ascii_digit()).ok_or_else(refuse)?;

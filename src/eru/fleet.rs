@@ -1,12 +1,15 @@
-//! The fleet cap: how many restarts may be in flight at once, across the operator
-//! (`--max-concurrent-restarts`) and per namespace (`--max-concurrent-restarts-per-namespace`).
+//! The fleet's limits: how many restarts may be in flight at once, across the operator
+//! (`--max-concurrent-restarts`) and per namespace (`--max-concurrent-restarts-per-namespace`),
+//! and how many may begin per second (`--restart-rate`, `--restart-pace`: [`super::pace`]).
 //!
 //! A restart holds a place from the pass that decides it until the pass that sees its rollout
-//! end (or gives it up). A due slot that finds no place waits in the queue, in slot order: a
-//! freed place goes to the first waiting slot whose namespace has room, and that Eru is
-//! reconciled at once to take it. A slot still waiting at its starting deadline is recorded
-//! `skipped/fleet_capacity` by its own pass. The queue lives in memory: after a restart of the
-//! operator, restarts in flight are counted again from the journal before any place is given.
+//! end (or gives it up). A due slot that finds no place, or no token of the pace, waits in the
+//! queue, in slot order: a freed place goes to the first waiting slot whose namespace has room,
+//! and that Eru is reconciled at once to take it; a token goes to the first waiting slot with a
+//! place, reserved for it by the pacer ([`Fleet::pace`]) before that Eru is reconciled. A slot
+//! still waiting at its starting deadline is recorded `skipped/fleet_capacity` by its own pass.
+//! The queue lives in memory: after a restart of the operator, restarts in flight are counted
+//! again from the journal before any place is given.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -15,22 +18,26 @@ use std::{
 
 use chrono::{DateTime, Utc};
 use kube::runtime::reflector::ObjectRef;
-use tokio::sync::mpsc;
+use tokio::{sync::mpsc, time::Instant};
 
-use super::CachedEru;
 pub use super::core::messages::Grant;
+use super::{
+    CachedEru,
+    pace::{Pace, PaceConfig, Why},
+};
 
-/// The caps; `None` is unlimited.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The caps and the pace; `None` is unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Limits {
     pub total: Option<usize>,
     pub per_namespace: Option<usize>,
+    pub pace: Option<PaceConfig>,
 }
 
 impl Limits {
-    /// Whether nothing is capped.
+    /// Whether nothing is capped or paced.
     pub fn unlimited(&self) -> bool {
-        self.total.is_none() && self.per_namespace.is_none()
+        self.total.is_none() && self.per_namespace.is_none() && self.pace.is_none()
     }
 }
 
@@ -51,6 +58,7 @@ struct Inner {
     waiting: BTreeMap<(DateTime<Utc>, String), Waiter>,
     /// uid → the slot it waits with.
     waiting_slot: HashMap<String, DateTime<Utc>>,
+    pace: Option<Pace>,
 }
 
 /// The fleet's places and queue.
@@ -58,8 +66,10 @@ struct Inner {
 pub struct Fleet {
     limits: Limits,
     inner: Mutex<Inner>,
-    /// Erus to reconcile now: a place freed up for them.
+    /// Erus to reconcile now: a place freed up for them, or the pacer reserved them one.
     wake: mpsc::UnboundedSender<ObjectRef<CachedEru>>,
+    /// Tells the pacer a slot waits (or a place freed up).
+    waits: tokio::sync::Notify,
 }
 
 impl Inner {
@@ -89,13 +99,22 @@ impl Inner {
         true
     }
 
-    /// The waiters a place is free for now, in slot order (at most one per free place).
-    fn next_in_line(&self, limits: &Limits, now: DateTime<Utc>) -> Vec<(String, Waiter)> {
+    /// The waiters a place is free for now, in slot order (at most one per free place, and at
+    /// most `tokens` of them).
+    fn next_in_line(
+        &self,
+        limits: &Limits,
+        now: DateTime<Utc>,
+        tokens: Option<usize>,
+    ) -> Vec<(String, Waiter)> {
         let mut taken: HashMap<&str, usize> = HashMap::new();
         let mut chosen = Vec::new();
         for ((_, uid), w) in &self.waiting {
             if w.deadline < now {
                 continue;
+            }
+            if tokens.is_some_and(|n| chosen.len() >= n) {
+                break;
             }
             let total = self.active.len() + chosen.len();
             if limits.total.is_some_and(|max| total >= max) {
@@ -117,11 +136,16 @@ impl Fleet {
     /// A fleet with `limits`; the receiver yields Erus to reconcile because a place freed up.
     pub fn new(limits: Limits) -> (Self, mpsc::UnboundedReceiver<ObjectRef<CachedEru>>) {
         let (wake, rx) = mpsc::unbounded_channel();
+        let inner = Inner {
+            pace: limits.pace.map(|config| Pace::new(config, Instant::now())),
+            ..Inner::default()
+        };
         (
             Self {
                 limits,
-                inner: Mutex::new(Inner::default()),
+                inner: Mutex::new(inner),
                 wake,
+                waits: tokio::sync::Notify::new(),
             },
             rx,
         )
@@ -158,21 +182,34 @@ impl Fleet {
             deadline,
         };
         inner.waiting.insert((slot, uid.to_string()), waiter);
-        let first = inner
-            .next_in_line(&self.limits, now)
-            .into_iter()
-            .any(|(u, _)| u == uid);
-        // next_in_line gives places only where the caps leave room
-        if first {
+        let first = |inner: &Inner, tokens| {
+            inner
+                .next_in_line(&self.limits, now, tokens)
+                .into_iter()
+                .any(|(u, _)| u == uid)
+        };
+        // next_in_line gives places only where the caps leave room, and tokens
+        let has_place = first(&inner, None);
+        let tokens = inner.pace.as_mut().map(|p| p.available(Instant::now()));
+        if has_place && (tokens.is_none() || first(&inner, tokens)) {
+            if let Some(pace) = inner.pace.as_mut() {
+                pace.take(Instant::now());
+            }
             inner.waiting_slot.remove(uid);
             inner.waiting.remove(&(slot, uid.to_string()));
             inner.hold(uid, namespace);
             return Grant::Granted;
         }
+        if has_place && let Some(pace) = inner.pace.as_mut() {
+            // the pace is the limit: it knows, and the pacer hands the next token on
+            pace.refused();
+            self.waits.notify_one();
+        }
         let ahead = inner.waiting.range(..(slot, uid.to_string())).count();
         Grant::Queued {
             ahead,
             in_flight: inner.active.len(),
+            paced: has_place,
         }
     }
 
@@ -198,10 +235,78 @@ impl Fleet {
         let mut inner = self.inner.lock().expect("fleet lock");
         let waited = inner.waiting_slot.contains_key(uid);
         if inner.leave(uid) || waited {
-            for (_, w) in inner.next_in_line(&self.limits, now) {
+            if inner.pace.is_some() {
+                // the pacer reserves places as its tokens come
+                self.waits.notify_one();
+                return;
+            }
+            for (_, w) in inner.next_in_line(&self.limits, now, None) {
                 let _ = self.wake.send(ObjectRef::new(&w.name).within(&w.namespace));
             }
         }
+    }
+
+    /// The pace now (restarts per second) and why, if there is one.
+    pub fn pace_now(&self) -> Option<(f64, Why)> {
+        let inner = self.inner.lock().expect("fleet lock");
+        inner.pace.as_ref().map(|p| (p.rate(), p.why()))
+    }
+
+    /// A restart patch answered after `latency` (`throttled`: a 429 among its answers): the
+    /// adaptive pace learns from it.
+    pub fn patched(&self, latency: std::time::Duration, throttled: bool) {
+        let mut inner = self.inner.lock().expect("fleet lock");
+        if let Some(pace) = inner.pace.as_mut() {
+            pace.observe(latency, throttled, Instant::now());
+        }
+    }
+
+    /// The pacer, for as long as the operator leads (a fleet without a pace returns at once):
+    /// as tokens come, reserves a place for each of the first waiters in line and wakes them, so
+    /// that no later slot takes a token an earlier one waits for; `report` is told the pace
+    /// after every round.
+    pub async fn pace(&self, report: impl Fn(f64, Why)) {
+        const TICK: std::time::Duration = std::time::Duration::from_secs(1);
+        if self.limits.pace.is_none() {
+            return;
+        }
+        loop {
+            let wait = self.pace_round(Utc::now());
+            if let Some((rate, why)) = self.pace_now() {
+                report(rate, why);
+            }
+            match wait {
+                Some(wait) => tokio::time::sleep(wait).await,
+                // nothing waits: a slot that queues (or a tick, for the adaptive judgment) wakes it
+                None => {
+                    let _ = tokio::time::timeout(TICK, self.waits.notified()).await;
+                }
+            }
+        }
+    }
+
+    /// One round of the pacer at `at`: reserves and wakes; how long until the next token, if
+    /// slots still wait for one.
+    fn pace_round(&self, at: DateTime<Utc>) -> Option<std::time::Duration> {
+        let mut inner = self.inner.lock().expect("fleet lock");
+        let now = Instant::now();
+        let pace = inner.pace.as_mut()?;
+        pace.judge(now);
+        let tokens = pace.available(now);
+        let chosen = inner.next_in_line(&self.limits, at, Some(tokens));
+        for (uid, w) in &chosen {
+            if let Some(pace) = inner.pace.as_mut() {
+                pace.take(now);
+            }
+            if let Some(slot) = inner.waiting_slot.remove(uid) {
+                inner.waiting.remove(&(slot, uid.clone()));
+            }
+            inner.hold(uid, &w.namespace);
+            let _ = self.wake.send(ObjectRef::new(&w.name).within(&w.namespace));
+        }
+        let pending = !inner.next_in_line(&self.limits, at, None).is_empty();
+        let pace = inner.pace.as_mut()?;
+        pending.then(|| pace.next_token_in(now).max(std::time::Duration::from_millis(1)))
     }
 
     /// The slot the Eru `uid` waits with, if it waits.
@@ -235,7 +340,11 @@ mod tests {
         total: Option<usize>,
         per_namespace: Option<usize>,
     ) -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<CachedEru>>) {
-        Fleet::new(Limits { total, per_namespace })
+        Fleet::new(Limits {
+            total,
+            per_namespace,
+            pace: None,
+        })
     }
 
     #[test]
@@ -262,7 +371,8 @@ mod tests {
             f.request("c", "ns", "c", t(10), t(310), t(10)),
             Grant::Queued {
                 ahead: 0,
-                in_flight: 2
+                in_flight: 2,
+                paced: false,
             }
         ));
         assert!(matches!(
@@ -319,5 +429,85 @@ mod tests {
         // holding (a restored restart) counts against the cap
         f.hold("r", "ns");
         assert_eq!(f.sizes(), (0, 2));
+    }
+
+    fn paced(rate: f64, total: Option<usize>) -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<CachedEru>>) {
+        let pace = PaceConfig {
+            rate,
+            adaptive: false,
+        };
+        Fleet::new(Limits {
+            total,
+            per_namespace: None,
+            pace: Some(pace),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pace_hands_its_tokens_out_in_slot_order_and_never_past_a_deadline() {
+        let ms = std::time::Duration::from_millis;
+        let (f, mut woken) = paced(2.0, None);
+        // one token to begin with (a tenth of a second's worth, at least one)
+        assert_eq!(f.request("a", "ns", "a", t(0), t(300), t(0)), Grant::Granted);
+        // c asks before b, b's slot is earlier: both wait for the pace, b first in line
+        assert!(matches!(
+            f.request("c", "ns", "c", t(10), t(20), t(0)),
+            Grant::Queued {
+                paced: true,
+                ahead: 0,
+                ..
+            }
+        ));
+        assert!(matches!(
+            f.request("b", "ns", "b", t(5), t(300), t(0)),
+            Grant::Queued {
+                paced: true,
+                ahead: 0,
+                ..
+            }
+        ));
+        // the next token in half a second: the pacer says so, then reserves it for b and wakes it
+        assert_eq!(f.pace_round(t(0)), Some(ms(500)));
+        assert!(woken.try_recv().is_err());
+        tokio::time::advance(ms(500)).await;
+        assert_eq!(f.pace_round(t(0)), Some(ms(500)), "c still waits");
+        assert_eq!(woken.try_recv().unwrap().name, "b");
+        assert_eq!(f.waiting("b"), None);
+        // b's pass takes the place reserved for it; a new slot cannot jump the line
+        assert_eq!(f.request("b", "ns", "b", t(5), t(300), t(1)), Grant::Granted);
+        assert!(matches!(
+            f.request("d", "ns", "d", t(30), t(330), t(1)),
+            Grant::Queued { ahead: 1, .. }
+        ));
+        // c's deadline passes before the next token: the token goes to d, never to c
+        tokio::time::advance(ms(500)).await;
+        assert_eq!(f.pace_round(t(21)), None, "nothing with a live deadline waits");
+        assert_eq!(woken.try_recv().unwrap().name, "d");
+        assert!(woken.try_recv().is_err());
+        assert_eq!(
+            f.waiting("c"),
+            Some(t(10)),
+            "c's own pass records it fleet_capacity"
+        );
+        assert_eq!(f.pace_now(), Some((2.0, Why::Ceiling)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn under_a_cap_and_a_pace_a_place_is_needed_and_a_token() {
+        let (f, mut woken) = paced(100.0, Some(1));
+        assert_eq!(f.request("a", "ns", "a", t(0), t(300), t(0)), Grant::Granted);
+        // tokens there are, a place there is not: queued for the cap, not the pace
+        assert!(matches!(
+            f.request("b", "ns", "b", t(1), t(300), t(1)),
+            Grant::Queued { paced: false, .. }
+        ));
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        assert_eq!(f.pace_round(t(2)), None, "no place: the pacer waits for one");
+        assert!(woken.try_recv().is_err());
+        f.leave("a", t(3));
+        assert!(woken.try_recv().is_err(), "the pacer hands the place on");
+        f.pace_round(t(3));
+        assert_eq!(woken.try_recv().unwrap().name, "b");
+        assert_eq!(f.sizes(), (0, 1));
     }
 }

@@ -58,6 +58,44 @@ fn manual_runs(registry: &prometheus::Registry) -> prometheus::IntCounterVec {
     runs
 }
 
+/// The restart pace's series (registered only when the operator paces its restarts).
+#[derive(Clone)]
+pub struct PaceMetrics {
+    rate: prometheus::Gauge,
+    why: IntGaugeVec,
+}
+
+impl PaceMetrics {
+    pub fn register(metrics: &Metrics) -> Self {
+        let registry = metrics.registry();
+        let rate = prometheus::Gauge::new(
+            "eru_restart_pace_per_second",
+            "Restarts that may begin per second now (--restart-pace, --restart-rate).",
+        )
+        .expect("a valid gauge");
+        let why = IntGaugeVec::new(
+            Opts::new(
+                "eru_restart_pace_why",
+                "Why the restart pace is what it is: 1 on the current reason (ceiling, rising, latency, throttled), 0 on the others.",
+            ),
+            &["why"],
+        )
+        .expect("a valid gauge");
+        Self {
+            rate: register(registry, rate),
+            why: register(registry, why),
+        }
+    }
+
+    pub fn set(&self, rate: f64, now: crate::eru::pace::Why) {
+        self.rate.set(rate);
+        for why in <crate::eru::pace::Why as VariantArray>::VARIANTS {
+            let name: &'static str = why.into();
+            self.why.with_label_values(&[name]).set(i64::from(*why == now));
+        }
+    }
+}
+
 /// `eru_restarts_reverted_total`.
 fn reverted(registry: &prometheus::Registry) -> prometheus::IntCounter {
     let help = "Restarts another field manager undid (removed or replaced mtsre.meitu.com/restartedAt after the patch: a GitOps tool, an operator rebuilding the template).";
@@ -88,7 +126,7 @@ impl EruMetrics {
                 registry,
                 IntGauge::new(
                     "eru_restarts_queued",
-                    "Due slots waiting for a place under --max-concurrent-restarts.",
+                    "Due slots waiting for a place under --max-concurrent-restarts, or a token of the restart pace.",
                 )
                 .expect("a valid gauge"),
             ),

@@ -25,6 +25,7 @@ pub mod fleet;
 pub mod gates;
 pub mod index;
 pub mod metrics;
+pub mod pace;
 pub mod pass;
 pub mod promql;
 pub mod silence;

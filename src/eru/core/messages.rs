@@ -107,10 +107,12 @@ pub struct SlotsDue {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Grant {
     Granted,
-    /// It waits; `ahead` slots wait before it, `in_flight` restarts hold the places.
+    /// It waits; `ahead` slots wait before it, `in_flight` restarts hold the places; `paced`: a
+    /// place was free, the restart pace (`--restart-rate`) held it.
     Queued {
         ahead: usize,
         in_flight: usize,
+        paced: bool,
     },
 }
 

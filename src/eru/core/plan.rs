@@ -35,11 +35,21 @@ pub struct Queued {
     pub ahead: usize,
     /// Restarts holding the places.
     pub in_flight: usize,
+    /// A place was free: the restart pace held it.
+    pub paced: bool,
     /// The token of the manual run that waits (then `slot` is when it was asked), if a run does.
     pub run: Option<String>,
 }
 
 impl Queued {
+    /// What it waits for, in words.
+    pub fn waits_for(&self) -> &'static str {
+        match self.paced {
+            true => "its turn under the restart pace (--restart-rate)",
+            false => "a restart place",
+        }
+    }
+
     /// What waits, in words: the slot, or the manual run.
     pub fn what(&self) -> String {
         match &self.run {
@@ -229,12 +239,18 @@ impl Plan {
                     return;
                 };
                 let run = (self.state.asking()).and_then(|r| Some(r.cause.run()?.token.clone()));
-                if let Grant::Queued { ahead, in_flight } = grant {
+                if let Grant::Queued {
+                    ahead,
+                    in_flight,
+                    paced,
+                } = grant
+                {
                     self.queued = Some(Queued {
                         slot,
                         deadline,
                         ahead,
                         in_flight,
+                        paced,
                         run,
                     });
                 }
@@ -613,7 +629,7 @@ impl Plan {
         };
         // it waited for a place in the fleet (the queue keeps it by when it was asked)
         let waited = match o.operator.queued == Some(run.requested_at) {
-            true => Some("fleet_capacity: no place under --max-concurrent-restarts".to_string()),
+            true => Some("fleet_capacity: it waited for a place or a token under the fleet's limits (--max-concurrent-restarts, --restart-rate)".to_string()),
             false => waited,
         };
         let view = o.cluster.targets.get(&run.target);

@@ -247,7 +247,11 @@ async fn patch(
         warn!(eru = %eru.name_any(), slot = %slot_text(slot), error = %e, "restart patch not sent");
         return None;
     }
-    let result = throttle::within(budget, patch_restart(context, eru, target, slot)).await;
+    let result = timed(
+        context,
+        throttle::within(budget, patch_restart(context, eru, target, slot)),
+    )
+    .await;
     let at = Utc::now();
     Some(match result {
         Ok(generation) => {
@@ -288,9 +292,12 @@ async fn patch_run(
     let eru_key = crate::eru::core::schedule::eru_seed(&eru.namespace().unwrap_or_default(), &eru.name_any());
     let value = template_value(&eru_key, token);
     let annotation = (RUN_ANNOTATION, value.as_str());
-    let result = throttle::within(
-        budget,
-        apply_template(context, eru, target, annotation, RUN_MANAGER),
+    let result = timed(
+        context,
+        throttle::within(
+            budget,
+            apply_template(context, eru, target, annotation, RUN_MANAGER),
+        ),
     )
     .await;
     let at = Utc::now();
@@ -306,6 +313,20 @@ async fn patch_run(
             Fed::PatchFailed { message, at }
         }
     })
+}
+
+/// Sends a restart's patch (`send`), telling the fleet's pace how long the API server took and
+/// whether it answered 429 meanwhile (any restart patch's 429: they share the server).
+async fn timed<T>(context: &EruContext, send: impl Future<Output = T>) -> T {
+    let throttled = || {
+        (context.ctx.metrics.api_throttled)
+            .with_label_values(&[Class::Restart.as_str()])
+            .get()
+    };
+    let (before, started) = (throttled(), tokio::time::Instant::now());
+    let result = send.await;
+    context.fleet.patched(started.elapsed(), throttled() > before);
+    result
 }
 
 /// What the user is told of slots that cannot be accounted.

@@ -126,6 +126,20 @@ pub fn controller(
         .clone()
         .follow(shutdown_requested(shutdown.clone()));
     let deletions = deleted::follow(context.clone(), erus.store.clone(), erus.synced.clone(), gone);
+    let pacer = {
+        let context = context.clone();
+        let gauges = options
+            .limits
+            .pace
+            .map(|_| crate::eru::metrics::PaceMetrics::register(&context.ctx.metrics));
+        async move {
+            let report = |rate, why| gauges.iter().for_each(|g| g.set(rate, why));
+            tokio::select! {
+                _ = context.fleet.pace(report) => {}
+                _ = shutdown_requested(shutdown) => {}
+            }
+        }
+    };
     let run = drive(
         controller,
         KIND,
@@ -135,7 +149,7 @@ pub fn controller(
     );
     (
         async move {
-            futures::join!(run, deletions, reload);
+            futures::join!(run, deletions, reload, pacer);
         },
         synced,
     )

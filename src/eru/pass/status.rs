@@ -147,7 +147,7 @@ fn conditions(eru: &CachedEru, plan: &Plan, known: Option<&EruStatus>, capped: b
                 "NotQueued"
             },
             &queued.map_or("no slot waits for a restart place".to_string(), |q| {
-                format!("{} waits for a restart place", q.what())
+                format!("{} waits for {}", q.what(), q.waits_for())
             }),
             eru,
         ));
@@ -195,9 +195,9 @@ fn ready(
             true,
             "Queued",
             format!(
-                "{} waits for a restart place: {} restarts in flight, {} slots ahead; {} if not \
-                 started by {}",
+                "{} waits for {}: {} restarts in flight, {} slots ahead; {} if not started by {}",
                 q.what(),
+                q.waits_for(),
                 q.in_flight,
                 q.ahead,
                 if q.run.is_some() {

@@ -734,6 +734,7 @@ fn a_queued_slot_wakes_its_eru_just_after_its_deadline() {
     p.after(Fed::Place(Grant::Queued {
         ahead: 2,
         in_flight: 1,
+        paced: false,
     }));
     let queued = p.queued.clone().expect("queued");
     assert_eq!(queued.deadline, t(5, 0) + Duration::seconds(300));
@@ -1607,6 +1608,7 @@ mod run_edges {
         plan.after(Fed::Place(Grant::Queued {
             ahead: 0,
             in_flight: 1,
+            paced: true,
         }));
         let after = plan.take();
         assert!(runs(&after.records).is_empty(), "{:?}", after.records);
