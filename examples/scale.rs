@@ -578,9 +578,14 @@ async fn main() -> Res<()> {
                 operator.wait_ready().await;
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 let left = (slot - Utc::now()).num_seconds();
-                say(format!("operator restarted with pace {pace}, {left} s before slot {}", i + 1));
+                say(format!(
+                    "operator restarted with pace {pace}, {left} s before slot {}",
+                    i + 1
+                ));
                 if left < 25 {
-                    say("warning: less than 25 s before the slot: the probe's idle window overlaps the restart");
+                    say(
+                        "warning: less than 25 s before the slot: the probe's idle window overlaps the restart",
+                    );
                 }
                 format!(" [pace {pace}]")
             }

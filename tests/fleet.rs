@@ -1,6 +1,7 @@
 //! End-to-end tests of fleet-safe restarts (issue 14) on the local cluster: the fleet cap sampled
 //! from the Deployments themselves, blackout windows (an Eru's own and the operator's cluster-wide
-//! list), dry runs (an Eru's and the whole operator's), jitter and hashed schedules.
+//! list), dry runs (an Eru's and the whole operator's), jitter and hashed schedules, the restart
+//! pace.
 
 mod common;
 
@@ -201,6 +202,144 @@ async fn thirty_erus_on_one_slot_never_roll_more_than_the_cap() {
     assert!(metrics.contains("eru_restarts_in_flight 0"), "places not freed");
     // the once-a-day schedule has exactly this slot in the test's minutes; every Deployment
     // rolled it once if and only if its Eru fired it
+    for i in 0..ERUS {
+        let (eru, target) = (format!("e-{i}"), format!("web-{i}"));
+        let born = created(&erus, &eru).await;
+        check(
+            &client,
+            &ns.name,
+            &operator,
+            &Ledger::deployment(&eru, &target, (born + Span::seconds(1), Utc::now()), vec![slot]).expect(
+                slot,
+                slot,
+                &["fired", "fleet_capacity"],
+            ),
+        )
+        .await;
+    }
+}
+
+/// The restart pace (issue 57): twelve Erus due at one slot under `--restart-rate 1` with a
+/// starting deadline of 5 s. Restarts begin a second apart (the first at once), so about six make
+/// it; every other slot waited in the fleet queue and is recorded `skipped/fleet_capacity`, none
+/// patched late, none lost, none twice.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn a_fixed_pace_begins_a_restart_a_second_and_records_the_rest_at_their_deadline() {
+    const ERUS: usize = 12;
+    const DEADLINE: i64 = 5;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "fleet-pace").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    for i in 0..ERUS {
+        deployment(&client, &ns.name, &format!("web-{i}"), 1, json!({})).await;
+    }
+    for i in 0..ERUS {
+        wait_ready(&deployments, &format!("web-{i}"), 1).await;
+    }
+    let operator = Operator::start(&client, &ns.name, &["--restart-rate", "1"]).await;
+    let slot = slot_in(20);
+    for i in 0..ERUS {
+        create_eru(
+            &client,
+            &ns.name,
+            &format!("e-{i}"),
+            json!({"schedule": once_at(slot), "target": {"kind": "Deployment", "name": format!("web-{i}")},
+                   "startingDeadlineSeconds": DEADLINE}),
+        )
+        .await
+        .unwrap();
+    }
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    // while the slot's restarts begin, the waiting Erus say what they wait for
+    let paced_seen = std::cell::Cell::new(false);
+    wait_for(
+        "every Eru to account the slot",
+        Duration::from_secs(90),
+        || async {
+            let listed = erus.list(&ListParams::default()).await.unwrap();
+            let paced = listed.items.iter().any(|e| {
+                e.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.message.contains("restart pace"))
+                })
+            });
+            paced_seen.set(paced_seen.get() || paced);
+            let records = (0..ERUS)
+                .filter(|i| {
+                    slot_records(&operator, &format!("e-{i}"))
+                        .unwrap()
+                        .iter()
+                        .any(|r| r.covers(slot))
+                })
+                .count();
+            (records == ERUS).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        paced_seen.get(),
+        "no waiting Eru said it waits for the restart pace"
+    );
+
+    // the restarts' patches landed a second apart at least, within the deadline
+    let mut patched: Vec<DateTime<Utc>> = items(&operator, "/history?limit=1000")
+        .iter()
+        .filter(|r| time(&r["slot"]) == slot)
+        .map(|r| time(&r["patched_at"]))
+        .collect();
+    patched.sort();
+    println!(
+        "paced restarts landed at {:?}",
+        patched
+            .iter()
+            .map(|p| (*p - slot).as_seconds_f64())
+            .collect::<Vec<_>>()
+    );
+    for (k, at) in patched.iter().enumerate() {
+        assert!(
+            *at - patched[0] >= Span::milliseconds(k as i64 * 1000 - 100),
+            "restart {k} landed {} after the first: faster than 1 a second",
+            *at - patched[0]
+        );
+        assert!(
+            *at <= slot + Span::seconds(DEADLINE) + Span::seconds(2),
+            "patched past the deadline: {at}"
+        );
+    }
+    // every slot: fired, or skipped for the fleet (the pace) with nothing patched
+    let mut outcomes: HashMap<String, usize> = HashMap::new();
+    for i in 0..ERUS {
+        let records = accounted(&operator, &format!("e-{i}"), 1, slot, slot);
+        let outcome = match &records[0].1 {
+            Accounted::Fired(_) => "fired".to_string(),
+            Accounted::Missed { reason, .. } => reason.clone(),
+        };
+        *outcomes.entry(outcome).or_default() += 1;
+    }
+    println!("paced outcomes: {outcomes:?}");
+    let fired = outcomes.get("fired").copied().unwrap_or(0);
+    assert_eq!(fired, patched.len(), "{outcomes:?}");
+    assert!(
+        (4..=7).contains(&fired),
+        "1 a second for {DEADLINE} s: {outcomes:?}"
+    );
+    assert_eq!(
+        outcomes.get("fleet_capacity").copied().unwrap_or(0),
+        ERUS - fired,
+        "{outcomes:?}"
+    );
+    let metrics = common::get(&operator.url("/metrics")).1;
+    assert!(
+        metrics.contains("eru_restart_pace_per_second 1\n"),
+        "the pace's gauge"
+    );
+    assert!(
+        metrics.contains("eru_restart_pace_why{why=\"ceiling\"} 1"),
+        "why: the configured rate"
+    );
+    assert!(metrics.contains("eru_restarts_queued 0"), "queue not empty");
     for i in 0..ERUS {
         let (eru, target) = (format!("e-{i}"), format!("web-{i}"));
         let born = created(&erus, &eru).await;

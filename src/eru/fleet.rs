@@ -26,6 +26,9 @@ use super::{
     pace::{Pace, PaceConfig, Why},
 };
 
+/// The pacer reserves no token for a slot whose deadline is closer than this.
+const RESERVE_MARGIN: chrono::Duration = chrono::Duration::milliseconds(250);
+
 /// The caps and the pace; `None` is unlimited.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Limits {
@@ -288,6 +291,10 @@ impl Fleet {
     /// One round of the pacer at `at`: reserves and wakes; how long until the next token, if
     /// slots still wait for one.
     fn pace_round(&self, at: DateTime<Utc>) -> Option<std::time::Duration> {
+        // a token is not reserved for a slot whose deadline is this close: its pass could not
+        // patch in time, and it would be recorded as noticed late; waiting, it is recorded
+        // `fleet_capacity`, which is what held it
+        let at = at + RESERVE_MARGIN;
         let mut inner = self.inner.lock().expect("fleet lock");
         let now = Instant::now();
         let pace = inner.pace.as_mut()?;
@@ -490,6 +497,17 @@ mod tests {
             "c's own pass records it fleet_capacity"
         );
         assert_eq!(f.pace_now(), Some((2.0, Why::Ceiling)));
+        // a slot whose deadline is a moment away gets no token reserved: its pass could not
+        // patch in time (mutation: the margin dropped)
+        assert!(matches!(
+            f.request("e", "ns", "e", t(40), t(60), t(59)),
+            Grant::Queued { paced: true, .. }
+        ));
+        tokio::time::advance(ms(500)).await;
+        let late = t(60) - chrono::Duration::milliseconds(100);
+        assert_eq!(f.pace_round(late), None);
+        assert!(woken.try_recv().is_err());
+        assert_eq!(f.waiting("e"), Some(t(40)));
     }
 
     #[tokio::test(start_paused = true)]

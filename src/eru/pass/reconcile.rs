@@ -126,20 +126,7 @@ pub fn controller(
         .clone()
         .follow(shutdown_requested(shutdown.clone()));
     let deletions = deleted::follow(context.clone(), erus.store.clone(), erus.synced.clone(), gone);
-    let pacer = {
-        let context = context.clone();
-        let gauges = options
-            .limits
-            .pace
-            .map(|_| crate::eru::metrics::PaceMetrics::register(&context.ctx.metrics));
-        async move {
-            let report = |rate, why| gauges.iter().for_each(|g| g.set(rate, why));
-            tokio::select! {
-                _ = context.fleet.pace(report) => {}
-                _ = shutdown_requested(shutdown) => {}
-            }
-        }
-    };
+    let pacer = pacer(context.clone(), shutdown);
     let run = drive(
         controller,
         KIND,
@@ -265,6 +252,17 @@ impl Steps for EruContext {
             self.ctx.write_status(eru.as_ref(), &status);
         }
         Ok(requeue(self, eru, plan.backlog, plan.wake()))
+    }
+}
+
+/// The fleet's pacer (nothing without a restart pace) until shutdown, its gauges set each round.
+async fn pacer(context: Arc<EruContext>, shutdown: watch::Receiver<bool>) {
+    let gauges = (context.options.limits.pace)
+        .map(|_| crate::eru::metrics::PaceMetrics::register(&context.ctx.metrics));
+    let report = |rate, why| gauges.iter().for_each(|g| g.set(rate, why));
+    tokio::select! {
+        _ = context.fleet.pace(report) => {}
+        _ = shutdown_requested(shutdown) => {}
     }
 }
 
