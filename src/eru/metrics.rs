@@ -20,6 +20,8 @@ use crate::vocab::{Outcome, Reason, RunOutcome};
 pub struct EruMetrics {
     pub restart_duration: Histogram,
     pub fire_lateness: Histogram,
+    /// The journal reads of each Eru pass (`eru_pass_journal_reads`).
+    pub pass_reads: Histogram,
     queued: IntGauge,
     in_flight: IntGauge,
     held: IntGauge,
@@ -121,6 +123,12 @@ impl EruMetrics {
                 "eru_fire_lateness_seconds",
                 "Time from a slot to its restart patch.",
                 vec![0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
+            ),
+            pass_reads: histogram(
+                registry,
+                "eru_pass_journal_reads",
+                "Journal read queries of each Eru pass (observe, commit and status together).",
+                vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 24.0],
             ),
             queued: register(
                 registry,

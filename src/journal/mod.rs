@@ -266,6 +266,7 @@ impl Journal {
     /// The operator runs that were alive at or after `since`, and the last one before it (whose
     /// heartbeat starts a downtime), oldest first. Bounded by what happened since `since`.
     pub async fn runs_since(&self, since: DateTime<Utc>) -> Result<Vec<OperatorRun>> {
+        read_made();
         let mut runs: Vec<OperatorRun> = self
             .reached(
                 sqlx::query_as::<_, Keyed<OperatorRun>>(
@@ -310,4 +311,26 @@ fn unreachable(e: &sqlx::Error) -> bool {
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::WorkerCrashed
     )
+}
+
+tokio::task_local! {
+    /// The journal reads of the task that counts them ([`counting_reads`]).
+    static READS: std::cell::Cell<u32>;
+}
+
+/// Runs `f` and counts the journal reads it made (each query of a read method counts once;
+/// writes go through the writer task and are not counted): what `eru_pass_journal_reads`
+/// observes of an Eru pass.
+pub async fn counting_reads<F: std::future::Future>(f: F) -> (F::Output, u32) {
+    READS
+        .scope(std::cell::Cell::new(0), async {
+            let output = f.await;
+            (output, READS.with(std::cell::Cell::get))
+        })
+        .await
+}
+
+/// One read query, counted if the task counts them.
+pub(crate) fn read_made() {
+    let _ = READS.try_with(|c| c.set(c.get() + 1));
 }

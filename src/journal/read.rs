@@ -9,6 +9,7 @@ use super::*;
 impl Journal {
     /// This Eru's ledger row (cursor and counters), if the journal has one.
     pub async fn ledger(&self, uid: &str) -> Result<Option<LedgerRow>> {
+        super::read_made();
         self.reached(
             sqlx::query_as("SELECT * FROM eru_ledger WHERE uid = $1")
                 .bind(uid)
@@ -21,6 +22,7 @@ impl Journal {
     /// This Eru's spec epochs that matter from `since` on: the one in force at `since` and every
     /// later one, oldest first.
     pub async fn epochs(&self, uid: &str, since: DateTime<Utc>) -> Result<Vec<EpochRow>> {
+        super::read_made();
         let mut rows: Vec<EpochRow> = self
             .reached(
                 sqlx::query_as::<_, Keyed<EpochRow>>(
@@ -41,6 +43,7 @@ impl Journal {
     /// The journal outages that ended after `since` (those that can hold a slot after it), oldest
     /// first. Bounded by what happened since `since`.
     pub async fn outages_since(&self, since: DateTime<Utc>) -> Result<Vec<OutageRow>> {
+        super::read_made();
         self.reached(
             sqlx::query_as("SELECT * FROM journal_outages WHERE ended_at > $1 ORDER BY started_at, id")
                 .bind(ts(since))
@@ -63,6 +66,7 @@ impl Journal {
 
     /// This object's restart still in progress, if any.
     pub async fn open_restart(&self, uid: &str) -> Result<Option<RestartRow>> {
+        super::read_made();
         self.reached(
             sqlx::query_as(
                 "SELECT * FROM restarts WHERE uid = $1 AND outcome = 'in_progress' ORDER BY slot DESC LIMIT 1",
@@ -93,17 +97,21 @@ impl Journal {
         let ledger = self.ledger(uid).await?;
         let last_slot = ledger.as_ref().and_then(|l| l.last_restart_slot);
         let last_restart = match last_slot {
-            Some(slot) => Keyed::one(
-                sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")
-                    .bind(uid)
-                    .bind(slot)
-                    .fetch_optional(&self.pool)
-                    .await?,
-            ),
+            Some(slot) => {
+                super::read_made();
+                Keyed::one(
+                    sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")
+                        .bind(uid)
+                        .bind(slot)
+                        .fetch_optional(&self.pool)
+                        .await?,
+                )
+            }
             None => None,
         };
         // newest slot first, a range of the (uid, last_slot) index: a pass never sorts an Eru's
         // whole history (a 5-second schedule journals 17,280 records a day)
+        super::read_made();
         let recent = Keyed::all(
             sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "{SLOT_RECORDS} AND s.uid = $1 ORDER BY s.last_slot DESC, s.slot DESC LIMIT {RECENT}"

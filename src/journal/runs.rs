@@ -213,6 +213,7 @@ fn requested<'q>(
 impl Journal {
     /// The manual run of this Eru's `token`, if the journal has it.
     pub async fn manual_run(&self, uid: &str, token: &str) -> Result<Option<RunRow>> {
+        super::read_made();
         self.reached(
             sqlx::query_as("SELECT * FROM manual_runs WHERE uid = $1 AND token = $2")
                 .bind(uid)
@@ -225,6 +226,7 @@ impl Journal {
 
     /// This Eru's manual run in progress, if any (at most one: a run starts only when none is).
     pub async fn open_manual_run(&self, uid: &str) -> Result<Option<RunRow>> {
+        super::read_made();
         self.reached(
             sqlx::query_as(
                 "SELECT * FROM manual_runs WHERE uid = $1 AND outcome = 'in_progress' ORDER BY id DESC LIMIT 1",
@@ -271,6 +273,7 @@ impl Journal {
 
     /// This Eru's latest manual run, if any.
     pub async fn last_manual_run(&self, uid: &str) -> Result<Option<RunRow>> {
+        super::read_made();
         Ok(Keyed::one(
             sqlx::query_as("SELECT * FROM manual_runs WHERE uid = $1 ORDER BY id DESC LIMIT 1")
                 .bind(uid)

@@ -162,4 +162,6 @@ pub struct EruContext {
     pub gatekeeper: crate::eru::gates::Gatekeeper,
     /// uid → the slot a health gate holds (the status has it too, for a restarted operator).
     pub holds: Holds,
+    /// What the last pass of each Eru saw of its journal.
+    pub journal_memo: super::journal_memo::JournalMemo,
 }

@@ -78,6 +78,7 @@ pub async fn follow(
     while let Some(g) = gone.recv().await {
         info!(namespace = %g.namespace, name = %g.name, "Eru deleted: forgetting its series");
         context.ctx.forget_uid(KIND, &g.uid);
+        context.journal_memo.forget(&g.uid);
         // counted (and announced) before its series go
         abandon_open(&context, &g.uid).await;
         // per-Eru series are labelled by name: keep them if a namesake was created meanwhile

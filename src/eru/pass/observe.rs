@@ -250,12 +250,16 @@ async fn journaled(
         }),
         None => None,
     };
-    // always: a run in flight is tracked to its end whatever the annotation says now (one
-    // indexed read: the partial index of runs in progress)
-    let open_run = (journal.open_manual_run(&uid).await?).map(|row| OpenRun {
-        run: manual_run(&row),
-        patched_at: row.patched_at.map(|at| *at),
-    });
+    // a run in flight is tracked to its end whatever the annotation says now (one indexed read:
+    // the partial index of runs in progress), unless this process knows there is none: its last
+    // pass read none and no pass committed since (`journal_memo`)
+    let open_run = match asked.is_none() && context.journal_memo.no_open_run(&uid) {
+        true => None,
+        false => (journal.open_manual_run(&uid).await?).map(|row| OpenRun {
+            run: manual_run(&row),
+            patched_at: row.patched_at.map(|at| *at),
+        }),
+    };
     let runs = (journal.runs_since(since).await?.iter())
         .map(|r| (*r.started_at, *r.heartbeat_at))
         .collect();

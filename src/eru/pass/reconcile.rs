@@ -43,6 +43,7 @@ use crate::eru::{
 };
 use crate::{
     Result,
+    journal::counting_reads,
     machine::Phase,
     runtime::{
         Context, drive,
@@ -118,6 +119,7 @@ pub fn controller(
         targets: target_caches,
         fleet,
         fleet_loaded: Default::default(),
+        journal_memo: Default::default(),
         far,
         options: options.clone(),
     });
@@ -182,6 +184,10 @@ fn erus_of<K: Workload>(
 pub struct EruPass {
     plan: Plan,
     known: Known,
+    /// The journal reads of the pass so far (`eru_pass_journal_reads`).
+    reads: u32,
+    /// Something of the pass was committed to the journal.
+    committed: bool,
 }
 
 /// The Eru's steps of the runtime's pass ([`pass::run`]): observe → plan (the fleet's answer
@@ -202,16 +208,26 @@ impl Steps for EruContext {
         let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
         self.metrics.init(&namespace, &name);
         restore_fleet(self).await?;
-        let (observed, known) = observe(self, eru, Utc::now()).await?;
+        let (observed, reads) = counting_reads(observe(self, eru, Utc::now())).await;
+        let (observed, known) = observed?;
         Ok(Some(EruPass {
             plan: plan(observed),
             known,
+            reads,
+            committed: false,
         }))
     }
 
     async fn commit(&self, eru: &Arc<CachedEru>, pass: &mut EruPass) -> Result<Vec<EruAction>> {
         let decided = pass.plan.take();
-        commit::commit(self, eru, &decided, pass.plan.at()).await?;
+        if !(decided.records.is_empty() && decided.transitions.is_empty()) {
+            // before the write: a pass that fails after it must not leave the memo behind
+            self.journal_memo.forget(&eru.uid().unwrap_or_default());
+            pass.committed = true;
+        }
+        let (committed, reads) = counting_reads(commit::commit(self, eru, &decided, pass.plan.at())).await;
+        pass.reads += reads;
+        committed?;
         Ok(decided.actions)
     }
 
@@ -228,7 +244,12 @@ impl Steps for EruContext {
     }
 
     async fn finish(&self, eru: &Arc<CachedEru>, pass: EruPass) -> Result<Action> {
-        let EruPass { plan, known } = pass;
+        let EruPass {
+            plan,
+            known,
+            reads,
+            committed,
+        } = pass;
         let uid = eru.uid().unwrap_or_default();
         keep_or_free_place(self, eru, &plan);
         remember_hold(self, eru, &plan);
@@ -245,14 +266,44 @@ impl Steps for EruContext {
             deleted::abandon_open(self, &uid).await;
             return Ok(Action::await_change());
         }
-        // the journal decides what is new (a replayed record is not), so totals are read from it
-        let summary = self.ctx.journal.eru_summary(&uid).await?;
-        let status = status(eru, &plan, &known, &summary, !self.fleet.limits().unlimited());
+        let status = finished_status(self, eru, &plan, &known, committed, reads).await?;
         if known.digest != Some(status_digest(&status)) {
             self.ctx.write_status(eru.as_ref(), &status);
         }
         Ok(requeue(self, eru, plan.backlog, plan.wake()))
     }
+}
+
+/// The status a pass ends with. The journal decides what is new (a replayed record is not), so
+/// its fields of history are read from it, unless nothing of the Eru's journal changed since the
+/// status the pass started from was computed ([`JournalMemo`](super::journal_memo::JournalMemo)).
+/// Observes the pass's journal reads.
+async fn finished_status(
+    context: &EruContext,
+    eru: &CachedEru,
+    plan: &Plan,
+    known: &Known,
+    committed: bool,
+    reads: u32,
+) -> Result<crate::eru::EruStatus> {
+    let uid = eru.uid().unwrap_or_default();
+    let memo = &context.journal_memo;
+    let capped = !context.fleet.limits().unlimited();
+    let (summary, summary_reads) = match !committed && memo.current(&uid, known.digest) {
+        true => (None, 0),
+        false => {
+            let (summary, reads) = counting_reads(context.ctx.journal.eru_summary(&uid)).await;
+            (Some(summary?), reads)
+        }
+    };
+    let status = status(eru, plan, known, summary.as_ref(), capped);
+    let no_open_run = !committed && plan.observed().journal.open_run.is_none();
+    memo.remember(&uid, status_digest(&status), no_open_run);
+    context
+        .metrics
+        .pass_reads
+        .observe(f64::from(reads + summary_reads));
+    Ok(status)
 }
 
 /// The fleet's pacer (nothing without a restart pace) until shutdown, its gauges set each round.
@@ -345,6 +396,7 @@ fn deleted_meanwhile(context: &EruContext, eru: &CachedEru) -> bool {
 /// Forgets a deleted Eru: its status memo, phase, per-Eru series, place in the fleet and hold.
 fn forget(context: &EruContext, eru: &CachedEru) {
     context.fleet.leave(&eru.uid().unwrap_or_default(), Utc::now());
+    context.journal_memo.forget(&eru.uid().unwrap_or_default());
     let held = context.holds.set(&eru.uid().unwrap_or_default(), None);
     (context.metrics).set_held(&eru.namespace().unwrap_or_default(), &eru.name_any(), None, held);
     context

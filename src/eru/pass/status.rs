@@ -20,8 +20,26 @@ use crate::{
 const UPCOMING: usize = 5;
 
 /// The status to write: phase and slot from the machine, conditions from what was observed and
-/// the restart patch's result, history fields from the journal's summary.
-pub fn status(eru: &CachedEru, plan: &Plan, known: &Known, summary: &EruSummary, capped: bool) -> EruStatus {
+/// the restart patch's result, history fields from the journal's summary (`None`: the journal's
+/// rows of the Eru are as the known status shows them, see `journal_memo`).
+pub fn status(
+    eru: &CachedEru,
+    plan: &Plan,
+    known: &Known,
+    summary: Option<&EruSummary>,
+    capped: bool,
+) -> EruStatus {
+    static UNCHANGED: EruSummary = EruSummary {
+        ledger: None,
+        last_restart: None,
+        recent: Vec::new(),
+        last_run: None,
+    };
+    let recent = match summary {
+        Some(summary) => summary.recent.iter().map(recent_slot).collect(),
+        None => (known.status.as_ref()).map_or_else(Vec::new, |s| s.recent.clone()),
+    };
+    let summary = summary.unwrap_or(&UNCHANGED);
     let known = known.status.as_ref();
     let journaled = summary.last_restart.as_ref().map(last_restart);
     let last_restart = newest(journaled, known.and_then(|s| s.last_restart.clone()), |r| r.slot);
@@ -56,7 +74,7 @@ pub fn status(eru: &CachedEru, plan: &Plan, known: &Known, summary: &EruSummary,
             known.and_then(|s| s.last_missed_time),
         ),
         held: plan.held.as_ref().map(held_status),
-        recent: summary.recent.iter().map(recent_slot).collect(),
+        recent,
         upcoming: plan
             .upcoming(UPCOMING)
             .into_iter()
