@@ -43,16 +43,20 @@ background() { # background TITLE COMMAND...
   shift
   log=$(mktemp --suffix .log)
   echo "== started in the background: $title (log: $log)"
-  setsid "$@" >"$log" 2>&1 &
+  # its own wall time, into the log's last line (the table reads it back)
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  setsid bash -c 'start=$SECONDS; "$@"; status=$?; echo "== (background) $((SECONDS - start)) s"; exit $status' \
+    background "$@" >"$log" 2>&1 &
   background_pids+=("$!") background_names+=("$title") background_logs+=("$log")
   background_starts+=("$SECONDS")
 }
 finish_background() { # waits for every background suite; fails if one did
-  local i status all=0
+  local i status took all=0
   for i in "${!background_pids[@]}"; do
     status=0
     wait "${background_pids[$i]}" || status=$?
-    steps+=("$((SECONDS - background_starts[i]))|(background, $((SECONDS - start)) s in) ${background_names[$i]}")
+    took=$(sed -n 's/^== (background) \([0-9]*\) s$/\1/p' "${background_logs[$i]}" | tail -n1)
+    steps+=("${took:-?}|(background, from $((background_starts[i] - start)) s on) ${background_names[$i]}")
     if [ "$status" = 0 ]; then
       echo "== passed: ${background_names[$i]}; its log's end:"
       tail -n 15 "${background_logs[$i]}"

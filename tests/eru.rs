@@ -2017,7 +2017,19 @@ async fn a_restart_another_manager_reverts_is_told_by_name_and_accounted_once() 
         "the page rings the one reverted restart"
     );
 
-    // resumed: the next slot restarts as usual, and every slot has its one record
+    // resumed once the revert's own rollout ended (until then a slot is rightly skipped
+    // target_unhealthy, which this scenario is not about): the next slot restarts as usual,
+    // and every slot has its one record
+    wait_for("the revert's rollout ended", Duration::from_secs(60), || async {
+        let d = deployments.get("web").await.ok()?;
+        let s = d.status?;
+        (s.observed_generation == d.metadata.generation
+            && s.updated_replicas == Some(2)
+            && s.available_replicas == Some(2)
+            && s.replicas == Some(2))
+        .then_some(())
+    })
+    .await;
     suspend(false).await;
     let resumed = Utc::now();
     wait_for("a restart after the revert", Duration::from_secs(60), || async {

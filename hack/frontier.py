@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The restart pace's frontier as a picture: reads the table `hack/scale.sh N --paces ...` prints
+(its rows "landed (last) against the limit [pace P]" and "slot K [pace P]: probe p99 in the burst
+against idle"), writes an SVG scatter plot of the two ratios (one point per pace) and, with
+Chromium (headless, as the page tests use it), a PNG of it.
+
+    hack/frontier.py SCALE_OUTPUT.txt docs/img/frontier.png [--title TEXT]
+
+No plotting library: the picture is a few dozen SVG elements.
+"""
+import argparse
+import html
+import math
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+LANDED = re.compile(r"^\| landed \(last\) against the limit \[pace (?P<pace>[^\]]+)\] \| .*?: (?P<x>[0-9.]+)x")
+PROBE = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: probe p99 in the burst against idle \| (?P<y>[0-9.]+)x")
+
+
+def points(text):
+    """pace -> (landed × the limit, probe p99 × idle), in the table's order."""
+    landed, probe, order = {}, {}, []
+    for line in text.splitlines():
+        if m := LANDED.match(line):
+            landed[m["pace"]] = float(m["x"])
+            order.append(m["pace"])
+        elif m := PROBE.match(line):
+            probe[m["pace"]] = float(m["y"])
+    missing = [p for p in order if p not in probe]
+    if not order or missing:
+        sys.exit(f"frontier: no pace rows, or no probe row for {missing}: is this `hack/scale.sh --paces` output?")
+    return [(p, landed[p], probe[p]) for p in order]
+
+
+def svg(rows, title, width=820, height=520):
+    left, right, top, bottom = 80, 30, 50, 70
+    xs = [r[1] for r in rows] + [1.0, 2.0]
+    ys = [r[2] for r in rows] + [1.0, 5.0]
+    x_max = max(xs) * 1.15
+    # the probe's ratio spans two orders of magnitude: a log axis
+    y_lo, y_hi = math.log10(0.8), math.log10(max(ys) * 1.5)
+
+    def px(x):
+        return left + (x / x_max) * (width - left - right)
+
+    def py(y):
+        return top + (1 - (math.log10(y) - y_lo) / (y_hi - y_lo)) * (height - top - bottom)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="24" text-anchor="middle" font-size="16">{html.escape(title)}</text>']
+    # the target: landed within 2× the limit, the probe within 5× idle
+    out.append(f'<rect x="{px(0)}" y="{py(5)}" width="{px(2) - px(0)}" height="{py(0.8) - py(5)}" fill="#e6f4e6"/>')
+    out.append(f'<text x="{px(0) + 6}" y="{py(5) + 16}" fill="#2a7a2a">target: ≤ 2× the limit, ≤ 5× idle</text>')
+    for tick in [t for t in (0.5, 1, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20) if t <= x_max]:
+        out.append(f'<line x1="{px(tick)}" x2="{px(tick)}" y1="{top}" y2="{height - bottom}" stroke="#ddd"/>')
+        out.append(f'<text x="{px(tick)}" y="{height - bottom + 18}" text-anchor="middle">{tick:g}×</text>')
+    for tick in [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500) if y_lo <= math.log10(t) <= y_hi]:
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{py(tick)}" y2="{py(tick)}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 8}" y="{py(tick) + 4}" text-anchor="end">{tick:g}×</text>')
+    out.append(f'<text x="{(left + width - right) / 2}" y="{height - 20}" text-anchor="middle">last restart landed, × the API server\'s own limit (faster ←)</text>')
+    out.append(f'<text transform="translate(22,{(top + height - bottom) / 2}) rotate(-90)" text-anchor="middle">another client\'s p99 in the burst, × idle (gentler ↓)</text>')
+    for pace, x, y in rows:
+        out.append(f'<circle cx="{px(x)}" cy="{py(y)}" r="6" fill="#1f5fa8"/>')
+        out.append(f'<text x="{px(x) + 10}" y="{py(y) - 8}">{html.escape(pace)} ({x:.2f}×, {y:.0f}×)</text>')
+    out.append('</svg>')
+    return "\n".join(out)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output", type=pathlib.Path)
+    parser.add_argument("png", type=pathlib.Path)
+    parser.add_argument("--title", default="The restart pace: a fleet restart's speed against its cost to others")
+    args = parser.parse_args()
+    rows = points(args.output.read_text())
+    for pace, x, y in rows:
+        print(f"{pace:>16}  landed {x:5.2f}× the limit  probe p99 {y:7.2f}× idle")
+    picture = svg(rows, args.title)
+    with tempfile.TemporaryDirectory() as tmp:
+        page = pathlib.Path(tmp) / "frontier.html"
+        page.write_text(f"<!doctype html><html><body style='margin:0'>{picture}</body></html>")
+        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        f"--screenshot={args.png.resolve()}", "--window-size=820,520", page.as_uri()],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print(f"wrote {args.png}")
+
+
+if __name__ == "__main__":
+    main()
