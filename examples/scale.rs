@@ -74,6 +74,9 @@ fn pace_flags(pace: &str) -> Vec<String> {
         matches!(mode, "unlimited" | "fixed" | "adaptive") && (mode != "fixed" || !rate.is_empty()),
         "--paces: unlimited, fixed:R, adaptive or adaptive:R, not {pace:?}"
     );
+    if mode == "unlimited" {
+        return Vec::new(); // the default
+    }
     let mut flags = vec!["--restart-pace".to_string(), mode.to_string()];
     if !rate.is_empty() {
         flags.extend(["--restart-rate".to_string(), rate.to_string()]);
@@ -571,21 +574,24 @@ async fn main() -> Res<()> {
         let label = match (&args.flowcontrol, variant) {
             (None, _) if !args.paces.is_empty() => {
                 let pace = &args.paces[i];
-                // the operator restarted with this pace, well before the probe's idle window
-                operator.stop();
-                operator.extra = pace_flags(pace);
-                operator.start();
-                operator.wait_ready().await;
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                let left = (slot - Utc::now()).num_seconds();
-                say(format!(
-                    "operator restarted with pace {pace}, {left} s before slot {}",
-                    i + 1
-                ));
-                if left < 25 {
-                    say(
-                        "warning: less than 25 s before the slot: the probe's idle window overlaps the restart",
-                    );
+                // the operator restarted with this pace (unless it runs with it), well before the
+                // probe's idle window
+                if operator.extra != pace_flags(pace) {
+                    operator.stop();
+                    operator.extra = pace_flags(pace);
+                    operator.start();
+                    operator.wait_ready().await;
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    let left = (slot - Utc::now()).num_seconds();
+                    say(format!(
+                        "operator restarted with pace {pace}, {left} s before slot {}",
+                        i + 1
+                    ));
+                    if left < 25 {
+                        say(
+                            "warning: less than 25 s before the slot: the probe's idle window overlaps the restart",
+                        );
+                    }
                 }
                 format!(" [pace {pace}]")
             }

@@ -44,16 +44,19 @@ start=$SECONDS
 tests=()
 for suite in "${suites[@]}"; do tests+=(--test "${suite%@postgres}"); done
 declare -A binary=()
+build_log=$(mktemp)
 while IFS=' ' read -r name path; do binary[$name]=$path; done < <(
-  cargo test --locked --no-run --message-format=json "${tests[@]}" 2>/dev/null | python3 -c '
+  cargo test --locked --no-run --message-format=json "${tests[@]}" 2>"$build_log" | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
         print(m["target"]["name"], m["executable"])')
 for suite in "${suites[@]}"; do
-  [ -n "${binary[${suite%@postgres}]:-}" ] || { echo "no test binary for $suite (cargo test --no-run --test ${suite%@postgres})" >&2; exit 1; }
+  [ -n "${binary[${suite%@postgres}]:-}" ] ||
+    { cat "$build_log" >&2; echo "no test binary for $suite (cargo test --no-run --test ${suite%@postgres})" >&2; exit 1; }
 done
+rm -f "$build_log"
 
 # longest first: a long suite started last would be the run's tail
 times_file="$CARGO_TARGET_DIR/eru-suite-times.$label"

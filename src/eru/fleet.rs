@@ -191,8 +191,10 @@ impl Fleet {
                 .into_iter()
                 .any(|(u, _)| u == uid)
         };
-        // next_in_line gives places only where the caps leave room, and tokens
-        let has_place = first(&inner, None);
+        // next_in_line gives places only where the caps leave room, and tokens (without caps
+        // every waiter has a place: not asked, a burst of N waiters would cost N² here)
+        let capped = self.limits.total.is_some() || self.limits.per_namespace.is_some();
+        let has_place = !capped || first(&inner, None);
         let tokens = inner.pace.as_mut().map(|p| p.available(Instant::now()));
         if has_place && (tokens.is_none() || first(&inner, tokens)) {
             if let Some(pace) = inner.pace.as_mut() {
@@ -311,7 +313,7 @@ impl Fleet {
             inner.hold(uid, &w.namespace);
             let _ = self.wake.send(ObjectRef::new(&w.name).within(&w.namespace));
         }
-        let pending = !inner.next_in_line(&self.limits, at, None).is_empty();
+        let pending = !inner.next_in_line(&self.limits, at, Some(1)).is_empty();
         let pace = inner.pace.as_mut()?;
         pending.then(|| pace.next_token_in(now).max(std::time::Duration::from_millis(1)))
     }
