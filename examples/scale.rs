@@ -506,7 +506,7 @@ async fn main() -> Res<()> {
     // the slots: after the Erus are created and reconciled, with a margin; with the FlowSchema
     // a second one after every rollout of the first finished
     // creating N Erus, their first passes and status writes take a few times creating N Deployments
-    let lead = Duration::from_secs_f64(6.0 * n as f64 / create_rate + 40.0);
+    let lead = Duration::from_secs_f64(9.0 * n as f64 / create_rate + 60.0);
     let slot = DateTime::from_timestamp((Utc::now() + lead).timestamp() + 1, 0).unwrap();
     // the slots apart by whole minutes: the rollouts of one finish before the next (a target
     // still rolling out would be skipped, rightly), and one schedule names them all
