@@ -4,7 +4,11 @@
 against idle"), writes an SVG scatter plot of the two ratios (one point per pace) and, with
 Chromium (headless, as the page tests use it), a PNG of it.
 
-    hack/frontier.py SCALE_OUTPUT.txt docs/img/frontier.png [--title TEXT]
+    hack/frontier.py SCALE_OUTPUT.txt docs/img/frontier.png [--title TEXT] [--idle-from-first]
+
+--idle-from-first: every slot's burst p99 against the first slot's idle p99 (when a later slot's
+idle window was not idle: the operator restarted in it, or the rollouts of the slot before it
+still ran).
 
 No plotting library: the picture is a few dozen SVG elements.
 """
@@ -19,17 +23,27 @@ import tempfile
 
 LANDED = re.compile(r"^\| landed \(last\) against the limit \[pace (?P<pace>[^\]]+)\] \| .*?: (?P<x>[0-9.]+)x")
 PROBE = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: probe p99 in the burst against idle \| (?P<y>[0-9.]+)x")
+WINDOW = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: probe client, (?P<window>idle|in the burst)[^|]*\| .*p99 (?P<p99>[0-9.]+) (?P<unit>ms|s)")
 
 
-def points(text):
+def seconds(value, unit):
+    return float(value) / (1000 if unit == "ms" else 1)
+
+
+def points(text, idle_from_first=False):
     """pace -> (landed × the limit, probe p99 × idle), in the table's order."""
-    landed, probe, order = {}, {}, []
+    landed, probe, order, windows = {}, {}, [], {}
     for line in text.splitlines():
         if m := LANDED.match(line):
             landed[m["pace"]] = float(m["x"])
             order.append(m["pace"])
         elif m := PROBE.match(line):
             probe[m["pace"]] = float(m["y"])
+        elif m := WINDOW.match(line):
+            windows.setdefault(m["pace"], {})[m["window"]] = seconds(m["p99"], m["unit"])
+    if idle_from_first and windows:
+        idle = next(iter(windows.values()))["idle"]
+        probe = {pace: w["in the burst"] / idle for pace, w in windows.items()}
     missing = [p for p in order if p not in probe]
     if not order or missing:
         sys.exit(f"frontier: no pace rows, or no probe row for {missing}: is this `hack/scale.sh --paces` output?")
@@ -76,8 +90,9 @@ def main():
     parser.add_argument("output", type=pathlib.Path)
     parser.add_argument("png", type=pathlib.Path)
     parser.add_argument("--title", default="The restart pace: a fleet restart's speed against its cost to others")
+    parser.add_argument("--idle-from-first", action="store_true")
     args = parser.parse_args()
-    rows = points(args.output.read_text())
+    rows = points(args.output.read_text(), args.idle_from_first)
     for pace, x, y in rows:
         print(f"{pace:>16}  landed {x:5.2f}× the limit  probe p99 {y:7.2f}× idle")
     picture = svg(rows, args.title)
