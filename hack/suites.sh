@@ -10,7 +10,7 @@
 #
 #   SUITE        NAME (tests/NAME.rs) or NAME@postgres (the same, its operators on a PostgreSQL
 #                journal: ERU_E2E_JOURNAL=postgres, on $ERU_TEST_POSTGRES_URL)
-#   --jobs N     binaries at once (default 4)
+#   --jobs N     binaries at once (default 3)
 #   --threads T  tests at once within a binary (default 2)
 #   --name LABEL the label of this run in the summary (default e2e)
 #
@@ -24,7 +24,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
-jobs=4 threads=2 label=e2e suites=() args=()
+jobs=3 threads=2 label=e2e suites=() args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;

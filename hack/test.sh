@@ -169,8 +169,8 @@ for file in tests/*.rs; do
 done
 suites+=(eru@postgres ledger@postgres fleet@postgres targets@postgres)
 failed=()
-step "end-to-end tests against $KUBECONFIG, four test binaries at a time (hack/suites.sh)"
-hack/suites.sh --jobs 4 "${suites[@]}" -- "${extra[@]}" || failed+=("end-to-end tests")
+step "end-to-end tests against $KUBECONFIG, three test binaries at a time (hack/suites.sh)"
+hack/suites.sh --jobs 3 "${suites[@]}" -- "${extra[@]}" || failed+=("end-to-end tests")
 # its FlowSchema throttles every operator of the cluster's ServiceAccount: alone
 step "API Priority and Fairness (tests/apf.rs), alone on the cluster"
 hack/suites.sh --name apf apf -- "${extra[@]}" || failed+=("tests/apf.rs")
