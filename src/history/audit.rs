@@ -72,7 +72,8 @@ pub struct AuditParams {
     /// 31 days before `until`.
     #[param(inline)]
     pub since: Option<Time>,
-    /// End of the window (RFC 3339, exclusive); now when omitted. After `since`.
+    /// End of the window (RFC 3339, exclusive); now when omitted. After `since`. Slots after
+    /// now are not counted: they have not come.
     #[param(inline)]
     pub until: Option<Time>,
 }
@@ -164,7 +165,12 @@ pub fn audit(
     }
     // the restart in flight of each Eru (one at most): a map, not a scan of them per Eru
     let open: HashMap<&str, Ts> = rows.open.iter().map(|r| (r.uid.as_str(), r.slot)).collect();
-    let window = Span { since, until, target };
+    let window = Span {
+        since,
+        until,
+        now,
+        target,
+    };
     let mut work = Work {
         memo: SlotMemo::default(),
         budget: Budget(WORK_BUDGET),
@@ -218,10 +224,11 @@ pub fn audit(
     }
 }
 
-/// The audited window and its target filter.
+/// The audited window, the instant of the audit and its target filter.
 struct Span<'a> {
     since: DateTime<Utc>,
     until: DateTime<Utc>,
+    now: DateTime<Utc>,
     target: Option<&'a str>,
 }
 
@@ -237,7 +244,7 @@ fn audit_eru(
     let seed = eru_seed(&ledger.namespace, &ledger.name);
     let mut notes = Vec::new();
     let epochs = read_epochs(epoch_rows, &mut notes);
-    let end = ledger.deleted_at.map_or(window.until, |d| d.0.min(window.until));
+    let end = enumerated_until(ledger, &records, window);
     let (expected, complete) = expected_slots(&epochs, &seed, window, end, work);
     // an enumeration cut short audits the slots up to its last one: records after it are not
     // findings (their slots were not enumerated)
@@ -300,6 +307,21 @@ fn audit_eru(
         note: (!notes.is_empty()).then(|| notes.join("; ")),
         records,
     }
+}
+
+/// Where an Eru's slots stop being enumerated: the window's end, its deletion, or now (a slot
+/// after now has not come: not produced yet, nor pending; a window in the future would otherwise
+/// enumerate a day of every-second slots for nothing) — but never before a slot its records
+/// name (a leader whose clock runs ahead may record one a moment past this replica's now).
+fn enumerated_until(
+    ledger: &crate::journal::LedgerRow,
+    records: &[SlotRecordRow],
+    window: &Span<'_>,
+) -> DateTime<Utc> {
+    let recorded = records.iter().map(|r| r.record.last_slot.0).max();
+    let came = recorded.map_or(window.now, |r| r.max(window.now)) + Duration::milliseconds(1);
+    let end = ledger.deleted_at.map_or(window.until, |d| d.0.min(window.until));
+    end.min(came)
 }
 
 /// The journaled spec epochs, oldest first; an unreadable one, or none, is a note.

@@ -34,7 +34,7 @@ pub struct Verdict {
     /// The verdict in a sentence.
     pub summary: String,
     pub erus: usize,
-    /// Slots the Erus' specs produced in the window.
+    /// Slots the Erus' specs produced in the window, up to now (later ones have not come).
     pub slots: i64,
     /// Restarted (the patch landed).
     pub fired: i64,
@@ -74,7 +74,7 @@ pub struct EruAudit {
     pub deleted_at: Option<Ts>,
     /// The spec epochs in force in the window, oldest first.
     pub epochs: Vec<EpochItem>,
-    /// Slots its spec produced in the window.
+    /// Slots its spec produced in the window, up to now (later ones have not come).
     pub slots: i64,
     /// Slots restarted, by how their restart went.
     pub fired: Fired,

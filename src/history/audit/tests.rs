@@ -476,3 +476,36 @@ fn an_enumeration_cut_short_audits_up_to_its_last_slot_and_finds_nothing_after_i
         e.note
     );
 }
+
+#[test]
+fn slots_after_now_are_not_enumerated_but_a_record_past_now_still_counts() {
+    // the window runs to 03:10, the audit is at 03:05: 03:06 .. 03:09 have not come
+    let a = audit(
+        rows(accounted_rows()[..5].to_vec()),
+        None,
+        (t(0, 0), t(10, 0)),
+        t(5, 30),
+        &[],
+        None,
+    );
+    let e = &a.erus[0];
+    assert_eq!((e.slots, e.fired.total, e.pending), (5, 5, 0), "{:?}", e.note);
+    // a leader whose clock ran ahead recorded 03:07 (03:06 is unaccounted up to the cursor)
+    let mut records = accounted_rows()[..5].to_vec();
+    records.push(one(7, "fired", "scheduled"));
+    let e = &audit(rows(records), None, (t(0, 0), t(10, 0)), t(5, 30), &[], None).erus[0];
+    assert_eq!((e.slots, e.fired.total), (7, 6));
+    assert_eq!((e.outside_schedule.count, e.unaccounted.count), (0, 1));
+    // a day of every-second slots a thousand years on: nothing to enumerate, nothing to find
+    let (since, until) = (
+        t(0, 0) + Duration::days(365_000),
+        t(0, 0) + Duration::days(365_001),
+    );
+    let mut rows = fleet(1, "* * * * * *");
+    rows.ledgers[0].accounted_through = None;
+    let a = audit(rows, None, (since, until), t(10, 0), &[], None);
+    assert_eq!(
+        (a.verdict.slots, a.verdict.pending, a.verdict.complete),
+        (0, 0, true)
+    );
+}
