@@ -76,6 +76,15 @@ enum Command {
         #[arg(long)]
         token: Option<String>,
     },
+    /// Resume an Eru paused on failure (spec.failurePolicy): sets its `mtsre.meitu.com/resume`
+    /// annotation to `status.pausedOnFailure.since` (field manager `kubectl-eru`); the operator
+    /// resumes it at its next pass, and its next slot restarts. Exit status 0 when the annotation
+    /// is set, 2 for bad arguments, 1 when the Eru is not paused or the cluster refused it.
+    Resume {
+        /// The Eru: NS/NAME, or NAME in namespace `default`.
+        #[arg(value_name = "NS/NAME", value_parser = parse_eru_name)]
+        eru: String,
+    },
     /// Print the HTTP API's OpenAPI document (as served at /openapi.json), to generate clients.
     Openapi {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = DocumentFormat::Json)]
@@ -317,6 +326,7 @@ fn main() -> ExitCode {
         },
         Command::History(args) => history(args),
         Command::RunNow { eru, token } => run_now(&eru, token),
+        Command::Resume { eru } => resume(&eru),
         Command::Audit(args) => audit(args),
         Command::Openapi { output } => {
             use utoipa::OpenApi;
@@ -364,6 +374,31 @@ fn run_now(eru: &str, token: Option<String>) -> ExitCode {
                  follow it: kubectl get eru -n {namespace} {name} -o jsonpath='{{.status.lastManualRun}}'"
             );
             ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `resume`: sets the annotation, says which pause and how to follow it.
+fn resume(eru: &str) -> ExitCode {
+    use eru_operator::cli::resume::{Resumed, resume};
+    let (namespace, name) = eru.split_once('/').unwrap_or(("default", eru));
+    match runtime().block_on(resume(namespace, name)) {
+        Ok(Resumed::Asked(since)) => {
+            println!(
+                "asked Eru {namespace}/{name} to resume its pause on failure since {since}\n\
+                 follow it: kubectl get eru -n {namespace} {name} -o jsonpath='{{.status.phase}}'"
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(Resumed::NotPaused) => {
+            eprintln!(
+                "error: Eru {namespace}/{name} is not paused on failure (its status.pausedOnFailure is empty)"
+            );
+            ExitCode::FAILURE
         }
         Err(e) => {
             eprintln!("error: {e}");

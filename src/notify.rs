@@ -14,7 +14,8 @@ use serde::Deserialize;
 
 use crate::{
     eru::core::{
-        hold::Held, ledger::SlotRecord, messages::EruRecord, run::RunRecord, schedule::slot_text as text,
+        hold::Held, ledger::SlotRecord, messages::EruRecord, pause::Pause, run::RunRecord,
+        schedule::slot_text as text,
     },
     journal::{NewNotice, NoticeOf, ObjectKey},
     vocab::{NoticeEvent, Outcome, Reason, RunOutcome},
@@ -304,6 +305,7 @@ fn events(records: &[EruRecord], now: DateTime<Utc>) -> Vec<Event> {
             EruRecord::Run(RunRecord::Withdrawn { token, reason }) => {
                 events.extend(run(token, RunOutcome::Refused, now, Some(reason)));
             }
+            EruRecord::Paused(pause) => events.push(paused(pause)),
             _ => {}
         }
     }
@@ -338,6 +340,21 @@ fn finished(slot: DateTime<Utc>, outcome: Outcome, why: Option<&str>) -> Option<
         note: None,
         held_for: None,
     })
+}
+
+/// The event of a pause on failure: its `since` as its slot, the restarts that tripped it as its
+/// note.
+fn paused(pause: &Pause) -> Event {
+    Event {
+        of: NoticeOf::Paused(pause.since),
+        event: NoticeEvent::PausedOnFailure,
+        reason: Some(Reason::PausedOnFailure),
+        why: Some(Reason::PausedOnFailure.as_str().to_string()),
+        last_slot: pause.since,
+        count: 1,
+        note: Some(pause.why.clone()),
+        held_for: None,
+    }
 }
 
 /// The event of the manual run `token` that ended with `outcome` at `ended` (for `why`).

@@ -126,6 +126,9 @@ pub enum Reason {
     NotNeeded,
     /// The need conditions could not be evaluated and `onUnknown: Skip`: the note has the error.
     NeedUnknown,
+    /// The Eru paused itself after `spec.failurePolicy.pauseAfter` restarts in a row ended
+    /// `failed` or `abandoned`, and no one has resumed it since (the note names those restarts).
+    PausedOnFailure,
 }
 
 impl Reason {
@@ -294,6 +297,9 @@ pub enum NoticeEvent {
     RunAbandoned,
     /// A manual run that never started (the reason says why).
     RunRefused,
+    /// The Eru paused itself: `spec.failurePolicy.pauseAfter` restarts in a row ended `failed` or
+    /// `abandoned` (the note names them); its slots are skipped until someone resumes it.
+    PausedOnFailure,
 }
 
 impl NoticeEvent {

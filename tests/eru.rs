@@ -2143,3 +2143,234 @@ async fn a_restart_whose_annotation_is_removed_mid_rollout_is_marked_reverted_on
     let audit = get_json(&operator.url(&format!("/audit?namespace={}", ns.name)));
     assert_eq!(audit["erus"][0]["fired"]["reverted"], 1, "{audit}");
 }
+
+/// Pause on failure, as an SRE meets it: a Deployment whose new pods cannot start (a quota
+/// leaves no room for one), so a restart's rollout times out and fails; the on-call rolls it back
+/// (`kubectl rollout undo`), and the next slot restarts it again, and fails again. After two in a
+/// row (`failurePolicy.pauseAfter: 2`) the Eru pauses itself: the status (phase,
+/// `pausedOnFailure`, Ready False), an Event, and a notification naming both restarts. Its next
+/// slots are skipped `paused_on_failure` with the pause's note; a spec edit does not resume it.
+/// Once the quota is lifted, `eru-operator resume` does, and the next slot restarts. Every slot
+/// is accounted with its reason.
+#[tokio::test]
+#[ignore = "needs the local cluster: hack/test.sh"]
+async fn two_failed_restarts_in_a_row_pause_the_eru_until_the_cli_resumes_it() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "eru-pause").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    deployment(&client, &ns.name, "web", 1, json!({})).await;
+    wait_ready(&deployments, "web", 1).await;
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
+                       "metadata": {"name": "no-room", "namespace": ns.name},
+                       "spec": {"hard": {"pods": "1"}}});
+    let quota_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(quota_file.path(), quota.to_string()).unwrap();
+    let quota_path = quota_file.path().display().to_string();
+    common::kubectl(&["apply", "-f", &quota_path]);
+    wait_for(
+        "the quota to count web's pod",
+        Duration::from_secs(60),
+        || async {
+            let used = common::kubectl(&[
+                "get",
+                "resourcequota",
+                "no-room",
+                "-n",
+                &ns.name,
+                "-o",
+                "jsonpath={.status.used.pods}",
+            ]);
+            (used.trim() == "1").then_some(())
+        },
+    )
+    .await;
+    let receiver = common::receiver::Receiver::start(common::free_port(), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notifications.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "sinks: [{{name: hook, type: webhook, url: 'http://127.0.0.1:{}/eru'}}]\n\
+             routes: [{{sink: hook, events: [paused_on_failure]}}]\n",
+            receiver.port
+        ),
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let operator = Operator::start(&client, &ns.name, &["--notifications-file", &file]).await;
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    create_eru(
+        &client,
+        &ns.name,
+        "web",
+        json!({"schedule": "*/15 * * * * *", "rolloutTimeoutSeconds": 4, "failurePolicy": {"pauseAfter": 2},
+               "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+
+    // the first restart fails, and the on-call rolls it back; the next one fails too
+    let failed = |n: usize| {
+        let operator = &operator;
+        async move {
+            let failed: Vec<_> = (ledger::slot_records(operator, "web").ok()?.into_iter())
+                .filter(|r| r.outcome() == Some("failed"))
+                .collect();
+            (failed.len() >= n).then_some(failed)
+        }
+    };
+    wait_for("a failed restart", Duration::from_secs(60), || failed(1)).await;
+    common::kubectl(&["rollout", "undo", "deployment/web", "-n", &ns.name]);
+    wait_for("web rolled back", Duration::from_secs(60), || async {
+        let d = deployments.get("web").await.ok()?;
+        let s = d.status?;
+        (s.observed_generation == d.metadata.generation
+            && s.updated_replicas == Some(1)
+            && s.available_replicas == Some(1)
+            && s.replicas == Some(1))
+        .then_some(())
+    })
+    .await;
+
+    // the second fails, and the Eru pauses itself: status, Ready, an Event
+    let (phase, pause, shown) = wait_for("web paused on failure", Duration::from_secs(90), || async {
+        let s = status(&erus, "web").await?;
+        Some((s.phase.clone()?, s.paused_on_failure.clone()?, s))
+    })
+    .await;
+    assert_eq!(phase, "PausedOnFailure");
+    assert_eq!(pause.why.matches("Z failed (").count(), 2, "{}", pause.why);
+    let ready = (shown.conditions.iter()).find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "PausedOnFailure")
+    );
+    assert!(ready.message.contains("kubectl eru resume"), "{}", ready.message);
+    let failed = failed(2).await.unwrap();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    for r in &failed {
+        let slot = r.slot.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        assert!(
+            pause.why.contains(&format!("slot {slot} failed")),
+            "{slot}: {}",
+            pause.why
+        );
+    }
+    let event = wait_for("a PausedOnFailure Event", Duration::from_secs(30), || async {
+        events(&client, &ns.name, "web", "PausedOnFailure")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert!(event.note.unwrap_or_default().contains(&pause.why));
+
+    // the next slots: skipped paused_on_failure, with the pause's note; a spec edit changes nothing
+    let skipped = |after: chrono::DateTime<Utc>| {
+        let operator = &operator;
+        async move {
+            (ledger::slot_records(operator, "web").ok()?.into_iter())
+                .find(|r| r.slot > after && r.reason.as_deref() == Some("paused_on_failure"))
+        }
+    };
+    let first = wait_for("a slot skipped for the pause", Duration::from_secs(30), || {
+        skipped(pause.since)
+    })
+    .await;
+    let since = pause.since.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let note = first.note.clone().unwrap_or_default();
+    assert!(
+        note.starts_with(&format!("paused on failure since {since}: ")),
+        "{note}"
+    );
+    let edited = Utc::now();
+    erus.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"startingDeadlineSeconds": 60}})),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        "a slot after the edit skipped for the pause",
+        Duration::from_secs(30),
+        || skipped(edited + SECOND),
+    )
+    .await;
+    assert_eq!(
+        status(&erus, "web").await.unwrap().phase.as_deref(),
+        Some("PausedOnFailure")
+    );
+
+    // told once, naming both restarts, under the pause's key
+    let key = format!(
+        "{}/web/{}/paused_on_failure",
+        ns.name,
+        pause.since.format("%Y-%m-%dT%H:%M:%S%.3fZ")
+    );
+    let told = wait_for("the pause's notification", Duration::from_secs(60), || async {
+        let events: Vec<Value> = (receiver.received().iter())
+            .flat_map(|r| r.json["events"].as_array().cloned().unwrap_or_default())
+            .filter(|e| e["key"] == key.as_str())
+            .collect();
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert_eq!(told[0]["event"], "paused_on_failure", "{told:?}");
+    assert_eq!(told[0]["note"], pause.why.as_str());
+
+    // the quota lifted, the CLI resumes it (nothing else did): the next slot restarts
+    common::kubectl(&["delete", "-f", &quota_path]);
+    let resumed_at = Utc::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+        .args(["resume", &format!("{}/web", ns.name)])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&since));
+    wait_for("web resumed", Duration::from_secs(30), || async {
+        let s = status(&erus, "web").await?;
+        (s.paused_on_failure.is_none() && s.phase.as_deref() != Some("PausedOnFailure")).then_some(())
+    })
+    .await;
+    let resumed_seen = Utc::now();
+    wait_for(
+        "a slot restarted after the resume",
+        Duration::from_secs(60),
+        || async {
+            (ledger::slot_records(&operator, "web").ok()?.into_iter())
+                .find(|r| r.slot > resumed_seen && r.fired() && r.outcome() == Some("succeeded"))
+        },
+    )
+    .await;
+    wait_for("a Resumed Event", Duration::from_secs(30), || async {
+        events(&client, &ns.name, "web", "Resumed")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    // a second resume finds nothing to resume
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+        .args(["resume", &format!("{}/web", ns.name)])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("is not paused on failure"));
+
+    // every slot accounted: failed restarts until the pause, skipped for it until the resume
+    let to = settle(&erus, &operator, "web").await;
+    let expected = every_since_created(&client, &ns.name, "web", Workload::Deployment("web"), 15, to).await;
+    let (from, _) = expected.window;
+    let expected = expected
+        .require(from, pause.since, "fired_failed", &["target_unhealthy"])
+        .require(pause.since + SECOND, resumed_at, "paused_on_failure", &[])
+        .expect(
+            resumed_at,
+            resumed_seen,
+            &[ON_SCHEDULE, &["paused_on_failure"]].concat(),
+        )
+        .require_some(resumed_seen, to, "fired");
+    check(&client, &ns.name, &operator, &expected).await;
+    drop(operator);
+}

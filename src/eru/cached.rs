@@ -16,7 +16,7 @@ use k8s_openapi::{
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
-use super::{Eru, EruSpec, EruStatus, HeldSlot, LastManualRun, LastRestart};
+use super::{Eru, EruSpec, EruStatus, HeldSlot, LastManualRun, LastRestart, PausedOnFailure};
 use crate::runtime::{managed_at, status::status_digest, watch::lean_meta, writes_spec};
 
 /// An Eru as cached.
@@ -36,6 +36,10 @@ pub struct CachedEru {
     /// (rare: boxed); set by [`CachedEru::lean`].
     #[serde(skip)]
     run_set_by: Option<Box<(String, Option<DateTime<Utc>>)>>,
+    /// Who set the resume annotation, by the managedFields (rare: boxed); set by
+    /// [`CachedEru::lean`].
+    #[serde(skip)]
+    resume_set_by: Option<Box<str>>,
 }
 
 /// The condition types the operator writes, in the order of [`CachedStatus::conditions`].
@@ -64,6 +68,8 @@ struct CachedStatus {
     held: Option<Box<HeldSlot>>,
     /// Rare: boxed.
     last_manual_run: Option<Box<LastManualRun>>,
+    /// Rare: boxed.
+    paused_on_failure: Option<Box<PausedOnFailure>>,
 }
 
 impl CachedStatus {
@@ -91,6 +97,7 @@ impl CachedStatus {
             last_missed_time: status.last_missed_time,
             held: status.held.map(Box::new),
             last_manual_run: status.last_manual_run.map(Box::new),
+            paused_on_failure: status.paused_on_failure.map(Box::new),
         }
     }
 
@@ -126,6 +133,7 @@ impl CachedStatus {
             last_missed_time: self.last_missed_time,
             held: self.held.as_deref().cloned(),
             last_manual_run: self.last_manual_run.as_deref().cloned(),
+            paused_on_failure: self.paused_on_failure.as_deref().cloned(),
             // not kept in the cache (each pass reads them anew; the digest covers them)
             recent: Vec::new(),
             upcoming: Vec::new(),
@@ -160,6 +168,11 @@ impl CachedEru {
         self.run_set_by.as_deref().map(|(by, _)| by.as_str())
     }
 
+    /// The field manager that set the resume annotation, if the managedFields told.
+    pub fn resume_requested_by(&self) -> Option<&str> {
+        self.resume_set_by.as_deref()
+    }
+
     /// When that manager last wrote the Eru (the API server's clock, seconds).
     pub fn run_set_at(&self) -> Option<DateTime<Utc>> {
         self.run_set_by.as_deref().and_then(|(_, at)| *at)
@@ -168,16 +181,18 @@ impl CachedEru {
     /// Makes a freshly received Eru lean: no last-applied annotation, and of the managedFields
     /// only the time of the last spec write and who set the run-now annotation.
     pub fn lean(&mut self) {
-        self.run_set_by = run_set_by(&self.metadata).map(Box::new);
+        self.run_set_by = set_by(&self.metadata, super::core::run::RUN_ANNOTATION).map(Box::new);
+        self.resume_set_by =
+            set_by(&self.metadata, super::core::pause::RESUME_ANNOTATION).map(|(by, _)| by.into_boxed_str());
         lean_meta(&mut self.metadata, writes_spec);
         self.spec_written_at = managed_at(&self.metadata, writes_spec);
         self.metadata.managed_fields = None;
     }
 }
 
-/// The manager whose managedFields entry owns the run-now annotation, and that entry's time.
-fn run_set_by(meta: &ObjectMeta) -> Option<(String, Option<DateTime<Utc>>)> {
-    let key = format!("f:{}", super::core::run::RUN_ANNOTATION);
+/// The manager whose managedFields entry owns the annotation `annotation`, and that entry's time.
+fn set_by(meta: &ObjectMeta, annotation: &str) -> Option<(String, Option<DateTime<Utc>>)> {
+    let key = format!("f:{annotation}");
     meta.managed_fields.iter().flatten().find_map(|entry| {
         let fields = &entry.fields_v1.as_ref()?.0;
         fields.get("f:metadata")?.get("f:annotations")?.get(&key)?;

@@ -37,6 +37,9 @@ pub const AUTO_TIMEZONE_ANNOTATION: &str = "mtsre.meitu.com/eru-timezone";
 pub const AUTO_SUSPEND_ANNOTATION: &str = "mtsre.meitu.com/eru-suspend";
 /// Why the automatic Eru is suspended (its `spec.suspendNote`; the first 256 characters).
 pub const AUTO_SUSPEND_NOTE_ANNOTATION: &str = "mtsre.meitu.com/eru-suspend-note";
+/// The automatic Eru's `spec.failurePolicy.pauseAfter` (a whole number, 1 to 100; the API
+/// server refuses any other value, reported as `EruInvalid`).
+pub const AUTO_PAUSE_AFTER_ANNOTATION: &str = "mtsre.meitu.com/eru-pause-after";
 /// The longest `spec.suspendNote`.
 pub const SUSPEND_NOTE_MAX: usize = 256;
 
@@ -207,6 +210,27 @@ pub struct EruSpec {
     /// Silences).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub silence: Option<Box<Silence>>,
+
+    /// Stop restarting when restarts hurt: after `pauseAfter` restarts in a row whose rollout
+    /// ended `failed` or `abandoned`, the Eru pauses itself (`status.pausedOnFailure`, the Ready
+    /// condition, an Event and a notification). Its slots are then skipped `paused_on_failure`,
+    /// the note naming those restarts, until someone resumes it: `kubectl eru resume NS/NAME`,
+    /// which sets the `mtsre.meitu.com/resume` annotation to `status.pausedOnFailure.since`.
+    /// The operator never resumes it by itself, and no spec edit does (removing this field stops
+    /// new pauses, not the one in force). Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_policy: Option<FailurePolicy>,
+}
+
+/// When an Eru pauses itself.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailurePolicy {
+    /// Restarts in a row whose rollout ended `failed` or `abandoned` (counted since the last
+    /// resume). A restart given up before its patch landed, a dry run and a manual run neither
+    /// count nor break the row; a restart that succeeded starts it again.
+    #[schemars(range(min = 1, max = 100))]
+    pub pause_after: u32,
 }
 
 /// The Alertmanager silence an Eru holds while it restarts.
@@ -479,6 +503,19 @@ pub struct EruStatus {
     /// The latest manual run (`mtsre.meitu.com/run-now`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_manual_run: Option<LastManualRun>,
+    /// Set while the Eru is paused on failure (`spec.failurePolicy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_on_failure: Option<PausedOnFailure>,
+}
+
+/// A pause on failure, as `status.pausedOnFailure` shows it.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PausedOnFailure {
+    /// When it paused (whole seconds). Resuming it sets `mtsre.meitu.com/resume` to this value.
+    pub since: DateTime<Utc>,
+    /// The restarts that tripped it, and how each ended.
+    pub why: String,
 }
 
 /// A manual run, as `status.lastManualRun` shows it.

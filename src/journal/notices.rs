@@ -44,6 +44,17 @@ pub(super) async fn run_end_on(
     .await
 }
 
+/// The notifications of the pause on failure of the Eru `uid` that began at `since`, just
+/// journaled.
+pub(super) async fn pause_on(
+    conn: &mut sqlx::AnyConnection,
+    entry: &Entry,
+    uid: &str,
+    since: DateTime<Utc>,
+) -> Result<()> {
+    of_on(conn, entry, uid, |of| *of == NoticeOf::Paused(since)).await
+}
+
 /// The notifications of slots held by a health gate and of windows that cannot be accounted:
 /// no record carries them, so each is written once per sink by its key.
 pub(super) async fn unrecorded_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> Result<()> {

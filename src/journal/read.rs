@@ -396,16 +396,17 @@ async fn operator_rows(
 }
 
 /// Each Eru's slots in its rows over the whole journal: `(uid, fired, not fired)`, to
-/// cross-check its running counters.
+/// cross-check its running counters. The database keeps these sums as rows come and go
+/// (`slot_totals`, migration 0014): one row an Eru, not a read of all of its rows.
 async fn counted_by_eru(
     tx: &mut sqlx::AnyConnection,
     namespace: Option<&str>,
     name: Option<&str>,
 ) -> Result<Vec<(String, i64, i64)>> {
     let rows = sqlx::query(
-        "SELECT uid, CAST(SUM(CASE WHEN result = 'fired' THEN slot_count ELSE 0 END) AS BIGINT),
-                CAST(SUM(CASE WHEN result = 'fired' THEN 0 ELSE slot_count END) AS BIGINT)
-         FROM slots WHERE ($1 IS NULL OR namespace = $1) AND ($2 IS NULL OR name = $2) GROUP BY uid",
+        "SELECT t.uid, CAST(t.fired AS BIGINT), CAST(t.not_fired AS BIGINT)
+         FROM slot_totals AS t JOIN eru_ledger AS g ON g.uid = t.uid
+         WHERE ($1 IS NULL OR g.namespace = $1) AND ($2 IS NULL OR g.name = $2)",
     )
     .bind(namespace)
     .bind(name)

@@ -2,8 +2,8 @@
 //! transaction, so appends are never held up for long). Totals do not change: each Eru's counters
 //! live in its ledger row, which only goes once its Eru has been deleted for longer than the
 //! retention. Nothing accounting still needs is pruned: restarts in progress, the spec epoch in
-//! force at an Eru's cursor, the operator runs and journal outages since the oldest cursor, and
-//! a live Eru's manual runs.
+//! force at an Eru's cursor, the operator runs and journal outages since the oldest cursor, a
+//! live Eru's manual runs, and a pause on failure not resumed.
 
 use chrono::{DateTime, Utc};
 
@@ -20,6 +20,10 @@ pub struct Pruned {
     pub outages: u64,
     pub ledgers: u64,
     pub manual_runs: u64,
+    /// Rows of `slot_totals` whose Eru's ledger and rows are all gone.
+    pub slot_totals: u64,
+    /// Pauses on failure resumed before the cutoff, or of an Eru deleted before it.
+    pub pauses: u64,
 }
 
 impl Pruned {
@@ -32,6 +36,8 @@ impl Pruned {
             + self.outages
             + self.ledgers
             + self.manual_runs
+            + self.slot_totals
+            + self.pauses
     }
 }
 
@@ -39,7 +45,7 @@ impl Pruned {
 type Statement = (fn(&mut Pruned) -> &mut u64, &'static str);
 
 /// Each statement deletes at most `$2` rows older than `$1`, by primary key.
-const STATEMENTS: [Statement; 8] = [
+const STATEMENTS: [Statement; 10] = [
     (
         |p| &mut p.transitions,
         "DELETE FROM transitions WHERE id IN (SELECT id FROM transitions WHERE at < $1 LIMIT $2)",
@@ -98,11 +104,30 @@ const STATEMENTS: [Statement; 8] = [
              AND (g.uid IS NULL OR (g.deleted_at IS NOT NULL AND g.deleted_at < $1))
            LIMIT $2)",
     ),
+    // a pause resumed before the cutoff is over (the restarts decided before it went with it: a
+    // row counts only restarts decided after the latest resume); a deleted Eru's go with it
+    (
+        |p| &mut p.pauses,
+        "DELETE FROM failure_pauses WHERE id IN (SELECT p.id FROM failure_pauses AS p
+           LEFT JOIN eru_ledger AS g ON g.uid = p.uid
+           WHERE (p.resumed_at IS NOT NULL AND p.resumed_at < $1)
+              OR (g.uid IS NULL AND p.since < $1)
+              OR (g.deleted_at IS NOT NULL AND g.deleted_at < $1)
+           LIMIT $2)",
+    ),
     (
         |p| &mut p.ledgers,
         "DELETE FROM eru_ledger WHERE uid IN (SELECT uid FROM eru_ledger
            WHERE deleted_at IS NOT NULL AND deleted_at < $1
              AND NOT EXISTS (SELECT 1 FROM spec_epochs WHERE spec_epochs.uid = eru_ledger.uid)
+           LIMIT $2)",
+    ),
+    // an Eru's row sums go once its ledger has gone and its rows with it (they sum to nothing)
+    (
+        |p| &mut p.slot_totals,
+        "DELETE FROM slot_totals WHERE uid IN (SELECT t.uid FROM slot_totals AS t
+           WHERE t.fired = 0 AND t.not_fired = 0 AND $1 IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM eru_ledger AS g WHERE g.uid = t.uid)
            LIMIT $2)",
     ),
 ];

@@ -129,6 +129,8 @@ pub enum NoticeOf {
     Gap(DateTime<Utc>),
     /// The end of the manual run of this token (the row's `slot` is when it ended).
     Run { token: String, ended: DateTime<Utc> },
+    /// The pause on failure that began at this instant (the row's `slot`).
+    Paused(DateTime<Utc>),
 }
 
 /// A notification for the outbox: one event for one sink.
@@ -150,9 +152,11 @@ impl NewNotice {
     /// The slot the notice is about.
     pub fn slot(&self) -> DateTime<Utc> {
         match self.of {
-            NoticeOf::Slot(slot) | NoticeOf::Finished(slot) | NoticeOf::Held(slot) | NoticeOf::Gap(slot) => {
-                slot
-            }
+            NoticeOf::Slot(slot)
+            | NoticeOf::Finished(slot)
+            | NoticeOf::Held(slot)
+            | NoticeOf::Gap(slot)
+            | NoticeOf::Paused(slot) => slot,
             NoticeOf::Run { ended, .. } => ended,
         }
     }
@@ -294,6 +298,8 @@ pub struct Entry {
     pub reverts: Vec<RevertedRestart>,
     /// Silences of restarts created or expired.
     pub silences: Vec<SilenceChange>,
+    /// Pauses on failure begun or resumed.
+    pub pauses: Vec<super::PauseChange>,
 }
 
 impl Entry {
@@ -316,6 +322,8 @@ pub struct Appended {
     pub runs: u64,
     /// Restarts newly marked reverted.
     pub reverts: u64,
+    /// Pauses on failure begun or resumed.
+    pub pauses: u64,
 }
 
 impl Appended {
@@ -328,6 +336,7 @@ impl Appended {
             + self.restarts_finished
             + self.runs
             + self.reverts
+            + self.pauses
     }
 }
 

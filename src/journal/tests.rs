@@ -66,6 +66,7 @@ on_both!(
     notifications_are_written_with_their_new_record_and_settled_once,
     a_full_outbox_gives_up_its_oldest,
     a_manual_run_moves_once_through_its_outcomes,
+    the_row_sums_follow_rows_written_changed_or_deleted_by_any_hand,
 );
 
 fn object() -> ObjectKey {
@@ -159,6 +160,7 @@ async fn migrations_create_every_table(journal: Journal) {
         "notifications",
         "operator_runs",
         "restarts",
+        "slot_totals",
         "slots",
         "spec_epochs",
         "transitions",
@@ -739,6 +741,11 @@ async fn retention_prunes_in_batches_and_keeps_totals_and_what_accounting_needs(
         journal.ledger("u1").await.unwrap().unwrap(),
         before,
         "totals unchanged"
+    );
+    assert_eq!(
+        row_sums(&journal).await,
+        [("u1".to_string(), 0, 10)],
+        "the rows' sums follow the rows: 10 are left"
     );
     let kept: Vec<i64> = journal
         .epochs("u1", day(30))
@@ -1499,4 +1506,66 @@ async fn a_manual_run_moves_once_through_its_outcomes(journal: Journal) {
     journal.append(&deleted).await.unwrap();
     let pruned = journal.prune(at(59), 100).await.unwrap();
     assert_eq!(pruned.manual_runs, 1, "its Eru was deleted before the cutoff");
+}
+
+/// Each Eru's `(uid, fired, not fired)` in its rows, as the audit's cross-check reads them.
+async fn row_sums(journal: &Journal) -> Vec<(String, i64, i64)> {
+    let far = at(0) + chrono::Duration::days(400);
+    let rows = journal
+        .audit_rows(at(0), far, (None, None), None, 10, true)
+        .await
+        .unwrap();
+    let mut sums = rows.totals.expect("asked for");
+    sums.sort();
+    sums
+}
+
+/// The cross-check's sums are kept by the database (migration 0014), not by the operator's
+/// write path, so a row forged, changed or deleted by hand moves them as it moved the full
+/// read they replace (mutation: a trigger that does not fire, or counts the wrong column).
+async fn the_row_sums_follow_rows_written_changed_or_deleted_by_any_hand(journal: Journal) {
+    let mut e = entry();
+    e.slots
+        .push(slot_row(at(2), SlotResult::Fired, Reason::Scheduled));
+    e.slots.push(NewSlot {
+        last_slot: at(5),
+        slot_count: 3,
+        ..slot_row(at(3), SlotResult::Missed, Reason::OperatorDown)
+    });
+    journal.append(&e).await.unwrap();
+    journal.append(&e).await.unwrap();
+    assert_eq!(
+        row_sums(&journal).await,
+        [("u1".into(), 1, 4)],
+        "a replay adds nothing"
+    );
+    let ledger = journal.ledger("u1").await.unwrap().unwrap();
+    assert_eq!((ledger.fired_slots, ledger.missed_slots), (1, 4));
+    let by_hand = [
+        // forged: a fired row the operator never wrote
+        "INSERT INTO slots (uid, namespace, name, target, slot, last_slot, slot_count, result, evaluated_at)
+         VALUES ('u1', 'ns', 'web', 'web', '2026-11-22T03:09:00.000Z', '2026-11-22T03:09:00.000Z', 1, 'fired',
+                 '2026-11-22T03:09:00.000Z')",
+        // changed: the skipped row becomes two fired slots
+        "UPDATE slots SET result = 'fired', slot_count = 2 WHERE uid = 'u1' AND slot = '2026-11-22T03:01:00.000Z'",
+        // deleted: the missed run of three
+        "DELETE FROM slots WHERE uid = 'u1' AND slot = '2026-11-22T03:03:00.000Z'",
+    ];
+    let mut sums = Vec::new();
+    for sql in by_hand {
+        sqlx::query(sql).execute(&journal.pool).await.unwrap();
+        sums.push(row_sums(&journal).await[0].clone());
+    }
+    let u1 = |f, n| ("u1".to_string(), f, n);
+    assert_eq!(sums, [u1(2, 4), u1(4, 3), u1(4, 0)]);
+    // moved to another Eru by hand: its sums leave with it
+    sqlx::query("INSERT INTO eru_ledger (uid, namespace, name) VALUES ('u2', 'ns', 'api')")
+        .execute(&journal.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE slots SET uid = 'u2' WHERE slot = '2026-11-22T03:09:00.000Z'")
+        .execute(&journal.pool)
+        .await
+        .unwrap();
+    assert_eq!(row_sums(&journal).await, [u1(3, 0), ("u2".into(), 1, 0)]);
 }

@@ -121,6 +121,7 @@ pub(super) async fn append_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
     finished_on(conn, entry, &mut done, &mut deltas).await?;
     slots_on(conn, entry, &mut done, &mut deltas).await?;
     done.runs = super::runs::runs_on(conn, entry).await?;
+    done.pauses = super::pauses::pauses_on(conn, entry).await?;
     for s in &entry.silences {
         let query = match s {
             SilenceChange::Created { uid, slot, id, until } => sqlx::query(

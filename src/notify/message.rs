@@ -64,9 +64,12 @@ fn line(rows: &[&NoticeRow]) -> String {
         NoticeEvent::RunFailed => "manual run failed",
         NoticeEvent::RunAbandoned => "manual run abandoned",
         NoticeEvent::RunRefused => "manual run refused",
+        NoticeEvent::PausedOnFailure => "paused on failure",
     };
     let count: i64 = rows.iter().map(|r| r.slot_count).sum();
-    let slots = if first.event.of_a_run() {
+    let slots = if first.event == NoticeEvent::PausedOnFailure {
+        format!("since {}", first.slot)
+    } else if first.event.of_a_run() {
         format!("ended {}", first.slot)
     } else if count > 1 || first.event == NoticeEvent::WindowUnaccounted {
         format!("{count} slots {} to {}", first.slot, last.last_slot)

@@ -2,7 +2,9 @@
 //! `mtsre.meitu.com/eru: "true"` asks for an Eru named after it, owned by it and labelled as managed
 //! by the operator; its schedule and time zone come from `mtsre.meitu.com/eru-schedule` and
 //! `mtsre.meitu.com/eru-timezone` (or `--default-schedule`); `mtsre.meitu.com/eru-suspend: "true"`
-//! suspends it, and `mtsre.meitu.com/eru-suspend-note` says why. Removing the annotation, or any
+//! suspends it, and `mtsre.meitu.com/eru-suspend-note` says why; `mtsre.meitu.com/eru-pause-after`
+//! gives it a failure policy (`pauseAfter`: it pauses itself after that many failed restarts in
+//! a row, and is resumed like any Eru). Removing the annotation, or any
 //! value but "true", deletes that Eru. A user-made Eru of the same name is never touched: the
 //! conflict is reported with an Event. Such Events (and `EruInvalid`, for annotations the CRD
 //! schema refuses) are emitted when the problem appears or changes, not on every update of the
@@ -38,9 +40,10 @@ use tokio::sync::watch;
 use tracing::info;
 
 use super::{
-    AUTO_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_SUSPEND_ANNOTATION, AUTO_SUSPEND_NOTE_ANNOTATION,
-    AUTO_TIMEZONE_ANNOTATION, CachedEru, DEFAULT_STARTING_DEADLINE_SECONDS, Eru, EruSpec, SUSPEND_NOTE_MAX,
-    Target, TargetKind, pass::context::Workloads, workloads::Workload,
+    AUTO_ANNOTATION, AUTO_PAUSE_AFTER_ANNOTATION, AUTO_SCHEDULE_ANNOTATION, AUTO_SUSPEND_ANNOTATION,
+    AUTO_SUSPEND_NOTE_ANNOTATION, AUTO_TIMEZONE_ANNOTATION, CachedEru, DEFAULT_STARTING_DEADLINE_SECONDS,
+    Eru, EruSpec, FailurePolicy, SUSPEND_NOTE_MAX, Target, TargetKind, pass::context::Workloads,
+    workloads::Workload,
 };
 use crate::{
     Result,
@@ -134,6 +137,12 @@ pub fn desired<K: Workload>(workload: &K, name: &str, default_schedule: &str) ->
         gates: None,
         need: None,
         silence: None,
+        // a value that is no whole number is 0, which the schema refuses (EruInvalid)
+        failure_policy: annotations
+            .get(AUTO_PAUSE_AFTER_ANNOTATION)
+            .map(|n| FailurePolicy {
+                pause_after: n.trim().parse().unwrap_or(0),
+            }),
     };
     let mut eru = Eru::new(name, spec);
     eru.metadata = ObjectMeta {

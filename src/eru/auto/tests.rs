@@ -262,6 +262,7 @@ fn a_user_made_eru_is_never_overwritten_or_deleted() {
         gates: None,
         need: None,
         silence: None,
+        failure_policy: None,
     };
     let user_made = Eru::new("web", spec);
     let d = deployment(json!({AUTO_ANNOTATION: "true"}));

@@ -168,6 +168,15 @@ impl Blackouts {
         own.chain(shared).collect::<Result<_, _>>().map(Blackouts)
     }
 
+    /// What holds a slot under a spec: its blackouts and the cluster's, or its own alone if a
+    /// cluster one cannot be compiled in its time zone (checked when the file was read), or none
+    /// if its own are invalid (such a spec's slots are skipped `spec_invalid`).
+    pub fn in_force(spec: &[Blackout], cluster: &[Blackout], tz: Option<&str>, seed: &str) -> Self {
+        Self::compile(spec, cluster, tz, seed)
+            .or_else(|_| Self::compile(spec, &[], tz, seed))
+            .unwrap_or_default()
+    }
+
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -13,6 +13,8 @@
 //! reason, window and target), and a larger backlog continues in the next pass from where this
 //! one stopped.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -208,6 +210,9 @@ pub struct Span<'a> {
     pub seed: &'a str,
     /// The operator's cluster-wide blackouts.
     pub cluster_blackouts: &'a [Blackout],
+    /// The current spec and its blackouts and the cluster's, compiled once for the pass: an
+    /// epoch with the same blackouts and time zone reads these, others compile their own.
+    pub compiled: Option<(&'a EpochSpec, &'a Blackouts)>,
     /// The slot this Eru has waited for fleet capacity, if it waits.
     pub queued: Option<DateTime<Utc>>,
     /// The slot a health gate held, if one did.
@@ -226,6 +231,7 @@ impl<'a> Span<'a> {
             uid: "",
             seed: "",
             cluster_blackouts: &[],
+            compiled: None,
             queued: None,
             held: None,
         }
@@ -262,18 +268,7 @@ pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
             pending.push((slot, fire, i));
         }
     }
-    let blackouts: Vec<Blackouts> = epochs
-        .iter()
-        .map(|e| {
-            Blackouts::compile(
-                &e.spec.blackouts,
-                span.cluster_blackouts,
-                e.spec.time_zone.as_deref(),
-                span.seed,
-            )
-            .unwrap_or_default()
-        })
-        .collect();
+    let blackouts: Vec<Cow<'_, Blackouts>> = epochs.iter().map(|e| blackouts_of(&e.spec, span)).collect();
     let deadline =
         |fire: DateTime<Utc>, i: usize| fire + Duration::seconds(epochs[i].spec.starting_deadline_seconds);
     // The newest slot may still run: if this pass reached `now`, its epoch is not suspended, it
@@ -303,6 +298,24 @@ pub fn account(epochs: &[Epoch], span: &Span<'_>) -> Accounting {
         push(&mut accounting.records, record);
     }
     accounting
+}
+
+/// An epoch's blackouts and the cluster's: those compiled for the pass if its blackouts and time
+/// zone are the current spec's, else compiled here ([`Blackouts::in_force`]).
+fn blackouts_of<'s>(spec: &EpochSpec, span: &Span<'s>) -> Cow<'s, Blackouts> {
+    match span.compiled {
+        Some((current, compiled))
+            if current.blackouts == spec.blackouts && current.time_zone == spec.time_zone =>
+        {
+            Cow::Borrowed(compiled)
+        }
+        _ => Cow::Owned(Blackouts::in_force(
+            &spec.blackouts,
+            span.cluster_blackouts,
+            spec.time_zone.as_deref(),
+            span.seed,
+        )),
+    }
 }
 
 /// Why the passed slot `slot` (restart instant `fire`, never started after `deadline`) was not

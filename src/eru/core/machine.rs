@@ -6,7 +6,11 @@
 //!   ▲  │                          │ refused: Waiting        │ RestartPending: patch (backoff), or give up    │ SlotsDue: concurrent_rollout
 //!   │  ▼ SpecReady{suspend}       │                         │ (deadline, closed gate) ──▶ Waiting            │ TargetGone: abandoned
 //!  Suspended   Invalid   TargetMissing                      SlotsDue (newer slot): superseded
+//!
+//!  any idle state ── Paused ──▶ PausedOnFailure ── Resumed ──▶ Waiting
 //! ```
+//! A pause on failure ([`super::pause`]) holds until a person resumes it: no spec event moves
+//! the machine out of `PausedOnFailure` while it holds.
 //! One restart goes through these states whatever its [`Cause`]: a slot of the schedule or a
 //! manual run. What the cause changes (the records, the patch, the words of a give-up, what a
 //! newer slot does to it) is data, in [`super::restart`]; the waiting and refusal of a manual run
@@ -71,6 +75,34 @@ impl EruMachine {
             EruEvent::SlotsDue(slots) => skip_all(context, slots, Reason::Suspended),
             EruEvent::RunDue(due) => refuse_run(context, due, Reason::Suspended),
             _ => Super,
+        }
+    }
+
+    /// Paused on failure (`spec.failurePolicy`): every due slot is skipped `paused_on_failure`
+    /// with the pause's note, every manual run refused, until the pause is resumed. The plan
+    /// feeds [`EruEvent::Paused`] while the pause holds and the spec's state only once none does
+    /// (a pass that finds it resumed elsewhere catches up here).
+    #[state(superstate = "idle")]
+    fn paused_on_failure(event: &EruEvent, context: &mut EruDecision) -> Outcome<State> {
+        match event {
+            EruEvent::Paused { pause, new } => {
+                // a pause the journal lost, restored from the status: journaled again
+                paused(context, pause, *new);
+                Handled
+            }
+            EruEvent::Resumed {
+                pause,
+                journaled,
+                at,
+                by,
+            } => {
+                resumed(context, pause, *journaled, *at, by);
+                Transition(State::waiting())
+            }
+            EruEvent::SlotsDue(slots) => {
+                skip_all_noted(context, slots, Reason::PausedOnFailure, slots.paused.clone())
+            }
+            _ => stopped(event, context, Reason::PausedOnFailure),
         }
     }
 
@@ -226,6 +258,20 @@ impl EruMachine {
             }
             EruEvent::SilenceExpired { slot, at } => expired(context, *slot, *at),
             EruEvent::RunWithdrawn { token, now } => withdrawn(context, token, now.as_deref()),
+            EruEvent::Paused { pause, new } => {
+                paused(context, pause, *new);
+                Transition(State::paused_on_failure())
+            }
+            EruEvent::Resumed {
+                pause,
+                journaled,
+                at,
+                by,
+            } => {
+                // resumed in the pass that found it (the phase shown was not the pause's)
+                resumed(context, pause, *journaled, *at, by);
+                Handled
+            }
             EruEvent::Reverted { slot, revert, at } => {
                 context.record(EruRecord::Reverted {
                     slot: *slot,
@@ -286,6 +332,31 @@ fn stopped(event: &EruEvent, context: &mut EruDecision, reason: Reason) -> Outco
         EruEvent::RunDue(due) => refuse_run(context, due, reason),
         _ => Super,
     }
+}
+
+/// Journals `pause` if it is `new` to the journal.
+fn paused(context: &mut EruDecision, pause: &super::pause::Pause, new: bool) {
+    if new {
+        context.record(EruRecord::Paused(pause.clone()));
+    }
+}
+
+/// Records the resume of `pause`, journaling the pause first if the journal lacks it.
+fn resumed(
+    context: &mut EruDecision,
+    pause: &super::pause::Pause,
+    journaled: bool,
+    at: DateTime<Utc>,
+    by: &Option<String>,
+) {
+    if !journaled {
+        context.record(EruRecord::Paused(pause.clone()));
+    }
+    context.record(EruRecord::Resumed {
+        since: pause.since,
+        at,
+        by: by.clone(),
+    });
 }
 
 /// Refuses the waiting run `token`, no longer asked for (`now`: the token asked for instead).
@@ -469,6 +540,7 @@ fn refuse_run(context: &mut EruDecision, due: &RunDue, reason: Reason) -> Outcom
     let why = match reason {
         Reason::Suspended => "the Eru is suspended",
         Reason::SpecInvalid => "the Eru's spec is invalid",
+        Reason::PausedOnFailure => "the Eru is paused on failure (resume it: kubectl eru resume)",
         _ => "the Eru's target does not exist",
     };
     let reason = format!("{}: {why}", reason.as_str());
@@ -488,13 +560,21 @@ fn dry_run_text(annotation: &str, value: &str, target: &str) -> String {
 
 /// Records every slot, the due one skipped for `reason`.
 fn skip_all(context: &mut EruDecision, slots: &SlotsDue, reason: Reason) -> Outcome<State> {
+    skip_all_noted(context, slots, reason, None)
+}
+
+/// [`skip_all`], the due slot's record with `note`.
+fn skip_all_noted(
+    context: &mut EruDecision,
+    slots: &SlotsDue,
+    reason: Reason,
+    note: Option<String>,
+) -> Outcome<State> {
     let mut records = slots.records.clone();
-    records.extend(
-        slots
-            .due
-            .iter()
-            .map(|d| SlotRecord::one(d.slot, reason, None, &d.target)),
-    );
+    records.extend(slots.due.iter().map(|d| SlotRecord {
+        note: note.clone(),
+        ..SlotRecord::one(d.slot, reason, None, &d.target)
+    }));
     record_slots(context, &records);
     Handled
 }
@@ -504,6 +584,7 @@ impl Phase for State {
         match self {
             State::Waiting {} => "Waiting",
             State::Suspended {} => "Suspended",
+            State::PausedOnFailure {} => "PausedOnFailure",
             State::Invalid {} => "Invalid",
             State::TargetMissing {} => "TargetMissing",
             State::Restarting { .. } => "Restarting",
@@ -535,6 +616,18 @@ impl State {
     /// The token of the manual run in flight, if one is.
     pub fn token(&self) -> Option<&str> {
         Some(self.cause()?.run()?.token.as_str())
+    }
+
+    /// Whether it is idle: no restart asks for a place or is in flight.
+    pub fn idle(&self) -> bool {
+        matches!(
+            self,
+            State::Waiting {}
+                | State::Suspended {}
+                | State::PausedOnFailure {}
+                | State::Invalid {}
+                | State::TargetMissing {}
+        )
     }
 
     /// Whether a restart or a manual run is in flight (it holds a place in the fleet).
@@ -587,6 +680,7 @@ pub fn restore(phase: Option<&str>, in_flight: Option<InFlight>) -> State {
         Some(InFlight::Landed(rollout)) => State::RollingOut { rollout },
         None => match phase {
             Some("Suspended") => State::Suspended {},
+            Some("PausedOnFailure") => State::PausedOnFailure {},
             Some("Invalid") => State::Invalid {},
             Some("TargetMissing") => State::TargetMissing {},
             _ => State::Waiting {},

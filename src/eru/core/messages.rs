@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use super::{
     hold::{Answer, Held},
     ledger::{Due, Epoch, Reason, SlotRecord, Window},
+    pause::Pause,
     run::{RunDue, RunRecord},
 };
 use crate::machine::{Decision, EventName};
@@ -99,6 +100,8 @@ pub struct SlotsDue {
     pub earlier_hold: Option<Held>,
     /// What the need conditions answered (asked only when a slot may be due); boxed, as rare.
     pub need: Box<super::need::Need>,
+    /// The note of the pause on failure in force, if one is: a due slot is skipped with it.
+    pub paused: Option<String>,
     /// When this pass observed.
     pub now: DateTime<Utc>,
 }
@@ -149,6 +152,20 @@ pub enum EruEvent {
     /// The spec is valid and the target exists.
     SpecReady {
         suspend: bool,
+    },
+    /// A pause on failure is in force; `new`: tripped now (or shown by the status and missing
+    /// from the journal), so it is journaled and told.
+    Paused {
+        pause: Pause,
+        new: bool,
+    },
+    /// The Eru's resume annotation names the pause in force (`journaled`: the journal holds it):
+    /// resumed at `at`, by the annotation's field manager.
+    Resumed {
+        pause: Pause,
+        journaled: bool,
+        at: DateTime<Utc>,
+        by: Option<String>,
     },
     SlotsDue(SlotsDue),
     /// The rest of a due slot whose gate is open: whether the fleet gave it a place
@@ -228,6 +245,8 @@ impl EventName for EruEvent {
             EruEvent::SpecInvalid { .. } => "SpecInvalid",
             EruEvent::TargetMissing => "TargetMissing",
             EruEvent::SpecReady { .. } => "SpecReady",
+            EruEvent::Paused { .. } => "PausedOnFailure",
+            EruEvent::Resumed { .. } => "Resumed",
             // the second half of one decision: the transition it causes is the slot's
             EruEvent::SlotsDue(_) | EruEvent::Place { .. } => "SlotDue",
             EruEvent::RestartPending(_) => "RestartPending",
@@ -330,6 +349,15 @@ pub enum EruRecord {
         slot: DateTime<Utc>,
         revert: Revert,
         at: DateTime<Utc>,
+    },
+    /// The Eru paused itself on failure (told, once journaled, by an Event and the
+    /// notifications).
+    Paused(Pause),
+    /// The pause on failure of `since` was resumed at `at` (by the annotation's field manager).
+    Resumed {
+        since: DateTime<Utc>,
+        at: DateTime<Utc>,
+        by: Option<String>,
     },
 }
 

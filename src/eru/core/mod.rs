@@ -11,6 +11,7 @@
 //! - [`messages`]: what the state machine hears (events) and says (records, actions);
 //! - [`restart`]: a restart in flight and its cause (a slot, or a manual run): where the two differ;
 //! - [`run`]: manual runs (`mtsre.meitu.com/run-now`) before they start;
+//! - [`pause`]: pause on failure (`spec.failurePolicy`) and its resume;
 //! - [`machine`]: the Eru's statig state machine;
 //! - [`observed`]: what a pass decides from; [`plan`]: one pass's plan.
 
@@ -26,6 +27,7 @@ pub mod machine;
 pub mod messages;
 pub mod need;
 pub mod observed;
+pub mod pause;
 pub mod plan;
 pub mod restart;
 pub mod run;

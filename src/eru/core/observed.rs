@@ -6,10 +6,11 @@ use std::{collections::HashMap, sync::Arc};
 use chrono::{DateTime, Utc};
 
 use super::{
-    blackout::Blackout,
+    blackout::{Blackout, Blackouts},
     hold::{Answer, Held},
     ledger::{Epoch, EpochSpec, Window},
     messages::Remembered,
+    pause::{Pause, Pauses, Resume},
     restart::Restart,
     run::{Asked, ManualRun},
     schedule::Schedule,
@@ -74,6 +75,10 @@ pub struct Cluster {
     /// The current spec's schedule, or why the spec (its schedule, time zone or blackouts)
     /// cannot be used.
     pub schedule: Result<Schedule, String>,
+    /// The current spec's blackouts and the operator's cluster-wide ones, compiled once for the
+    /// pass (none when the spec cannot be used): the ledger, the upcoming slots and a manual run
+    /// read these.
+    pub blackouts: Blackouts,
     /// Why the spec is invalid though its schedule is not (what CEL cannot check: an alert
     /// gate's regexp, a silence's namespace, a need query that cannot be confined): its slots
     /// are known, and each is skipped `spec_invalid` when due, not found past its deadline once
@@ -87,6 +92,10 @@ pub struct Cluster {
     pub targets: HashMap<String, TargetView>,
     /// The manual run the Eru's `mtsre.meitu.com/run-now` asks for, or why its value is no token.
     pub run: Option<Result<Asked, String>>,
+    /// `spec.failurePolicy.pauseAfter`, if set.
+    pub pause_after: Option<u32>,
+    /// The resume the Eru's `mtsre.meitu.com/resume` annotation asks for, if it has one.
+    pub resume: Option<Resume>,
 }
 
 /// What an Eru's status shows, as the plan reads it: the phase its machine is restored from, the
@@ -100,6 +109,8 @@ pub struct Shown {
     pub last_restart: Option<ShownRestart>,
     /// The token of the latest manual run, if it is still waiting.
     pub waiting_run: Option<String>,
+    /// The pause on failure it shows, if any.
+    pub paused: Option<Pause>,
 }
 
 /// The latest restart as a status shows it.
@@ -156,6 +167,9 @@ pub struct Journaled {
     /// When the journal took no writes although the operator ran, ending after the cursor, oldest
     /// first: the journaled outages and the one still open.
     pub outages: Vec<Window>,
+    /// Its pauses on failure and the restarts since the latest resume (read only for an Eru with
+    /// a failure policy or a status that shows a pause).
+    pub pauses: Pauses,
 }
 
 /// What the operator itself brings: its cluster-wide blackouts, its dry run, its fleet queue.

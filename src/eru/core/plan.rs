@@ -12,12 +12,12 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::{
-    blackout::Blackouts,
     hold::{self, Held},
     ledger::{self, Epoch, Span, Window},
     machine::{EruMachine, InFlight, State, restore, retry_delay},
     messages::{EruAction, EruDecision, EruEvent, EruRecord, Gate, Grant, Pending, SlotsDue, Template},
     observed::{Observed, RunSeen},
+    pause::{self, Pause},
     restart::{Cause, Restart},
     run::{Blocked, ManualRun, RunDue, template_value},
     target::DEFAULT_ROLLOUT_TIMEOUT_SECONDS,
@@ -185,6 +185,10 @@ pub struct Plan {
     start: (DateTime<Utc>, Option<Window>, Vec<Epoch>),
     /// The steps, in [`ORDER`] (another order only in the tests that prove it matters).
     order: [Step; 10],
+    /// The pause on failure in force, once a Spec step found one (tripped, journaled or shown),
+    /// and whether it was resumed in this pass.
+    pause: Option<Pause>,
+    resumed: bool,
 }
 
 /// Plans one pass from what was observed.
@@ -221,6 +225,8 @@ fn plan_in(observed: Observed, order: [Step; 10]) -> Plan {
         downtime,
         start: (cursor, unrecorded, epochs),
         order,
+        pause: None,
+        resumed: false,
     };
     plan.steps(..ASKS_PLACE_AFTER);
     // a due slot asking the fleet for a place (EruAction::AskPlace) concludes with the answer
@@ -323,14 +329,8 @@ impl Plan {
         let (Ok(schedule), false) = (&cluster.schedule, cluster.spec.suspend) else {
             return Vec::new();
         };
-        // compiled as the ledger compiles them when the slot comes (an invalid one never holds)
-        let blackouts = Blackouts::compile(
-            &cluster.spec.blackouts,
-            &self.observed.operator.cluster_blackouts,
-            cluster.spec.time_zone.as_deref(),
-            &cluster.h_key,
-        )
-        .unwrap_or_default();
+        // as the ledger reads them when the slot comes
+        let blackouts = &cluster.blackouts;
         let now = self.observed.now;
         // a slot's restart is at most `jitter_seconds` after it: the passed slots of that
         // stretch whose restart is still ahead come first. A jitter longer than the schedule's
@@ -392,7 +392,7 @@ impl Plan {
             match step {
                 Step::Track => self.track_in_flight(),
                 Step::ExpireSilence => self.expire_silence(),
-                Step::Spec => feed(&mut self.state, &mut self.decision, &self.spec_event),
+                Step::Spec => self.spec(),
                 Step::Account => self.account(),
                 Step::Pending => self.conclude_restart(),
                 Step::Reverted => self.reverted(),
@@ -400,6 +400,66 @@ impl Plan {
                 Step::RunNow => self.run_now(),
             }
         }
+    }
+
+    /// The Eru's state, as a Spec step feeds it: a pause on failure in force (or its resume),
+    /// else the spec's. While a restart is in flight the spec's: a pause waits for its end.
+    fn spec(&mut self) {
+        if self.state.idle()
+            && let Some((pause, new)) = self.pause_in_force()
+        {
+            let o = &self.observed;
+            let event = match o.cluster.resume.as_ref().filter(|r| r.resumes(&pause)) {
+                Some(resume) => {
+                    self.resumed = true;
+                    EruEvent::Resumed {
+                        pause,
+                        journaled: !new,
+                        at: o.now,
+                        by: resume.by.clone(),
+                    }
+                }
+                None => {
+                    self.pause = Some(pause.clone());
+                    feed(
+                        &mut self.state,
+                        &mut self.decision,
+                        &EruEvent::Paused { pause, new },
+                    );
+                    return;
+                }
+            };
+            feed(&mut self.state, &mut self.decision, &event);
+        }
+        feed(&mut self.state, &mut self.decision, &self.spec_event);
+    }
+
+    /// The pause on failure in force, and whether it is new to the journal: one this pass found
+    /// already, the journal's open one, the status's if the journal lacks it (a lost or replaced
+    /// journal), or one the restarts that ended in a row trip now.
+    fn pause_in_force(&self) -> Option<(Pause, bool)> {
+        if self.resumed {
+            return None;
+        }
+        if let Some(pause) = &self.pause {
+            return Some((pause.clone(), false));
+        }
+        let o = &self.observed;
+        let journaled = o.journal.pauses.latest.as_ref();
+        if let Some((pause, None)) = journaled {
+            return Some((pause.clone(), false));
+        }
+        let shown = o.cluster.shown.as_ref().and_then(|s| s.paused.as_ref());
+        if let Some(pause) = shown.filter(|p| journaled.is_none_or(|(j, _)| j.since < p.since)) {
+            return Some((pause.clone(), true));
+        }
+        let row = pause::row(ended_now(&self.decision.records), &o.journal.pauses.ended);
+        pause::trip(&row, o.cluster.pause_after?, o.now).map(|p| (p, true))
+    }
+
+    /// The pause on failure in force after this pass, if one is.
+    pub fn paused(&self) -> Option<&Pause> {
+        self.pause.as_ref().filter(|_| !self.resumed)
     }
 
     /// The silence of the restart in flight, once that restart ended (in this pass, by its
@@ -461,6 +521,7 @@ impl Plan {
             uid: &o.cluster.uid,
             seed: &o.cluster.h_key,
             cluster_blackouts: &o.operator.cluster_blackouts,
+            compiled: Some((&o.cluster.spec, &o.cluster.blackouts)),
             queued: o.operator.queued,
             held: o.operator.held.as_ref(),
         };
@@ -498,6 +559,7 @@ impl Plan {
             health: o.operator.gate.clone(),
             earlier_hold: o.operator.held.clone(),
             need: Box::new(o.operator.need.clone()),
+            paused: self.paused().map(pause::note),
             now,
         });
         feed(&mut self.state, &mut self.decision, &slots);
@@ -682,15 +744,7 @@ impl Plan {
                 None,
             ));
         }
-        let cluster = &o.cluster;
-        let blackouts = Blackouts::compile(
-            &cluster.spec.blackouts,
-            &o.operator.cluster_blackouts,
-            cluster.spec.time_zone.as_deref(),
-            &cluster.h_key,
-        )
-        .unwrap_or_default();
-        if let Some(hit) = blackouts.find(o.now) {
+        if let Some(hit) = o.cluster.blackouts.find(o.now) {
             return Some(((ledger::Reason::Blackout, hit.note), Some(hit.window.1)));
         }
         match &o.operator.gate {
@@ -749,6 +803,26 @@ fn spec_event(observed: &Observed) -> EruEvent {
             suspend: observed.cluster.spec.suspend,
         },
     }
+}
+
+/// The restarts of slots that ended in `records` (this pass's), newest first; a dry run's is no
+/// restart.
+fn ended_now(records: &[EruRecord]) -> Vec<pause::Ended> {
+    (records.iter().rev())
+        .filter_map(|r| match r {
+            EruRecord::Finished {
+                slot,
+                outcome,
+                reason,
+                ..
+            } if *outcome != crate::vocab::Outcome::DryRun => Some(pause::Ended {
+                slot: *slot,
+                outcome: *outcome,
+                reason: reason.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The restart (or manual run) in flight, as the journal holds it.

@@ -14,6 +14,7 @@ use crate::eru::{
         hold::Held,
         ledger::{Reason, SlotRecord},
         messages::{EruAction, EruDecision, EruRecord},
+        pause::RESUME_ANNOTATION,
         run::RunRecord,
     },
 };
@@ -22,7 +23,7 @@ use crate::{
     Result,
     journal::{
         Appended, Entry, FailedAttempt, FinishedRestart, LedgerSeed, NewEpoch, NewRestart, NewSlot,
-        ObjectKey, PatchedRestart, RevertedRestart, RunChange, SilenceChange,
+        ObjectKey, PatchedRestart, PauseChange, RevertedRestart, RunChange, SilenceChange,
     },
     runtime::object_key,
 };
@@ -178,6 +179,17 @@ pub fn entry(object: &ObjectKey, records: &[EruRecord], now: DateTime<Utc>) -> E
             }),
             EruRecord::Advance(through) => entry.advances.push((object.clone(), *through)),
             EruRecord::Slots(slots) => entry.slots.extend(slots.iter().map(|r| slot_row(object, r, now))),
+            EruRecord::Paused(pause) => entry.pauses.push(PauseChange::Paused {
+                object: object.clone(),
+                since: pause.since,
+                why: pause.why.clone(),
+            }),
+            EruRecord::Resumed { since, at, by } => entry.pauses.push(PauseChange::Resumed {
+                uid: object.uid.clone(),
+                since: *since,
+                at: *at,
+                by: by.clone(),
+            }),
             EruRecord::Run(_)
             | EruRecord::Silenced { .. }
             | EruRecord::SilenceExpired { .. }
@@ -437,6 +449,34 @@ fn run_event(record: &RunRecord) -> Option<(EventType, &'static str, &'static st
 }
 
 /// Tells the user how journaled restarts went (an Event each about the Eru `reference` names).
+/// The Event of a pause on failure, or of its resume.
+fn pause_event(record: &EruRecord) -> Option<(EventType, &'static str, &'static str, String)> {
+    Some(match record {
+        EruRecord::Paused(pause) => (
+            EventType::Warning,
+            "PausedOnFailure",
+            "Pause",
+            format!(
+                "paused on failure: {}. Its slots are skipped until someone resumes it: kubectl eru resume \
+                 (sets {RESUME_ANNOTATION} to {})",
+                pause.why,
+                slot_text(pause.since)
+            ),
+        ),
+        EruRecord::Resumed { since, by, .. } => (
+            EventType::Normal,
+            "Resumed",
+            "Resume",
+            format!(
+                "the pause on failure since {} was resumed{}",
+                slot_text(*since),
+                by.as_deref().map(|b| format!(" by {b}")).unwrap_or_default()
+            ),
+        ),
+        _ => return None,
+    })
+}
+
 fn announce(context: &EruContext, reference: ObjectReference, records: &[EruRecord]) {
     for record in records {
         let (type_, why, action, note) = match record {
@@ -489,6 +529,10 @@ fn announce(context: &EruContext, reference: ObjectReference, records: &[EruReco
                 ),
             ),
             EruRecord::Run(run) => match run_event(run) {
+                Some(event) => event,
+                None => continue,
+            },
+            EruRecord::Paused(..) | EruRecord::Resumed { .. } => match pause_event(record) {
                 Some(event) => event,
                 None => continue,
             },

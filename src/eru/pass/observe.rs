@@ -10,11 +10,12 @@ pub use crate::eru::core::observed::*;
 use crate::eru::{
     CachedEru, EruSpec, EruStatus, HeldSlot,
     core::{
-        blackout::Blackouts,
+        blackout::{Blackout, Blackouts},
         hold::{self, Answer, Held},
         ledger::{Epoch, EpochSpec, Window},
         messages::Remembered,
         need::Need,
+        pause::{Ended, Pause, Pauses, RESUME_ANNOTATION, Resume},
         restart::{Cause, Restart},
         run::{Asked, ManualRun, RUN_ANNOTATION},
         schedule::{Schedule, eru_seed},
@@ -26,7 +27,7 @@ use crate::{
     Result,
     journal::{RestartRow, RunRow},
     runtime::{status::status_digest, time_of},
-    vocab::RunOutcome,
+    vocab::{Outcome, RunOutcome},
 };
 
 /// A restart the journal holds in progress, from its row.
@@ -143,6 +144,10 @@ pub fn shown(status: &EruStatus) -> Shown {
         waiting_run: (status.last_manual_run.as_ref())
             .filter(|r| r.outcome == RunOutcome::Waiting.as_str())
             .map(|r| r.token.clone()),
+        paused: (status.paused_on_failure.as_ref()).map(|p| Pause {
+            since: p.since,
+            why: p.why.clone(),
+        }),
     }
 }
 
@@ -169,13 +174,16 @@ pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) 
         .and_then(time_of)
         .unwrap_or(now);
     let journal = journaled(context, eru, known.status.as_ref(), created, now).await?;
-    let cluster = cluster(context, eru, &known, &journal, created);
+    // read once: the current spec's blackouts are compiled with these, and the ledger reads them
+    let cluster_blackouts = context.options.blackouts.current();
+    let cluster = cluster(context, eru, &known, &journal, (created, &cluster_blackouts));
     // every slot at or before this instant is accounted (the journal's cursor, the status's, or
     // the Eru's creation)
     let since = (journal.ledger.as_ref().and_then(|l| l.accounted_through))
         .or(known.status.as_ref().and_then(|s| s.accounted_through))
         .unwrap_or(created);
-    let operator = operator(context, eru, &known, &cluster, &journal, (since, now)).await;
+    let mut operator = operator(context, eru, &known, &cluster, &journal, (since, now)).await;
+    operator.cluster_blackouts = cluster_blackouts;
     let observed = Observed {
         now,
         cluster,
@@ -260,6 +268,7 @@ async fn journaled(
             patched_at: row.patched_at.map(|at| *at),
         }),
     };
+    let pauses = pauses(journal, eru, known, &uid).await?;
     let runs = (journal.runs_since(since).await?.iter())
         .map(|r| (*r.started_at, *r.heartbeat_at))
         .collect();
@@ -279,7 +288,54 @@ async fn journaled(
         run,
         runs,
         outages,
+        pauses,
     })
+}
+
+/// The Eru's pauses on failure, read only for an Eru with a failure policy or a status that
+/// shows a pause (no other can hold one); and, when a pause may trip, the restarts ended since
+/// the latest resume: not while one holds, nor when the status's latest restart succeeded (then
+/// no row has begun before this pass).
+async fn pauses(
+    journal: &crate::journal::Journal,
+    eru: &CachedEru,
+    known: Option<&EruStatus>,
+    uid: &str,
+) -> Result<Pauses> {
+    let shown = known.and_then(|s| s.paused_on_failure.as_ref());
+    let policy = eru.spec.failure_policy.as_ref();
+    if policy.is_none() && shown.is_none() {
+        return Ok(Pauses::default());
+    }
+    let latest = (journal.latest_pause(uid).await?).map(|row| {
+        let pause = Pause {
+            since: *row.since,
+            why: row.why,
+        };
+        (pause, row.resumed_at.map(|at| *at))
+    });
+    let holds = shown.is_some() || latest.as_ref().is_some_and(|(_, resumed)| resumed.is_none());
+    let succeeded = Outcome::Succeeded.as_str();
+    let begun = known
+        .and_then(|s| s.last_restart.as_ref())
+        .is_none_or(|r| r.outcome != succeeded);
+    let ended = match policy {
+        Some(p) if !holds && begun => {
+            let after = latest.as_ref().and_then(|(_, resumed)| *resumed);
+            (journal
+                .ended_restarts(uid, after, i64::from(p.pause_after))
+                .await?
+                .into_iter())
+            .map(|row| Ended {
+                slot: *row.slot,
+                outcome: row.outcome,
+                reason: row.reason,
+            })
+            .collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok(Pauses { latest, ended })
 }
 
 /// What the cluster says: the Eru's spec (as an epoch, its schedule or why it cannot be used),
@@ -290,7 +346,7 @@ fn cluster(
     eru: &CachedEru,
     known: &Known,
     journal: &Journaled,
-    created: DateTime<Utc>,
+    (created, cluster_blackouts): (DateTime<Utc>, &[Blackout]),
 ) -> Cluster {
     let namespace = eru.namespace().unwrap_or_default();
     let spec = epoch_spec(&eru.spec);
@@ -304,12 +360,13 @@ fn cluster(
         .collect();
     let h_key = eru_seed(&namespace, &eru.name_any());
     let tz = eru.spec.time_zone.as_deref();
-    let schedule = Schedule::parse_for(&eru.spec.schedule, tz, &h_key)
-        .map_err(|e| e.to_string())
-        .and_then(|s| {
-            Blackouts::compile(&eru.spec.blackouts, &[], tz, &h_key).map_err(|e| e.to_string())?;
-            Ok(s)
-        });
+    let (schedule, blackouts) = match Schedule::parse_for(&eru.spec.schedule, tz, &h_key) {
+        Ok(schedule) => match compile_blackouts(&eru.spec.blackouts, cluster_blackouts, tz, &h_key) {
+            Ok(blackouts) => (Ok(schedule), blackouts),
+            Err(e) => (Err(e), Blackouts::default()),
+        },
+        Err(e) => (Err(e.to_string()), Blackouts::default()),
+    };
     Cluster {
         uid: eru.uid().unwrap_or_default(),
         h_key,
@@ -319,10 +376,32 @@ fn cluster(
         spec,
         rollout_timeout_seconds: eru.spec.rollout_timeout_seconds,
         schedule,
+        blackouts,
         invalid: spec_checks(eru, &namespace).err(),
         shown: known.status.as_ref().map(shown),
         targets,
         run: asked(eru),
+        pause_after: eru.spec.failure_policy.as_ref().map(|p| p.pause_after),
+        resume: (eru.metadata.annotations.as_ref())
+            .and_then(|a| a.get(RESUME_ANNOTATION))
+            .map(|value| Resume {
+                value: value.clone(),
+                by: eru.resume_requested_by().map(str::to_string),
+            }),
+    }
+}
+
+/// The spec's blackouts and the cluster's, compiled once for the pass
+/// ([`Blackouts::in_force`]); `Err` if the spec's own are invalid.
+fn compile_blackouts(
+    own: &[Blackout],
+    cluster: &[Blackout],
+    tz: Option<&str>,
+    seed: &str,
+) -> std::result::Result<Blackouts, String> {
+    match Blackouts::compile(own, cluster, tz, seed) {
+        Ok(blackouts) => Ok(blackouts),
+        Err(_) => Blackouts::compile(own, &[], tz, seed).map_err(|e| e.to_string()),
     }
 }
 
@@ -380,7 +459,7 @@ async fn operator(
         _ => Need::Needed,
     };
     Operator {
-        cluster_blackouts: context.options.blackouts.current(),
+        cluster_blackouts: Default::default(),
         dry_run_all: context.options.dry_run,
         queued: context.fleet.waiting(&cluster.uid),
         gate,

@@ -4,10 +4,11 @@
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt;
 
 use super::observe::Known;
 use crate::eru::{
-    CachedEru, EruStatus, HeldSlot, LastManualRun, LastRestart, RecentSlot, UpcomingSlot,
+    CachedEru, EruStatus, HeldSlot, LastManualRun, LastRestart, PausedOnFailure, RecentSlot, UpcomingSlot,
     core::{hold::Held, machine::State, plan::Plan, schedule::slot_text},
 };
 use crate::{
@@ -87,6 +88,10 @@ pub fn status(
         // the journal's, else (a replaced journal) what the status showed
         last_manual_run: (summary.last_run.as_ref().map(last_manual_run))
             .or_else(|| known.and_then(|s| s.last_manual_run.clone())),
+        paused_on_failure: plan.paused().map(|p| PausedOnFailure {
+            since: p.since,
+            why: p.why.clone(),
+        }),
     }
 }
 
@@ -195,6 +200,21 @@ fn ready(
     } else if let Some(why) = observed.target().and_then(|t| t.not_rollable.clone()) {
         // every slot is skipped (target_not_rollable) until its strategy changes
         (false, "TargetNotRollable", why)
+    } else if let Some(pause) = plan.paused() {
+        let (namespace, name) = (
+            eru.metadata.namespace.as_deref().unwrap_or_default(),
+            eru.name_any(),
+        );
+        (
+            false,
+            "PausedOnFailure",
+            format!(
+                "paused on failure since {}: {}; slots are recorded as skipped until someone resumes it: \
+                 kubectl eru resume {namespace}/{name}",
+                slot_text(pause.since),
+                pause.why
+            ),
+        )
     } else if eru.spec.suspend {
         let why = eru
             .spec

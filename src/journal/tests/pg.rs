@@ -186,10 +186,8 @@ async fn operators_starting_at_once_migrate_once() {
         .fetch_one(&journals[0].pool)
         .await
         .unwrap();
-    assert_eq!(
-        applied, 10,
-        "0001, 0005, 0006, 0007, 0008, 0009, 0010, 0011, 0012 and 0013"
-    );
+    let ours = sqlx::migrate!("./migrations/postgres").iter().count() as i64;
+    assert_eq!(applied, ours, "each of this operator's migrations, once");
     for j in &journals {
         j.close().await;
     }

@@ -59,6 +59,7 @@ fn slots(slot: DateTime<Utc>, gate: Gate) -> SlotsDue {
         health: crate::eru::core::hold::Answer::Open,
         earlier_hold: None,
         need: Default::default(),
+        paused: None,
         now: slot,
     }
 }

@@ -7,6 +7,7 @@ use chrono::TimeZone;
 use serde_json::json;
 
 use super::*;
+use crate::eru::core::blackout::Blackouts;
 use crate::eru::{
     Blackout,
     CachedEru,
@@ -25,6 +26,22 @@ use crate::eru::{
     workloads::view_deployment,
 };
 use crate::vocab::Outcome;
+
+/// The plan of `o`, its current spec's blackouts compiled from its spec and the cluster's list
+/// as the pass compiles them (the tests edit those, not the compiled ones).
+fn plan(mut o: Observed) -> Plan {
+    let c = &o.cluster;
+    o.cluster.blackouts = match c.schedule {
+        Ok(_) => Blackouts::in_force(
+            &c.spec.blackouts,
+            &o.operator.cluster_blackouts,
+            c.spec.time_zone.as_deref(),
+            &c.h_key,
+        ),
+        Err(_) => Blackouts::default(),
+    };
+    super::plan(o)
+}
 
 fn t(m: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 3, m, s).unwrap()
@@ -69,7 +86,10 @@ fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) 
             spec: spec.clone(),
             rollout_timeout_seconds: eru.spec.rollout_timeout_seconds,
             schedule: Schedule::parse(&eru.spec.schedule, None).map_err(|e| e.to_string()),
+            blackouts: Blackouts::default(),
             invalid: None,
+            pause_after: None,
+            resume: None,
             shown: None,
             targets: HashMap::from([("web".to_string(), target(None))]),
             run: None,
@@ -88,6 +108,7 @@ fn observed(eru: &CachedEru, now: DateTime<Utc>, cursor: Option<DateTime<Utc>>) 
             run: None,
             runs: vec![(t(0, 0) - Duration::hours(1), now)],
             outages: Vec::new(),
+            pauses: Default::default(),
         },
         operator: Operator::default(),
     }
@@ -1696,3 +1717,4 @@ mod run_edges {
 }
 
 mod order;
+mod pauses;
