@@ -12,6 +12,7 @@ mod fence;
 pub(crate) mod pg;
 mod read_only;
 mod unreadable;
+mod upgrade;
 
 /// For each test body `async fn name(journal: Journal)`: a module `name` with a test `sqlite` (on
 /// an in-memory journal, or `file` for a WAL file in a temporary folder) and a test `postgres` (on

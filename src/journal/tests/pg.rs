@@ -76,7 +76,7 @@ fn host_port() -> String {
 }
 
 /// Runs `sql` on the server's own database.
-async fn admin(sql: String) {
+pub(crate) async fn admin(sql: String) {
     sqlx::any::install_default_drivers();
     let mut conn = AnyConnection::connect(&server()).await.unwrap();
     conn.execute(sqlx::AssertSqlSafe(sql)).await.unwrap();
@@ -92,7 +92,7 @@ pub(crate) struct Database {
 
 impl Database {
     /// An empty database (no journal tables yet) and its URL.
-    async fn empty() -> (String, String) {
+    pub(crate) async fn empty() -> (String, String) {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "eru_test_{}_{}",
