@@ -3,6 +3,7 @@
 //! of the answers ([`remote`]), and how the binary is called (`eru-operator`, or `kubectl eru`
 //! through a `kubectl-eru` link on `PATH`).
 
+pub mod clusters;
 pub mod remote;
 pub mod resume;
 pub mod run_now;

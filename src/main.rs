@@ -166,9 +166,11 @@ enum Format {
 struct SourceArgs {
     /// A running operator's HTTP API, e.g. https://localhost:8443 after `kubectl -n eru-system
     /// port-forward svc/eru-operator 8443:8080`. Asks it, with a bearer token, what the offline
-    /// commands read from a journal.
-    #[arg(long, env = "ERU_SERVER", value_name = "URL")]
-    server: Option<String>,
+    /// commands read from a journal. `audit` takes it more than once: one audit across clusters
+    /// (a verdict per cluster, then the union; exit 1 if one cannot be read, else 3 if one is
+    /// not accounted).
+    #[arg(long, env = "ERU_SERVER", value_name = "URL", value_delimiter = ',')]
+    server: Vec<String>,
     /// The bearer token sent to --server; default: the kubeconfig user's token (or the pod's
     /// ServiceAccount token in a cluster).
     #[arg(
@@ -202,9 +204,11 @@ struct SourceArgs {
     /// The kubeconfig whose user's token is sent (default: $KUBECONFIG, ~/.kube/config).
     #[arg(long, value_name = "PATH", requires = "server")]
     kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context whose user's token is sent.
+    /// The kubeconfig context whose user's token is sent. With several --server: one context
+    /// per --server, in the same order (each cluster is then named by its context), or one for
+    /// all.
     #[arg(long, requires = "server")]
-    context: Option<String>,
+    context: Vec<String>,
     /// The journal, opened read-only (no migration, no write, no file created): a SQLite file (a
     /// copy, or the file of a stopped operator), or a `postgres://` URL. The default when no
     /// --server is given.
@@ -503,42 +507,85 @@ impl SourceArgs {
     /// The source these flags name: --server, else --database (or ./eru.db). Given both, the
     /// one of the command line wins over the one of the environment.
     async fn open(&self) -> Result<Source, Exit> {
-        let server = match (&self.server, &self.database, self.given) {
-            (Some(_), Some(_), (true, true)) => {
+        let server = match (self.server.as_slice(), &self.database, self.given) {
+            ([_, _, ..], _, _) => {
+                return Err(Exit(
+                    "several --server: only `audit` reads more than one operator".into(),
+                    2,
+                ));
+            }
+            ([_], Some(_), (true, true)) => {
                 return Err(Exit(
                     "--server and --database name two sources: give one".into(),
                     2,
                 ));
             }
-            (Some(_), Some(_), (false, false)) => {
+            ([_], Some(_), (false, false)) => {
                 return Err(Exit(
                     "ERU_SERVER and ERU_DATABASE are both set: unset one, or give --server or --database"
                         .into(),
                     2,
                 ));
             }
-            (Some(_), Some(_), (false, true)) => None,
-            (server, _, _) => server.as_ref(),
+            ([_], Some(_), (false, true)) => None,
+            (server, _, _) => server.first(),
         };
         let Some(server) = server else {
             return Ok(Source::Journal(
                 self.database.clone().unwrap_or_else(|| DEFAULT_DATABASE.into()),
             ));
         };
+        let context = match self.context.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            _ => return Err(Exit("several --context for one --server".into(), 2)),
+        };
+        self.remote(server, context).await.map(Source::Server)
+    }
+
+    /// The operator at `server`, asked with `context`'s token (or the flags').
+    async fn remote(&self, server: &str, context: Option<String>) -> Result<Remote, Exit> {
         let options = remote::Options {
-            server: server.clone(),
+            server: server.to_string(),
             token: self.token.clone(),
             token_file: self.token_file.clone(),
             cacert: self.cacert.clone(),
             insecure_skip_tls_verify: self.insecure_skip_tls_verify,
             tls_server_name: self.tls_server_name.clone(),
             kubeconfig: self.kubeconfig.clone(),
-            context: self.context.clone(),
+            context,
         };
-        Remote::new(&options)
-            .await
-            .map(Source::Server)
-            .map_err(|e| Exit(e, 2))
+        Remote::new(&options).await.map_err(|e| Exit(e, 2))
+    }
+
+    /// The clusters of an audit across clusters: each --server with its name (its --context when
+    /// one is given per --server, else the server) and context.
+    fn clusters(&self) -> Result<Vec<(String, String, Option<String>)>, Exit> {
+        let contexts: Vec<Option<String>> = match self.context.as_slice() {
+            [] => vec![None; self.server.len()],
+            [one] => vec![Some(one.clone()); self.server.len()],
+            many if many.len() == self.server.len() => many.iter().cloned().map(Some).collect(),
+            many => {
+                return Err(Exit(
+                    format!(
+                        "{} --context for {} --server: give one per --server, in the same order, or one for all",
+                        many.len(),
+                        self.server.len()
+                    ),
+                    2,
+                ));
+            }
+        };
+        let named = self.context.len() > 1;
+        Ok((self.server.iter().zip(contexts))
+            .map(|(server, context)| {
+                let name = match (&context, named) {
+                    (Some(c), true) => c.clone(),
+                    _ => server.clone(),
+                };
+                (name, server.clone(), context)
+            })
+            .collect())
     }
 }
 
@@ -663,6 +710,9 @@ fn audit(args: AuditArgs) -> ExitCode {
         ("since", args.since.as_deref()),
         ("until", args.until.as_deref()),
     ]);
+    if args.source.server.len() > 1 {
+        return finish(runtime().block_on(audit_clusters(&args, &query)));
+    }
     let result = runtime().block_on(async {
         let params: h::audit::AuditParams = h::parse(&query)?;
         let report: Audit = match args.source.open().await? {
@@ -691,6 +741,42 @@ fn audit(args: AuditArgs) -> ExitCode {
         Ok::<_, Exit>((text, status))
     });
     finish(result)
+}
+
+/// `audit` with several --server: each cluster's operator asked for the same window; one that
+/// cannot be read is named as such (bad arguments still fail the command, exit 2).
+async fn audit_clusters(args: &AuditArgs, query: &str) -> Result<(String, u8), Exit> {
+    use eru_operator::{
+        cli::clusters::{ClusterAudit, Clusters},
+        history::{self as h, audit::Audit},
+    };
+    let params: h::audit::AuditParams = h::parse(query)?;
+    params.window(Utc::now())?;
+    if matches!(args.output, Format::Csv) {
+        return Err(Exit(
+            "-o csv reads one cluster: use table, json or markdown".into(),
+            2,
+        ));
+    }
+    let mut clusters = Vec::new();
+    for (name, server, context) in args.source.clusters()? {
+        let audit = match args.source.remote(&server, context).await {
+            Ok(remote) => match remote.get::<Audit>("/audit", query) {
+                Ok(audit) => Ok(audit),
+                Err(Failure::Invalid(message)) => return Err(Exit(format!("{name}: {message}"), 2)),
+                Err(Failure::Failed(message)) => Err(message),
+            },
+            Err(Exit(message, _)) => Err(message),
+        };
+        clusters.push(ClusterAudit::new(name, server, audit));
+    }
+    let all = Clusters::new(clusters);
+    let text = match args.output {
+        Format::Table => all.table(),
+        Format::Json => serde_json::to_string_pretty(&all).expect("audits serialize") + "\n",
+        Format::Markdown | Format::Csv => all.markdown(),
+    };
+    Ok((text, all.exit()))
 }
 
 fn run(args: RunArgs) -> ExitCode {

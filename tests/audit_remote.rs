@@ -8,6 +8,9 @@
 //!   same items as `GET /history`;
 //! - a slot record forged away from the journal: `GET /audit` says so and the CLI exits 3,
 //!   naming the slot;
+//! - one audit across two clusters (two operators, each with a journal of its own, stand in for
+//!   two clusters' on this one control plane): a verdict per cluster and the union, the forged one
+//!   named with its slot, exit 3; a cluster that cannot be reached named, exit 1;
 //! - `--tls-server-name` checks the certificate against the Service's name, not localhost;
 //! - a token without the grant: 403 with the operator's reason and a hint, exit 1; a
 //!   namespace-scoped token without `-n`: 403 saying to name the namespace; no certificate to
@@ -166,6 +169,22 @@ async fn the_cli_audits_a_running_operator_as_get_audit_does() {
         "web",
         json!({"schedule": "*/5 * * * * *", "startingDeadlineSeconds": 3,
                "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    // a second operator with a journal of its own (another cluster's, as the audit across
+    // clusters reads it), restarting an Eru of its own namespace
+    let other = TestNamespace::create(&client, "remote-other").await;
+    let other_operator = Operator::start(&client, &other.name, &["--http-auth", "kubernetes"]).await;
+    let other_deployments: Api<Deployment> = Api::namespaced(client.clone(), &other.name);
+    deployment(&client, &other.name, "api", 1, json!({})).await;
+    wait_ready(&other_deployments, "api", 1).await;
+    create_eru(
+        &client,
+        &other.name,
+        "api",
+        json!({"schedule": "*/5 * * * * *", "startingDeadlineSeconds": 3,
+               "target": {"kind": "Deployment", "name": "api"}}),
     )
     .await
     .unwrap();
@@ -382,6 +401,106 @@ async fn the_cli_audits_a_running_operator_as_get_audit_does() {
     assert_eq!(
         accounting(&serde_json::from_str(&json.out).unwrap())["verdict"],
         forged["verdict"]
+    );
+
+    // one audit across two clusters (two operators, each with its own journal): a verdict per
+    // cluster, the forged one named with its slot, then the union; exit 3
+    let other_erus: Api<Eru> = Api::namespaced(client.clone(), &other.name);
+    other_erus
+        .patch(
+            "api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .unwrap();
+    let mut other_operator = other_operator;
+    other_operator.token = Some(auditor.clone());
+    wait_for(
+        "the other cluster's window accounted",
+        Duration::from_secs(60),
+        || async {
+            let (status, body) = other_operator.get(&format!("/audit?{window}"));
+            let audit: Value = serde_json::from_str(&body).ok()?;
+            (status == 200
+                && audit["verdict"]["accounted"] == true
+                && audit["verdict"]["fired"].as_i64()? >= 1)
+                .then_some(())
+        },
+    )
+    .await;
+    let other_server = other_operator.url("");
+    let bundle = dir.path().join("both.crt");
+    std::fs::write(
+        &bundle,
+        served_certificate("127.0.0.1", operator.port)
+            + &served_certificate("127.0.0.1", other_operator.port),
+    )
+    .unwrap();
+    let bundle = bundle.to_str().unwrap().to_string();
+    let across = |servers: &[&str], output: &str| {
+        let mut args = vec!["audit"];
+        for s in servers {
+            args.extend(["--server", s]);
+        }
+        let (since, until) = (rfc3339(since), rfc3339(until));
+        let window = [
+            "--since", &since, "--until", &until, "--cacert", &bundle, "--token", &auditor,
+        ];
+        eru_operator(&[&args[..], &window[..], &["-o", output]].concat(), &[])
+    };
+    let both = across(&[&server, &other_server], "table");
+    assert_eq!(both.code, 3, "{}{}", both.out, both.err);
+    let ours = (both
+        .out
+        .split(&format!("== cluster {server} ({server})\n"))
+        .nth(1))
+    .and_then(|rest| rest.split("== cluster ").next())
+    .unwrap_or_else(|| panic!("no section of {server}: {}", both.out));
+    assert!(
+        ours.contains(&format!("{}/web: 1 without a record: {gone}", ns.name)),
+        "{}",
+        both.out
+    );
+    assert!(
+        both.out
+            .contains(&format!("== cluster {other_server} ({other_server})")),
+        "{}",
+        both.out
+    );
+    assert!(
+        both.out
+            .contains(&format!("not accounted exactly once in {server}")),
+        "the union names the cluster: {}",
+        both.out
+    );
+    let json = across(&[&server, &other_server], "json");
+    assert_eq!(json.code, 3);
+    let json: Value = serde_json::from_str(&json.out).unwrap();
+    assert_eq!(json["clusters"][0]["server"], server.as_str());
+    assert_eq!(json["clusters"][0]["accounted"], false);
+    assert_eq!(json["clusters"][1]["accounted"], true, "{}", json["clusters"][1]);
+    assert_eq!(json["accounted"], false);
+    let markdown = across(&[&server, &other_server], "markdown");
+    assert!(
+        markdown.out.contains(&format!("## Cluster {other_server}")),
+        "{}",
+        markdown.out
+    );
+    // a cluster that cannot be reached is named, and the exit is 1
+    let unreachable = "https://127.0.0.1:1";
+    let down = across(&[&other_server, unreachable], "table");
+    assert_eq!(down.code, 1, "{}{}", down.out, down.err);
+    let section = down
+        .out
+        .split(&format!("== cluster {unreachable} ({unreachable})\n"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(section.starts_with("could not be read: "), "{}", down.out);
+    assert!(
+        down.out.contains(&format!("could not be read: {unreachable}")),
+        "{}",
+        down.out
     );
     drop(bindings);
 }

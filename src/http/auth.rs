@@ -929,6 +929,24 @@ mod tests {
         assert_eq!(counted(&auth, "over_budget"), 0);
     }
 
+    /// An allowance on its own (mutations: a refund that gives nothing back, a `Retry-After` of
+    /// 1 s whatever is left of the window): charges up to its limit, a refund frees one place and
+    /// never goes below none spent, and the 429 says how long is left, at least a second.
+    #[test]
+    fn an_allowance_refunds_a_charge_and_says_how_long_its_window_lasts() {
+        let a = Allowance::new();
+        assert!(a.charge(2) && a.charge(2) && !a.charge(2));
+        assert_eq!(a.left(2), 0);
+        a.refund();
+        assert_eq!(a.left(2), 1);
+        assert!(a.charge(2));
+        let fresh = Allowance::new();
+        fresh.refund();
+        assert_eq!(fresh.left(2), 2, "nothing spent, nothing refunded");
+        assert!((19..=20).contains(&a.retry_after(Duration::from_secs(20))));
+        assert_eq!(a.retry_after(Duration::ZERO), 1);
+    }
+
     /// Past its allowance a caller gets a 429 with the window's end as Retry-After, and no
     /// review is sent; another caller is not affected; a new window renews it.
     #[tokio::test]
