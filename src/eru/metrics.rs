@@ -26,6 +26,7 @@ pub struct EruMetrics {
     in_flight: IntGauge,
     held: IntGauge,
     held_since: IntGaugeVec,
+    paused_since: IntGaugeVec,
     manual_runs: prometheus::IntCounterVec,
     /// Restarts another field manager undid (`eru_restarts_reverted_total`).
     pub reverted: prometheus::IntCounter,
@@ -165,6 +166,17 @@ impl EruMetrics {
                 )
                 .expect("a valid gauge"),
             ),
+            paused_since: register(
+                registry,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "eru_paused_since_timestamp_seconds",
+                        "When the Eru paused itself on failure (spec.failurePolicy), per Eru (only while it is paused).",
+                    ),
+                    &["namespace", "name"],
+                )
+                .expect("a valid gauge"),
+            ),
             manual_runs: manual_runs(registry),
             reverted: reverted(registry),
             per_eru: {
@@ -200,6 +212,19 @@ impl EruMetrics {
             }
         }
         self.held.set(held as i64);
+    }
+
+    /// Sets (or, with `None`, removes) when the Eru paused itself on failure.
+    pub fn set_paused(&self, namespace: &str, name: &str, since: Option<chrono::DateTime<chrono::Utc>>) {
+        match since {
+            Some(since) => self
+                .paused_since
+                .with_label_values(&[namespace, name])
+                .set(since.timestamp()),
+            None => {
+                let _ = self.paused_since.remove_label_values(&[namespace, name]);
+            }
+        }
     }
 
     /// Creates an Eru's counter series at 0 (every outcome, result and reason).

@@ -351,12 +351,13 @@ fn keep_or_free_place(context: &EruContext, eru: &CachedEru, plan: &Plan) {
     context.metrics.set_fleet(waiting, in_flight);
 }
 
-/// Remembers the slot a health gate holds (or forgets it), and sets the held metrics.
+/// Remembers the slot a health gate holds (or forgets it), and sets the held and paused metrics.
 fn remember_hold(context: &EruContext, eru: &CachedEru, plan: &Plan) {
     let uid = eru.uid().unwrap_or_default();
     let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
     let held = context.holds.set(&uid, plan.held.as_ref());
     (context.metrics).set_held(&namespace, &name, plan.held.as_ref().map(|h| h.since), held);
+    (context.metrics).set_paused(&namespace, &name, plan.paused().map(|p| p.since));
 }
 
 /// When to come back: at once with a backlog; else at the next slot, or when the restart in
@@ -399,6 +400,7 @@ fn forget(context: &EruContext, eru: &CachedEru) {
     context.journal_memo.forget(&eru.uid().unwrap_or_default());
     let held = context.holds.set(&eru.uid().unwrap_or_default(), None);
     (context.metrics).set_held(&eru.namespace().unwrap_or_default(), &eru.name_any(), None, held);
+    (context.metrics).set_paused(&eru.namespace().unwrap_or_default(), &eru.name_any(), None);
     context
         .far
         .cancel(&eru.namespace().unwrap_or_default(), &eru.name_any());
