@@ -2,8 +2,8 @@
 """The ledger's vocabulary is spelled in one place: src/vocab.rs. Fails (exit 1) on a Rust string
 literal elsewhere in src/ that is exactly one of its wire names (`"fired"`, `"operator_down"`,
 `"in_progress"`, ...): such a name is written `Reason::OperatorDown` (`.as_str()` where text is
-needed), so the compiler sees every use. Test code (tests.rs, proptests.rs, *_tests.rs, inline
-`mod tests`) may spell the names it expects. The journal's SQL text names stored values as its
+needed), so the compiler sees every use. Test code (tests.rs, proptests.rs, *_tests.rs, a test
+module's folder `tests/`, inline `mod tests`) may spell the names it expects. The journal's SQL text names stored values as its
 schema does (`WHERE outcome = 'in_progress'` matches the partial index's predicate); a whole
 literal is what is checked. Run by hack/test.sh."""
 import pathlib
@@ -28,7 +28,8 @@ if len(words) < 20:
 literal = re.compile(r'"(' + "|".join(sorted(words)) + r')"')
 found = []
 for path in sorted(src.rglob("*.rs")):
-    if path == src / "vocab.rs" or path.name in ("tests.rs", "proptests.rs") or path.name.endswith("_tests.rs"):
+    test_file = path.name in ("tests.rs", "proptests.rs") or path.name.endswith("_tests.rs")
+    if path == src / "vocab.rs" or test_file or "tests" in path.relative_to(src).parts[:-1]:
         continue
     text = re.split(r"#\[cfg\(test\)\]\s*mod tests \{", path.read_text())[0]
     for number, line in enumerate(text.splitlines(), 1):

@@ -77,7 +77,7 @@ enum Command {
         token: Option<String>,
     },
     /// Resume an Eru paused on failure (spec.failurePolicy): sets its `mtsre.meitu.com/resume`
-    /// annotation to `status.pausedOnFailure.since` (field manager `kubectl-eru`); the operator
+    /// annotation to `status.pausedOnFailure.since` (field manager `kubectl-eru-resume`); the operator
     /// resumes it at its next pass, and its next slot restarts. Exit status 0 when the annotation
     /// is set, 2 for bad arguments, 1 when the Eru is not paused or the cluster refused it.
     Resume {
@@ -744,7 +744,8 @@ fn audit(args: AuditArgs) -> ExitCode {
 }
 
 /// `audit` with several --server: each cluster's operator asked for the same window; one that
-/// cannot be read is named as such (bad arguments still fail the command, exit 2).
+/// cannot be read (refused, unreachable) is named as such; bad arguments (a flag of any
+/// cluster's, a refused query) fail the command, exit 2.
 async fn audit_clusters(args: &AuditArgs, query: &str) -> Result<(String, u8), Exit> {
     use eru_operator::{
         cli::clusters::{ClusterAudit, Clusters},
@@ -758,15 +759,25 @@ async fn audit_clusters(args: &AuditArgs, query: &str) -> Result<(String, u8), E
             2,
         ));
     }
-    let mut clusters = Vec::new();
+    if args.source.database.is_some() || args.blackouts_file.is_some() {
+        return Err(Exit(
+            "several --server read running operators: --database and --blackouts-file do not apply".into(),
+            2,
+        ));
+    }
+    // every cluster's flags first (a bad URL, token file or context is a bad argument: exit 2)
+    let mut remotes = Vec::new();
     for (name, server, context) in args.source.clusters()? {
-        let audit = match args.source.remote(&server, context).await {
-            Ok(remote) => match remote.get::<Audit>("/audit", query) {
-                Ok(audit) => Ok(audit),
-                Err(Failure::Invalid(message)) => return Err(Exit(format!("{name}: {message}"), 2)),
-                Err(Failure::Failed(message)) => Err(message),
-            },
-            Err(Exit(message, _)) => Err(message),
+        let remote = (args.source.remote(&server, context).await)
+            .map_err(|Exit(message, status)| Exit(format!("{name}: {message}"), status))?;
+        remotes.push((name, server, remote));
+    }
+    let mut clusters = Vec::new();
+    for (name, server, remote) in remotes {
+        let audit = match remote.get::<Audit>("/audit", query) {
+            Ok(audit) => Ok(audit),
+            Err(Failure::Invalid(message)) => return Err(Exit(format!("{name}: {message}"), 2)),
+            Err(Failure::Failed(message)) => Err(message),
         };
         clusters.push(ClusterAudit::new(name, server, audit));
     }

@@ -2264,6 +2264,15 @@ async fn two_failed_restarts_in_a_row_pause_the_eru_until_the_cli_resumes_it() {
     })
     .await;
     assert!(event.note.unwrap_or_default().contains(&pause.why));
+    let paused_series = format!(
+        r#"eru_paused_since_timestamp_seconds{{name="web",namespace="{}"}} {}"#,
+        ns.name,
+        pause.since.timestamp()
+    );
+    assert!(
+        operator.get("/metrics").1.contains(&paused_series),
+        "{paused_series}"
+    );
 
     // the next slots: skipped paused_on_failure, with the pause's note; a spec edit changes nothing
     let skipped = |after: chrono::DateTime<Utc>| {
@@ -2343,6 +2352,13 @@ async fn two_failed_restarts_in_a_row_pause_the_eru_until_the_cli_resumes_it() {
         },
     )
     .await;
+    assert!(
+        !operator
+            .get("/metrics")
+            .1
+            .contains("eru_paused_since_timestamp_seconds{"),
+        "the series goes with the pause"
+    );
     wait_for("a Resumed Event", Duration::from_secs(30), || async {
         events(&client, &ns.name, "web", "Resumed")
             .await

@@ -8,7 +8,7 @@ mod common;
 
 use std::{process::Command, time::Duration};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use common::{
     Operator, TestNamespace, client,
     eru::{
@@ -152,9 +152,8 @@ async fn survive_journal_outage(
     operator: &Operator,
     deployments: &Api<Deployment>,
     erus: &Api<Eru>,
-    mut outage: std::process::Child,
+    (before, mut outage): (DateTime<Utc>, std::process::Child),
 ) {
-    let before = succeeded_after(operator, "web", Utc::now() - chrono::Duration::seconds(30)).await;
     let mut seen_unready = false;
     let mut carried = std::collections::BTreeSet::new();
     let started = Utc::now();
@@ -291,13 +290,22 @@ async fn fault_postgres_restarted() {
         .await
         .unwrap();
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
-    succeeded_after(&operator, "web", Utc::now() - chrono::Duration::seconds(10)).await;
+    // a restart before the outage, read before it begins (a read during it may rightly be a 503)
+    let before = succeeded_after(&operator, "web", Utc::now() - chrono::Duration::seconds(10)).await;
     // the server crashes (immediate shutdown) and is back 10 s later on the same port and data
     let outage = Command::new(repo().join("hack/postgres.sh"))
         .args(["restart", "--name", &name, "--immediate", "--down-seconds", "10"])
         .spawn()
         .unwrap();
-    survive_journal_outage(&client, &ns.name, &operator, &deployments, &erus, outage).await;
+    survive_journal_outage(
+        &client,
+        &ns.name,
+        &operator,
+        &deployments,
+        &erus,
+        (before, outage),
+    )
+    .await;
 }
 
 /// A tmpfs of `size` mounted on a fresh folder (the test runs as root, as CI does); unmounted
@@ -350,7 +358,7 @@ async fn fault_journal_disk_full() {
         .await
         .unwrap();
     let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
-    succeeded_after(&operator, "web", Utc::now() - chrono::Duration::seconds(10)).await;
+    let before = succeeded_after(&operator, "web", Utc::now() - chrono::Duration::seconds(10)).await;
     // the disk fills up; 12 s later the space comes back (the filler is deleted)
     disk.fill();
     let path = disk.dir.path().join("filler");
@@ -359,7 +367,15 @@ async fn fault_journal_disk_full() {
         .arg(&path)
         .spawn()
         .unwrap();
-    survive_journal_outage(&client, &ns.name, &operator, &deployments, &erus, outage).await;
+    survive_journal_outage(
+        &client,
+        &ns.name,
+        &operator,
+        &deployments,
+        &erus,
+        (before, outage),
+    )
+    .await;
     let _ = &disk;
 }
 

@@ -3,6 +3,10 @@
 -- record) against these (written by the database with each row), without reading every row of
 -- the journal (1 M rows took the cross-check 1.4 s). A row inserted, changed or deleted by hand
 -- moves these as it moved the sums they replace. Rows already in the journal are summed once here.
+-- No row may come between the sums and the trigger (a leader still writing during an upgrade):
+-- the table is locked against writes until the migration commits.
+LOCK TABLE slots IN SHARE ROW EXCLUSIVE MODE;
+
 CREATE TABLE slot_totals (
     uid       TEXT COLLATE "C" PRIMARY KEY,
     fired     BIGINT NOT NULL DEFAULT 0,

@@ -1,7 +1,8 @@
 //! `resume`: resumes an Eru paused on failure (`spec.failurePolicy`) by setting its
 //! `mtsre.meitu.com/resume` annotation to the pause's `since` (`status.pausedOnFailure.since`),
-//! with server-side apply as field manager `kubectl-eru` (the manager the journal records as who
-//! resumed it). The operator resumes the pause at its next pass; a value naming another instant
+//! with server-side apply as field manager `kubectl-eru-resume` (the manager the journal records
+//! as who resumed it; its own, so `run-now`'s apply, which owns only the run-now annotation, never
+//! removes it, nor this one the run-now token). The operator resumes the pause at its next pass; a value naming another instant
 //! resumes nothing, so the annotation left behind never lifts a later pause.
 
 use chrono::SecondsFormat;
@@ -11,8 +12,10 @@ use kube::{
 };
 use serde_json::json;
 
-use super::run_now::FIELD_MANAGER;
 use crate::eru::{Eru, core::pause::RESUME_ANNOTATION};
+
+/// The field manager of the annotation this command sets.
+pub const FIELD_MANAGER: &str = "kubectl-eru-resume";
 
 /// What `resume` did.
 #[derive(Debug, PartialEq, Eq)]

@@ -496,7 +496,8 @@ pub struct EruStatus {
     #[schemars(length(max = 5))]
     pub recent: Vec<RecentSlot>,
     /// The next slots, oldest first (at most 5), each with its restart instant (after `H` and
-    /// jitter) and the blackout that covers it, if one does. Empty while suspended.
+    /// jitter) and the blackout that covers it, if one does. Empty while suspended or paused on
+    /// failure.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 5))]
     pub upcoming: Vec<UpcomingSlot>,

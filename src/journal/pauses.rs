@@ -107,7 +107,8 @@ impl Journal {
     }
 
     /// This Eru's latest `limit` restarts whose patch landed and that ended (succeeded, failed or
-    /// abandoned), decided after `after` if given, newest first.
+    /// abandoned), decided at or after `after` if given (a resume: a restart decided in the pass
+    /// that resumed counts), newest first.
     pub async fn ended_restarts(
         &self,
         uid: &str,
@@ -121,7 +122,7 @@ impl Journal {
                     "SELECT slot, outcome, reason FROM restarts
                      WHERE uid = $1 AND patched_at IS NOT NULL
                        AND outcome IN ('succeeded', 'failed', 'abandoned')
-                       AND ($2 IS NULL OR decided_at > $2)
+                       AND ($2 IS NULL OR decided_at >= $2)
                      ORDER BY slot DESC LIMIT $3",
                 )
                 .bind(uid)

@@ -104,13 +104,14 @@ const STATEMENTS: [Statement; 10] = [
              AND (g.uid IS NULL OR (g.deleted_at IS NOT NULL AND g.deleted_at < $1))
            LIMIT $2)",
     ),
-    // a pause resumed before the cutoff is over (the restarts decided before it went with it: a
-    // row counts only restarts decided after the latest resume); a deleted Eru's go with it
+    // a pause resumed before the cutoff is over, but an Eru's latest (its resume is where the
+    // next row of failed restarts starts counting); a deleted Eru's go with it
     (
         |p| &mut p.pauses,
         "DELETE FROM failure_pauses WHERE id IN (SELECT p.id FROM failure_pauses AS p
            LEFT JOIN eru_ledger AS g ON g.uid = p.uid
-           WHERE (p.resumed_at IS NOT NULL AND p.resumed_at < $1)
+           WHERE (p.resumed_at IS NOT NULL AND p.resumed_at < $1
+                  AND p.since < (SELECT max(l.since) FROM failure_pauses AS l WHERE l.uid = p.uid))
               OR (g.uid IS NULL AND p.since < $1)
               OR (g.deleted_at IS NOT NULL AND g.deleted_at < $1)
            LIMIT $2)",
@@ -140,6 +141,14 @@ impl Journal {
         let mut pruned = Pruned::default();
         let cutoff = ts(cutoff);
         let mut tx = self.begin_fenced(RETENTION).await?;
+        if self.backend == Backend::Postgres {
+            // the slots' deletes update their Erus' row sums (migration 0014's trigger), as the
+            // writer's appends do, each in its own order: taken whole first, the sums cannot
+            // deadlock the two (an append waits for this short batch; SQLite has one writer)
+            sqlx::query("LOCK TABLE slot_totals IN SHARE ROW EXCLUSIVE MODE")
+                .execute(&mut *tx)
+                .await?;
+        }
         for (count, sql) in STATEMENTS {
             *count(&mut pruned) += sqlx::query(sql)
                 .bind(&cutoff)

@@ -68,6 +68,7 @@ on_both!(
     a_full_outbox_gives_up_its_oldest,
     a_manual_run_moves_once_through_its_outcomes,
     the_row_sums_follow_rows_written_changed_or_deleted_by_any_hand,
+    a_pause_is_written_once_resumed_once_and_its_resume_starts_the_next_row,
 );
 
 fn object() -> ObjectKey {
@@ -1569,4 +1570,94 @@ async fn the_row_sums_follow_rows_written_changed_or_deleted_by_any_hand(journal
         .await
         .unwrap();
     assert_eq!(row_sums(&journal).await, [u1(3, 0), ("u2".into(), 1, 0)]);
+}
+
+/// A restart of `slot` decided at `decided`, patched, ended with `outcome`.
+fn ended_restart(slot: DateTime<Utc>, decided: DateTime<Utc>, outcome: Outcome) -> Entry {
+    let mut e = entry();
+    e.transitions.clear();
+    e.slots.clear();
+    e.restarts_decided[0].slot = slot;
+    e.restarts_decided[0].decided_at = decided;
+    e.restarts_patched.push(PatchedRestart {
+        uid: "u1".into(),
+        slot,
+        patched_at: decided,
+        landed_generation: None,
+    });
+    e.restarts_finished.push(FinishedRestart {
+        uid: "u1".into(),
+        slot,
+        finished_at: decided,
+        outcome,
+        reason: Some("timed out".into()),
+    });
+    e
+}
+
+/// Pauses on failure in the journal (mutations: a replay that adds a second row, a resume that
+/// moves twice, `>` for `>=` at the resume): the pause is keyed by its Eru and instant, resumed
+/// once (its first resumer kept), and the row of ended restarts counts from the resume on, a
+/// restart decided in the resuming pass included; retention keeps an Eru's latest pause.
+async fn a_pause_is_written_once_resumed_once_and_its_resume_starts_the_next_row(journal: Journal) {
+    for (m, outcome) in [(1, Outcome::Failed), (2, Outcome::Failed)] {
+        journal
+            .append(&ended_restart(at(m), at(m), outcome))
+            .await
+            .unwrap();
+    }
+    let paused = Entry {
+        pauses: vec![PauseChange::Paused {
+            object: object(),
+            since: at(3),
+            why: "2 restarts in a row".into(),
+        }],
+        ..Entry::default()
+    };
+    assert_eq!(journal.append(&paused).await.unwrap().pauses, 1);
+    assert_eq!(
+        journal.append(&paused).await.unwrap().pauses,
+        0,
+        "a replay adds nothing"
+    );
+    let latest = journal.latest_pause("u1").await.unwrap().unwrap();
+    assert_eq!((latest.since, latest.resumed_at), (Ts(at(3)), None));
+    let resumed = |by: &str| Entry {
+        pauses: vec![PauseChange::Resumed {
+            uid: "u1".into(),
+            since: at(3),
+            at: at(5),
+            by: Some(by.into()),
+        }],
+        ..Entry::default()
+    };
+    assert_eq!(journal.append(&resumed("alice")).await.unwrap().pauses, 1);
+    assert_eq!(journal.append(&resumed("bob")).await.unwrap().pauses, 0);
+    let latest = journal.latest_pause("u1").await.unwrap().unwrap();
+    assert_eq!(
+        (latest.resumed_at, latest.resumed_by.as_deref()),
+        (Some(Ts(at(5))), Some("alice"))
+    );
+    // the restart decided in the pass that resumed (at the resume's instant) counts; those before
+    // the pause do not
+    journal
+        .append(&ended_restart(at(6), at(5), Outcome::Failed))
+        .await
+        .unwrap();
+    let slots = |rows: Vec<EndedRow>| rows.iter().map(|r| r.slot).collect::<Vec<_>>();
+    let since_resume = journal.ended_restarts("u1", Some(at(5)), 10).await.unwrap();
+    assert_eq!(slots(since_resume), [Ts(at(6))]);
+    let all = journal.ended_restarts("u1", None, 2).await.unwrap();
+    assert_eq!(
+        slots(all),
+        [Ts(at(6)), Ts(at(2))],
+        "newest first, at most the limit"
+    );
+    // long after: retention keeps the latest pause (its resume is where the row counts from)
+    let far = at(0) + chrono::Duration::days(100);
+    while journal.prune(far, 100).await.unwrap().total() > 0 {}
+    assert_eq!(
+        journal.latest_pause("u1").await.unwrap().map(|p| p.since),
+        Some(Ts(at(3)))
+    );
 }

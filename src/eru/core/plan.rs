@@ -315,18 +315,19 @@ impl Plan {
             .min()
     }
 
-    /// The next restart the status shows: none while suspended (its slots are still woken for,
-    /// so they are journaled skipped as they pass).
+    /// The next restart the status shows: none while suspended or paused on failure (its slots
+    /// are still woken for, so they are journaled skipped as they pass).
     pub fn next_restart(&self) -> Option<DateTime<Utc>> {
-        self.next_fire.filter(|_| !self.observed.cluster.spec.suspend)
+        self.next_fire
+            .filter(|_| !self.observed.cluster.spec.suspend && self.paused().is_none())
     }
 
     /// The next `count` restarts after now: their slots (a passed one whose jittered instant is
     /// still ahead among them), restart instants and the blackout covering each, if one does;
-    /// none while suspended, none for an invalid schedule.
+    /// none while suspended or paused on failure, none for an invalid schedule.
     pub fn upcoming(&self, count: usize) -> Vec<Upcoming> {
         let cluster = &self.observed.cluster;
-        let (Ok(schedule), false) = (&cluster.schedule, cluster.spec.suspend) else {
+        let (Ok(schedule), false, None) = (&cluster.schedule, cluster.spec.suspend, self.paused()) else {
             return Vec::new();
         };
         // as the ledger reads them when the slot comes
@@ -521,7 +522,8 @@ impl Plan {
             uid: &o.cluster.uid,
             seed: &o.cluster.h_key,
             cluster_blackouts: &o.operator.cluster_blackouts,
-            compiled: Some((&o.cluster.spec, &o.cluster.blackouts)),
+            // none compiled when the current spec cannot be used: each epoch compiles its own
+            compiled: (o.cluster.schedule.is_ok()).then_some((&o.cluster.spec, &o.cluster.blackouts)),
             queued: o.operator.queued,
             held: o.operator.held.as_ref(),
         };

@@ -448,7 +448,6 @@ fn run_event(record: &RunRecord) -> Option<(EventType, &'static str, &'static st
     })
 }
 
-/// Tells the user how journaled restarts went (an Event each about the Eru `reference` names).
 /// The Event of a pause on failure, or of its resume.
 fn pause_event(record: &EruRecord) -> Option<(EventType, &'static str, &'static str, String)> {
     Some(match record {
@@ -477,6 +476,7 @@ fn pause_event(record: &EruRecord) -> Option<(EventType, &'static str, &'static 
     })
 }
 
+/// Tells the user how journaled restarts went (an Event each about the Eru `reference` names).
 fn announce(context: &EruContext, reference: ObjectReference, records: &[EruRecord]) {
     for record in records {
         let (type_, why, action, note) = match record {

@@ -27,7 +27,7 @@ use crate::{
     Result,
     journal::{RestartRow, RunRow},
     runtime::{status::status_digest, time_of},
-    vocab::{Outcome, RunOutcome},
+    vocab::RunOutcome,
 };
 
 /// A restart the journal holds in progress, from its row.
@@ -293,9 +293,8 @@ async fn journaled(
 }
 
 /// The Eru's pauses on failure, read only for an Eru with a failure policy or a status that
-/// shows a pause (no other can hold one); and, when a pause may trip, the restarts ended since
-/// the latest resume: not while one holds, nor when the status's latest restart succeeded (then
-/// no row has begun before this pass).
+/// shows a pause (no other can hold one); and, when a pause may trip (a policy, none holding),
+/// the restarts ended since the latest resume (one indexed read of at most `pauseAfter` rows).
 async fn pauses(
     journal: &crate::journal::Journal,
     eru: &CachedEru,
@@ -315,12 +314,8 @@ async fn pauses(
         (pause, row.resumed_at.map(|at| *at))
     });
     let holds = shown.is_some() || latest.as_ref().is_some_and(|(_, resumed)| resumed.is_none());
-    let succeeded = Outcome::Succeeded.as_str();
-    let begun = known
-        .and_then(|s| s.last_restart.as_ref())
-        .is_none_or(|r| r.outcome != succeeded);
     let ended = match policy {
-        Some(p) if !holds && begun => {
+        Some(p) if !holds => {
             let after = latest.as_ref().and_then(|(_, resumed)| *resumed);
             (journal
                 .ended_restarts(uid, after, i64::from(p.pause_after))

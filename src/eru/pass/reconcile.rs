@@ -32,6 +32,7 @@ use crate::eru::{
     CachedEru, KIND,
     core::{
         messages::EruAction,
+        pause::RESUME_ANNOTATION,
         plan::{Fed, Plan, plan},
         run::RUN_ANNOTATION,
     },
@@ -144,14 +145,15 @@ pub fn controller(
     )
 }
 
-/// What a change of an Eru must change to trigger a pass: its generation (a spec change), or its
-/// run-now token (an annotation: no new generation).
+/// What a change of an Eru must change to trigger a pass: its generation (a spec change), its
+/// run-now token or its resume annotation (annotations: no new generation).
 fn spec_or_run(eru: &CachedEru) -> u64 {
     let generation = eru.metadata.generation.unwrap_or(0) as u64;
-    let run = (eru.metadata.annotations.as_ref()).and_then(|a| a.get(RUN_ANNOTATION));
-    run.map_or(generation, |token| {
-        generation ^ crate::memory::key_hash(token).rotate_left(1)
-    })
+    let annotation = |key: &str| (eru.metadata.annotations.as_ref()).and_then(|a| a.get(key));
+    let run = annotation(RUN_ANNOTATION).map_or(0, |token| crate::memory::key_hash(token).rotate_left(1));
+    let resume =
+        annotation(RESUME_ANNOTATION).map_or(0, |value| crate::memory::key_hash(value).rotate_left(2));
+    generation ^ run ^ resume
 }
 
 /// The changes of a workload cache that may move an Eru: not those its controller has yet to
@@ -413,6 +415,42 @@ fn forget(context: &EruContext, eru: &CachedEru) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What triggers a pass (mutation: the resume annotation left out, so a resume waits for the
+    /// Eru's next slot, a day for a daily one): a new generation, a run-now token, a resume value.
+    #[test]
+    fn a_pass_is_triggered_by_the_spec_a_run_now_token_or_a_resume() {
+        let eru = |generation: i64, annotations: serde_json::Value| -> CachedEru {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web", "namespace": "ns", "generation": generation,
+                             "annotations": annotations},
+                "spec": {"schedule": "0 3 * * *", "target": {"kind": "Deployment", "name": "web"}}
+            }))
+            .unwrap()
+        };
+        let plain = spec_or_run(&eru(1, serde_json::json!({})));
+        let keys = [
+            spec_or_run(&eru(2, serde_json::json!({}))),
+            spec_or_run(&eru(1, serde_json::json!({RUN_ANNOTATION: "a"}))),
+            spec_or_run(&eru(
+                1,
+                serde_json::json!({RESUME_ANNOTATION: "2026-11-22T03:10:00Z"}),
+            )),
+            spec_or_run(&eru(
+                1,
+                serde_json::json!({RESUME_ANNOTATION: "2026-11-22T03:20:00Z"}),
+            )),
+            spec_or_run(&eru(
+                1,
+                serde_json::json!({RUN_ANNOTATION: "a", RESUME_ANNOTATION: "2026-11-22T03:10:00Z"}),
+            )),
+        ];
+        for (i, key) in keys.iter().enumerate() {
+            assert_ne!(*key, plain, "{i}");
+            assert!(keys[..i].iter().all(|k| k != key), "{i}");
+        }
+        assert_eq!(spec_or_run(&eru(1, serde_json::json!({"other": "x"}))), plain);
+    }
 
     fn deployment(generation: i64, observed: Option<i64>, deleting: bool) -> Deployment {
         let deleted = deleting.then_some("2026-11-23T03:00:00Z");

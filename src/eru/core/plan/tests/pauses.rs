@@ -221,3 +221,38 @@ fn this_passs_ends_count_newest_first_and_a_dry_run_is_no_restart() {
         .collect();
     assert_eq!(slots, [(t(7, 0), Outcome::Succeeded), (t(5, 0), Outcome::Failed)]);
 }
+
+/// A row long enough already (a policy just added) while a restart rolls out: nothing trips
+/// until that restart ends, and then its own end counts (mutation: tripping while busy, which
+/// would journal a pause the busy machine never enters).
+#[test]
+fn a_pause_waits_for_the_restart_in_flight_and_counts_its_end() {
+    let mut o = failing_at_10();
+    o.journal.pauses.ended.push(Ended {
+        slot: t(0, 0) - Duration::minutes(5),
+        outcome: Outcome::Abandoned,
+        reason: None,
+    });
+    // 03:05:30: the rollout of 03:05 still runs (it times out 60 s after its patch)
+    o.now = t(5, 30);
+    let pass = decide(&eru("5,10 3 * * *", 1), &o);
+    assert!(matches!(pass.state, State::RollingOut { .. }), "{:?}", pass.state);
+    assert!(
+        paused(&pass.decision.records).is_none(),
+        "{:?}",
+        pass.decision.records
+    );
+    // at 03:10 it fails: the row is its end and the two before; tripped in that pass
+    let pass = decide(
+        &eru("5,10 3 * * *", 1),
+        &failing_at_10_with(o.journal.pauses.ended.clone()),
+    );
+    let pause = paused(&pass.decision.records).expect("tripped");
+    assert!(pause.why.starts_with("2 restarts in a row"), "{}", pause.why);
+}
+
+fn failing_at_10_with(ended: Vec<Ended>) -> Observed {
+    let mut o = failing_at_10();
+    o.journal.pauses.ended = ended;
+    o
+}
