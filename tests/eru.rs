@@ -2352,13 +2352,11 @@ async fn two_failed_restarts_in_a_row_pause_the_eru_until_the_cli_resumes_it() {
         },
     )
     .await;
-    assert!(
-        !operator
-            .get("/metrics")
-            .1
-            .contains("eru_paused_since_timestamp_seconds{"),
-        "the series goes with the pause"
+    let not_paused = format!(
+        r#"eru_paused_since_timestamp_seconds{{name="web",namespace="{}"}} 0"#,
+        ns.name
     );
+    assert!(operator.get("/metrics").1.contains(&not_paused), "{not_paused}");
     wait_for("a Resumed Event", Duration::from_secs(30), || async {
         events(&client, &ns.name, "web", "Resumed")
             .await

@@ -26,7 +26,6 @@ pub struct EruMetrics {
     in_flight: IntGauge,
     held: IntGauge,
     held_since: IntGaugeVec,
-    paused_since: IntGaugeVec,
     manual_runs: prometheus::IntCounterVec,
     /// Restarts another field manager undid (`eru_restarts_reverted_total`).
     pub reverted: prometheus::IntCounter,
@@ -166,17 +165,6 @@ impl EruMetrics {
                 )
                 .expect("a valid gauge"),
             ),
-            paused_since: register(
-                registry,
-                IntGaugeVec::new(
-                    Opts::new(
-                        "eru_paused_since_timestamp_seconds",
-                        "When the Eru paused itself on failure (spec.failurePolicy), per Eru (only while it is paused).",
-                    ),
-                    &["namespace", "name"],
-                )
-                .expect("a valid gauge"),
-            ),
             manual_runs: manual_runs(registry),
             reverted: reverted(registry),
             per_eru: {
@@ -214,17 +202,10 @@ impl EruMetrics {
         self.held.set(held as i64);
     }
 
-    /// Sets (or, with `None`, removes) when the Eru paused itself on failure.
+    /// Sets when the Eru paused itself on failure, or (`None`) that it is not paused.
     pub fn set_paused(&self, namespace: &str, name: &str, since: Option<chrono::DateTime<chrono::Utc>>) {
-        match since {
-            Some(since) => self
-                .paused_since
-                .with_label_values(&[namespace, name])
-                .set(since.timestamp()),
-            None => {
-                let _ = self.paused_since.remove_label_values(&[namespace, name]);
-            }
-        }
+        self.per_eru
+            .with(namespace, name, |s| s.paused_since = since.map(|t| t.timestamp()));
     }
 
     /// Creates an Eru's counter series at 0 (every outcome, result and reason).
@@ -283,7 +264,7 @@ impl EruMetrics {
     }
 }
 
-/// One Eru's counters, next slot and rollout start. 32-bit counters (a slot a second for 136
+/// One Eru's counters, next slot, rollout start and pause. 32-bit counters (a slot a second for 136
 /// years) keep an Eru's entry at ~130 bytes instead of ~230.
 #[derive(Default)]
 struct Series {
@@ -291,10 +272,11 @@ struct Series {
     slots: [u32; SLOT_SERIES],
     next: Option<i64>,
     rollout_started: Option<i64>,
+    paused_since: Option<i64>,
 }
 
-/// `eru_restarts_total`, `eru_slots_total`, `eru_next_fire_timestamp_seconds` and
-/// `eru_rollout_started_timestamp_seconds`, kept as a few
+/// `eru_restarts_total`, `eru_slots_total`, `eru_next_fire_timestamp_seconds`,
+/// `eru_rollout_started_timestamp_seconds` and `eru_paused_since_timestamp_seconds`, kept as a few
 /// integers per Eru and rendered as text only when scraped, a chunk of Erus at a time (a
 /// `prometheus` vector keeps each of an Eru's ~24 series as a copy of its descriptor and label
 /// pairs: ~14 KB per Eru; gathering them as protobuf structures for a scrape costs ~1 KB a series).
@@ -314,6 +296,10 @@ const SLOTS: (&str, &str) = (
 const NEXT: (&str, &str) = (
     "eru_next_fire_timestamp_seconds",
     "Unix time of the next scheduled restart.",
+);
+const PAUSED: (&str, &str) = (
+    "eru_paused_since_timestamp_seconds",
+    "Unix time the Eru paused itself on failure (spec.failurePolicy); 0 while it is not paused.",
 );
 const ROLLOUT: (&str, &str) = (
     "eru_rollout_started_timestamp_seconds",
@@ -336,7 +322,7 @@ impl PerEru {
 
 impl TextSeries for PerEru {
     fn families(&self) -> usize {
-        4
+        5
     }
 
     fn render(&self, family: usize, after: Option<&Cursor>, out: &mut String) -> Option<Cursor> {
@@ -344,7 +330,8 @@ impl TextSeries for PerEru {
             0 => (RESTARTS.0, RESTARTS.1, "counter"),
             1 => (SLOTS.0, SLOTS.1, "counter"),
             2 => (NEXT.0, NEXT.1, "gauge"),
-            _ => (ROLLOUT.0, ROLLOUT.1, "gauge"),
+            3 => (ROLLOUT.0, ROLLOUT.1, "gauge"),
+            _ => (PAUSED.0, PAUSED.1, "gauge"),
         };
         if after.is_none() {
             text_header(out, name, help, kind);
@@ -387,10 +374,14 @@ impl TextSeries for PerEru {
                         text_sample(out, name, &[("name", eru), ("namespace", namespace)], at);
                     }
                 }
-                _ => {
+                3 => {
                     if let Some(at) = s.rollout_started {
                         text_sample(out, name, &[("name", eru), ("namespace", namespace)], at);
                     }
+                }
+                _ => {
+                    let at = s.paused_since.unwrap_or(0);
+                    text_sample(out, name, &[("name", eru), ("namespace", namespace)], at);
                 }
             }
             last = Some(key);
@@ -502,7 +493,12 @@ mod tests {
         assert!(text.contains(
             r#"eru_slots_total{name="web",namespace="ns",reason="journal_unavailable",result="missed"} 0"#
         ));
-        assert_eq!(text.matches(r#"name="web""#).count(), 4 + SLOT_SERIES + 1);
+        // not paused: 0; paused: since when
+        assert!(text.contains(r#"eru_paused_since_timestamp_seconds{name="web",namespace="ns"} 0"#));
+        assert_eq!(text.matches(r#"name="web""#).count(), 4 + SLOT_SERIES + 1 + 1);
+        eru.set_paused("ns", "web", chrono::DateTime::from_timestamp(1_800_000_060, 0));
+        let paused = r#"eru_paused_since_timestamp_seconds{name="web",namespace="ns"} 1800000060"#;
+        assert!(metrics.render().contains(paused));
         eru.forget("ns", "web");
         assert!(!metrics.render().contains(r#"name="web""#));
     }

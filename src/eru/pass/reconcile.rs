@@ -402,7 +402,6 @@ fn forget(context: &EruContext, eru: &CachedEru) {
     context.journal_memo.forget(&eru.uid().unwrap_or_default());
     let held = context.holds.set(&eru.uid().unwrap_or_default(), None);
     (context.metrics).set_held(&eru.namespace().unwrap_or_default(), &eru.name_any(), None, held);
-    (context.metrics).set_paused(&eru.namespace().unwrap_or_default(), &eru.name_any(), None);
     context
         .far
         .cancel(&eru.namespace().unwrap_or_default(), &eru.name_any());
