@@ -69,6 +69,7 @@ on_both!(
     a_manual_run_moves_once_through_its_outcomes,
     the_row_sums_follow_rows_written_changed_or_deleted_by_any_hand,
     a_pause_is_written_once_resumed_once_and_its_resume_starts_the_next_row,
+    a_deleted_erus_row_sums_go_with_its_rows_and_ledger,
 );
 
 fn object() -> ObjectKey {
@@ -1659,5 +1660,49 @@ async fn a_pause_is_written_once_resumed_once_and_its_resume_starts_the_next_row
     assert_eq!(
         journal.latest_pause("u1").await.unwrap().map(|p| p.since),
         Some(Ts(at(3)))
+    );
+}
+
+/// Retention of the row sums (mutation: the statement left out, or one that deletes the sums of
+/// an Eru whose rows remain): a deleted Eru's sums go once its rows and ledger have gone, a live
+/// Eru's stay.
+async fn a_deleted_erus_row_sums_go_with_its_rows_and_ledger(journal: Journal) {
+    let mut e = entry();
+    e.transitions.clear();
+    e.restarts_decided.clear();
+    journal.append(&e).await.unwrap();
+    let mut live = e.clone();
+    live.slots[0].object.uid = "u2".into();
+    live.slots[0].object.name = "api".into();
+    journal.append(&live).await.unwrap();
+    let deleted = Entry {
+        deleted: vec![("u1".into(), at(3))],
+        ..Entry::default()
+    };
+    journal.append(&deleted).await.unwrap();
+    assert_eq!(row_sums(&journal).await.len(), 2);
+    let far = at(0) + chrono::Duration::days(100);
+    let mut pruned = Pruned::default();
+    loop {
+        let p = journal.prune(far, 100).await.unwrap();
+        if p.total() == 0 {
+            break;
+        }
+        pruned.slot_totals += p.slot_totals;
+        pruned.ledgers += p.ledgers;
+    }
+    assert_eq!(
+        (pruned.ledgers, pruned.slot_totals),
+        (1, 1),
+        "u1's ledger and sums"
+    );
+    let left: Vec<String> = sqlx::query_scalar("SELECT uid FROM slot_totals ORDER BY uid")
+        .fetch_all(&journal.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        left,
+        ["u2"],
+        "a live Eru's sums stay (its rows are pruned, its ledger is not)"
     );
 }
