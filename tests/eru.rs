@@ -11,7 +11,7 @@ use common::{
     Operator, TestNamespace, client,
     eru::{
         create_eru, create_raw_eru, created, deployment, documented_h, events, items, settle, status,
-        template_slot, time, wait_ready,
+        template_slot, time, wait_ready, wait_settled,
     },
     get_json,
     ledger::{
@@ -2020,16 +2020,7 @@ async fn a_restart_another_manager_reverts_is_told_by_name_and_accounted_once() 
     // resumed once the revert's own rollout ended (until then a slot is rightly skipped
     // target_unhealthy, which this scenario is not about): the next slot restarts as usual,
     // and every slot has its one record
-    wait_for("the revert's rollout ended", Duration::from_secs(60), || async {
-        let d = deployments.get("web").await.ok()?;
-        let s = d.status?;
-        (s.observed_generation == d.metadata.generation
-            && s.updated_replicas == Some(2)
-            && s.available_replicas == Some(2)
-            && s.replicas == Some(2))
-        .then_some(())
-    })
-    .await;
+    wait_settled(&deployments, "web", 2).await;
     suspend(false).await;
     let resumed = Utc::now();
     wait_for("a restart after the revert", Duration::from_secs(60), || async {
@@ -2221,16 +2212,7 @@ async fn two_failed_restarts_in_a_row_pause_the_eru_until_the_cli_resumes_it() {
     };
     wait_for("a failed restart", Duration::from_secs(60), || failed(1)).await;
     common::kubectl(&["rollout", "undo", "deployment/web", "-n", &ns.name]);
-    wait_for("web rolled back", Duration::from_secs(60), || async {
-        let d = deployments.get("web").await.ok()?;
-        let s = d.status?;
-        (s.observed_generation == d.metadata.generation
-            && s.updated_replicas == Some(1)
-            && s.available_replicas == Some(1)
-            && s.replicas == Some(1))
-        .then_some(())
-    })
-    .await;
+    wait_settled(&deployments, "web", 1).await;
 
     // the second fails, and the Eru pauses itself: status, Ready, an Event
     let (phase, pause, shown) = wait_for("web paused on failure", Duration::from_secs(90), || async {

@@ -65,6 +65,25 @@ pub async fn wait_ready(api: &Api<Deployment>, name: &str, replicas: i32) {
     .await;
 }
 
+/// Waits until the Deployment `name` has rolled out: its controller saw the latest spec, and all
+/// `replicas` are updated and available, no old one left.
+pub async fn wait_settled(api: &Api<Deployment>, name: &str, replicas: i32) {
+    wait_for(
+        &format!("deployment {name} rolled out"),
+        Duration::from_secs(60),
+        || async {
+            let d = api.get(name).await.ok()?;
+            let s = d.status?;
+            (s.observed_generation == d.metadata.generation
+                && s.updated_replicas == Some(replicas)
+                && s.available_replicas == Some(replicas)
+                && s.replicas == Some(replicas))
+            .then_some(())
+        },
+    )
+    .await;
+}
+
 /// Creates an Eru with `spec`.
 pub async fn create_eru(client: &Client, ns: &str, name: &str, spec: Value) -> kube::Result<Eru> {
     let api: Api<Eru> = Api::namespaced(client.clone(), ns);

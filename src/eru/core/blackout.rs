@@ -169,12 +169,21 @@ impl Blackouts {
     }
 
     /// What holds a slot under a spec: its blackouts and the cluster's, or its own alone if a
-    /// cluster one cannot be compiled in its time zone (checked when the file was read), or none
-    /// if its own are invalid (such a spec's slots are skipped `spec_invalid`).
+    /// cluster one cannot be compiled in its time zone (checked when the file was read); `Err`
+    /// if its own are invalid.
+    pub fn for_spec(
+        spec: &[Blackout],
+        cluster: &[Blackout],
+        tz: Option<&str>,
+        seed: &str,
+    ) -> Result<Self, BlackoutError> {
+        Self::compile(spec, cluster, tz, seed).or_else(|_| Self::compile(spec, &[], tz, seed))
+    }
+
+    /// [`Blackouts::for_spec`], none if the spec's own are invalid (such a spec's slots are
+    /// skipped `spec_invalid`).
     pub fn in_force(spec: &[Blackout], cluster: &[Blackout], tz: Option<&str>, seed: &str) -> Self {
-        Self::compile(spec, cluster, tz, seed)
-            .or_else(|_| Self::compile(spec, &[], tz, seed))
-            .unwrap_or_default()
+        Self::for_spec(spec, cluster, tz, seed).unwrap_or_default()
     }
 
     /// Whether there are none.

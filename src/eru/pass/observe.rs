@@ -356,9 +356,9 @@ fn cluster(
     let h_key = eru_seed(&namespace, &eru.name_any());
     let tz = eru.spec.time_zone.as_deref();
     let (schedule, blackouts) = match Schedule::parse_for(&eru.spec.schedule, tz, &h_key) {
-        Ok(schedule) => match compile_blackouts(&eru.spec.blackouts, cluster_blackouts, tz, &h_key) {
+        Ok(schedule) => match Blackouts::for_spec(&eru.spec.blackouts, cluster_blackouts, tz, &h_key) {
             Ok(blackouts) => (Ok(schedule), blackouts),
-            Err(e) => (Err(e), Blackouts::default()),
+            Err(e) => (Err(e.to_string()), Blackouts::default()),
         },
         Err(e) => (Err(e.to_string()), Blackouts::default()),
     };
@@ -383,20 +383,6 @@ fn cluster(
                 value: value.clone(),
                 by: eru.resume_requested_by().map(str::to_string),
             }),
-    }
-}
-
-/// The spec's blackouts and the cluster's, compiled once for the pass
-/// ([`Blackouts::in_force`]); `Err` if the spec's own are invalid.
-fn compile_blackouts(
-    own: &[Blackout],
-    cluster: &[Blackout],
-    tz: Option<&str>,
-    seed: &str,
-) -> std::result::Result<Blackouts, String> {
-    match Blackouts::compile(own, cluster, tz, seed) {
-        Ok(blackouts) => Ok(blackouts),
-        Err(_) => Blackouts::compile(own, &[], tz, seed).map_err(|e| e.to_string()),
     }
 }
 
