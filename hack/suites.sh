@@ -17,7 +17,8 @@
 # The binaries are built first (one `cargo test --no-run`), then started longest first (their
 # last wall times, kept in $CARGO_TARGET_DIR/eru-suite-times.LABEL). Each one's output goes to a file of
 # its own; a line is printed when a binary ends, and the whole output of every failed binary at
-# the end, then a table of the binaries with their wall times. Exit status 1 if any failed.
+# the end, then each failed test's panic, then a table of the binaries with their wall times.
+# ERU_SUITE_LOGS=DIR keeps every binary's output in DIR/SUITE.log. Exit status 1 if any failed.
 # Why not cargo-nextest: its binaries are GitHub downloads (not reachable here) or a build of
 # minutes on a fresh machine, and the grouping needed (a suite alone, suites per cluster) is a
 # few lines here.
@@ -66,7 +67,9 @@ if [ -f "$times_file" ]; then
 fi
 mapfile -t order < <(for suite in "${suites[@]}"; do echo "${last[$suite]:-999} $suite"; done | sort -rn | cut -d' ' -f2)
 
-logs=$(mktemp -d)
+# each binary's output: kept in $ERU_SUITE_LOGS when it is set, else in a folder removed at the end
+logs=${ERU_SUITE_LOGS:-$(mktemp -d)}
+mkdir -p "$logs"
 declare -A pid_of=() began=() took=() result=()
 run() { # run SUITE: its binary in the background, its output in $logs/SUITE.log
   local suite=$1 env=()
@@ -104,6 +107,11 @@ for suite in "${failed[@]}"; do
   echo "=================== $suite (${binary[${suite%@postgres}]}), its whole output"
   cat "$logs/$suite.log"
 done
+# and, last (where a reader of a long CI log looks first), why each failed test failed
+for suite in "${failed[@]}"; do
+  echo "== $suite: the failed tests' panics"
+  grep -E -A4 "^thread '.*' \(?[0-9]*\)? ?panicked at" "$logs/$suite.log" | grep -v '^stack backtrace:' | cut -c1-400 || true
+done
 # the wall times, for the next run's order (only of binaries that ran whole: no filter)
 if [ ${#args[@]} -eq 0 ]; then
   { for suite in "${suites[@]}"; do echo "$suite ${took[$suite]}"; done
@@ -113,5 +121,5 @@ if [ ${#args[@]} -eq 0 ]; then
 fi
 echo "== $label: ${#suites[@]} test binaries, $jobs at a time, in $((SECONDS - start)) s"
 for suite in "${order[@]}"; do printf '%6s  %-22s %s\n' "${took[$suite]}" "$suite" "${result[$suite]}"; done
-rm -rf "$logs"
+[ -n "${ERU_SUITE_LOGS:-}" ] || rm -rf "$logs"
 [ ${#failed[@]} -eq 0 ] || { echo "== failed: ${failed[*]}" >&2; exit 1; }

@@ -49,3 +49,66 @@ fn schema_rejects_what_the_api_server_can_check() {
         ["size"];
     assert_eq!(size["minimum"], 0.0);
 }
+
+/// Every `format` in the CRDs is one the API server knows (apiextensions' supported formats):
+/// another (schemars writes `uint32` for a u32) draws a warning at every `kubectl apply`.
+#[test]
+fn every_format_is_one_the_api_server_knows() {
+    const KNOWN: &[&str] = &[
+        "bsonobjectid",
+        "uri",
+        "email",
+        "hostname",
+        "ipv4",
+        "ipv6",
+        "cidr",
+        "mac",
+        "uuid",
+        "uuid3",
+        "uuid4",
+        "uuid5",
+        "isbn",
+        "isbn10",
+        "isbn13",
+        "creditcard",
+        "ssn",
+        "hexcolor",
+        "rgbcolor",
+        "byte",
+        "password",
+        "date",
+        "duration",
+        "datetime",
+        "date-time",
+        "int32",
+        "int64",
+        "float",
+        "double",
+    ];
+    fn formats(value: &serde_json::Value, path: &str, out: &mut Vec<(String, String)>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::String(f)) = map.get("format") {
+                    out.push((path.to_string(), f.clone()));
+                }
+                for (k, v) in map {
+                    formats(v, &format!("{path}.{k}"), out);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| formats(v, path, out)),
+            _ => {}
+        }
+    }
+    for (file, crd) in eru_operator::crds::all() {
+        let mut found = Vec::new();
+        formats(&serde_json::to_value(crd).unwrap(), "", &mut found);
+        let unknown: Vec<_> = found
+            .iter()
+            .filter(|(_, f)| !KNOWN.contains(&f.as_str()))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "crds/{file}: formats the API server does not know: {unknown:?}"
+        );
+    }
+}

@@ -1332,6 +1332,9 @@ fn metric(operator: &Operator, name: &str, labels: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The notifier's send timeout (src/notify/message.rs), which a hanging receiver waits out.
+const SEND_TIMEOUT_SECONDS: f64 = 10.0;
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -1339,8 +1342,8 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 /// A receiver that never answers (each message waits out the 10 s send timeout) and one that
 /// refuses connections, each with a backlog of 250 notifications of 125 Erus, delay only
-/// themselves: the healthy sink's restart events arrive about as fast as with the healthy sink
-/// alone, the refused sink's lane backs off (a bounded number of journal statements a second,
+/// themselves: the healthy sink's restart events never wait out the hanging one's send timeout
+/// (their latencies alone and beside the bad sinks are printed), the refused sink's lane backs off (a bounded number of journal statements a second,
 /// from the operator's metrics), and the backlogs stay pending, none lost.
 #[tokio::test]
 #[ignore = "needs the local cluster: hack/test.sh"]
@@ -1420,9 +1423,13 @@ async fn a_hanging_and_a_refusing_receiver_delay_only_their_own_notifications() 
         beside_p50 / alone_p50.max(0.001),
         stalled.load(std::sync::atomic::Ordering::Relaxed)
     );
+    // Not a ratio of timings (a loaded CI machine stretches both runs unevenly): what a shared
+    // queue would cost. Behind the hanging receiver's backlog, every healthy message would wait
+    // for whole 10 s send timeouts; each lane on its own waits for none of them.
     assert!(
-        beside_p50 <= 2.0 * alone_p50 + 1.0,
-        "the healthy sink waited for the bad ones: {beside_p50:.3}s against {alone_p50:.3}s alone"
+        beside_p50 < SEND_TIMEOUT_SECONDS / 2.0,
+        "the healthy sink waited for the bad ones: median {beside_p50:.3}s ({beside:?}) against \
+         {alone_p50:.3}s alone; a message behind the hanging receiver waits {SEND_TIMEOUT_SECONDS}s"
     );
     assert!(
         queries / seconds <= 10.0,

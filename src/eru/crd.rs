@@ -229,7 +229,9 @@ pub struct FailurePolicy {
     /// Restarts in a row whose rollout ended `failed` or `abandoned` (counted since the last
     /// resume). A restart given up before its patch landed, a dry run and a manual run neither
     /// count nor break the row; a restart that succeeded starts it again.
-    #[schemars(range(min = 1, max = 100))]
+    // (`format: int32`: the API server warns at every apply of a format it does not know, and
+    // schemars names a u32 `uint32`)
+    #[schemars(range(min = 1, max = 100), extend("format" = "int32"))]
     pub pause_after: u32,
 }
 

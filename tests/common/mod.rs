@@ -112,10 +112,39 @@ pub fn install() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         // exactly the README's install command (client-side apply, as most users run it)
-        kubectl(&["apply", "-f", "crds/", "-f", "deploy/"]);
+        apply_beside_others(&["apply", "-f", "crds/", "-f", "deploy/"], None);
         // (`kubectl wait -f` reads folders recursively, `apply -f` does not: the Eru's CRD alone)
-        wait_established("crds/eru.yaml");
+        wait_established("crds/eru.yaml", None);
     });
+}
+
+/// `kubectl apply` of objects other test binaries apply at the same moment (hack/suites.sh runs
+/// three at once). A client-side apply reads, then creates what it did not find: two binaries
+/// that both found nothing both create, and one is answered AlreadyExists (or, on an update,
+/// Conflict). The loser applies again, and then finds the object; any other failure panics.
+fn apply_beside_others(args: &[&str], kubeconfig: Option<&Path>) {
+    for attempt in 1.. {
+        let mut kubectl = Command::new("kubectl");
+        if let Some(path) = kubeconfig {
+            kubectl.env("KUBECONFIG", path);
+        }
+        let output = kubectl
+            .args(args)
+            .current_dir(repo())
+            .output()
+            .expect("kubectl on PATH");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let raced = stderr.contains("(AlreadyExists)") || stderr.contains("(Conflict)");
+        if output.status.success() || !raced || attempt == 5 {
+            assert!(
+                output.status.success(),
+                "kubectl {} failed: {stderr}",
+                args.join(" ")
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200 * attempt));
+    }
 }
 
 /// Applies an optional controller's CRD and RBAC (`crds/NAME/`, `deploy/NAME/`: `podset`,
@@ -129,18 +158,22 @@ pub fn install_controller(name: &str) {
         return;
     }
     let (crd, rbac) = (format!("crds/{name}/"), format!("deploy/{name}/"));
-    kubectl(&["apply", "-f", &crd, "-f", &rbac]);
-    wait_established(&crd);
+    apply_beside_others(&["apply", "-f", &crd, "-f", &rbac], None);
+    wait_established(&crd, None);
     installed.push(name.to_string());
 }
 
 /// Waits until the CRDs of `path` are Established. `kubectl wait` fails at once, rather than
 /// waiting, on a CRD the API server has not given its first conditions yet ("status.conditions
 /// accessor error: <nil>"), as happens right after its create: that one answer is asked again.
-fn wait_established(path: &str) {
+fn wait_established(path: &str, kubeconfig: Option<&Path>) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let output = Command::new("kubectl")
+        let mut kubectl = Command::new("kubectl");
+        if let Some(path) = kubeconfig {
+            kubectl.env("KUBECONFIG", path);
+        }
+        let output = kubectl
             .args(["wait", "--for=condition=Established", "--timeout=60s", "-f", path])
             .current_dir(repo())
             .output()
@@ -154,6 +187,85 @@ fn wait_established(path: &str) {
             "kubectl wait for the CRDs of {path} failed: {stderr}"
         );
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A control plane of its own (`hack/cluster.sh up --name NAME`: etcd, an API server, kwok), for
+/// a test of two clusters; its CRDs and `deploy/` applied; taken down when dropped.
+pub struct OtherCluster {
+    pub name: String,
+    /// Its admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    pub client: Client,
+}
+
+impl OtherCluster {
+    pub async fn up(name: &str) -> Self {
+        let cluster_sh = repo().join("hack/cluster.sh");
+        let up = Command::new(&cluster_sh)
+            .args(["up", "--name", name])
+            .output()
+            .expect("hack/cluster.sh");
+        assert!(
+            up.status.success(),
+            "hack/cluster.sh up --name {name}: {}{}",
+            String::from_utf8_lossy(&up.stdout),
+            String::from_utf8_lossy(&up.stderr)
+        );
+        // `export KUBECONFIG=…` (hack/cluster.sh env)
+        let env = Command::new(&cluster_sh)
+            .args(["env", "--name", name])
+            .output()
+            .expect("hack/cluster.sh");
+        let kubeconfig = (String::from_utf8_lossy(&env.stdout).lines())
+            .find_map(|l| l.strip_prefix("export KUBECONFIG="))
+            .map(|v| PathBuf::from(v.trim_matches(['"', '\''])))
+            .unwrap_or_else(|| panic!("hack/cluster.sh env --name {name} names no KUBECONFIG"));
+        let cluster = Self {
+            name: name.to_string(),
+            client: Client::try_from(
+                kube::Config::from_custom_kubeconfig(
+                    Kubeconfig::read_from(&kubeconfig).expect("its kubeconfig"),
+                    &Default::default(),
+                )
+                .await
+                .expect("a config for its kubeconfig"),
+            )
+            .expect("a client for its kubeconfig"),
+            kubeconfig,
+        };
+        apply_beside_others(
+            &["apply", "-f", "crds/", "-f", "deploy/"],
+            Some(&cluster.kubeconfig),
+        );
+        wait_established("crds/eru.yaml", Some(&cluster.kubeconfig));
+        cluster
+    }
+
+    /// kubectl against this cluster; panics with its stderr if it fails.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let output = Command::new("kubectl")
+            .env("KUBECONFIG", &self.kubeconfig)
+            .args(args)
+            .current_dir(repo())
+            .output()
+            .expect("kubectl on PATH");
+        assert!(
+            output.status.success(),
+            "kubectl {} (cluster {}) failed: {}",
+            args.join(" "),
+            self.name,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+impl Drop for OtherCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("hack/cluster.sh"))
+            .args(["down", "--name", &self.name])
+            .output();
     }
 }
 
@@ -282,7 +394,12 @@ pub const OPERATOR_ACCOUNT: (&str, &str) = ("eru-system", "eru-operator");
 /// A kubeconfig that authenticates as the ServiceAccount `(namespace, name)` with a fresh token,
 /// so the operator runs with exactly its RBAC (`eru-system/eru-operator`: `deploy/rbac.yaml`'s,
 /// and the optional controllers' a test installed).
-async fn service_account_kubeconfig(client: &Client, path: &Path, (namespace, name): (&str, &str)) {
+async fn service_account_kubeconfig(
+    client: &Client,
+    path: &Path,
+    (namespace, name): (&str, &str),
+    admin: Option<&Path>,
+) {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
@@ -299,7 +416,10 @@ async fn service_account_kubeconfig(client: &Client, path: &Path, (namespace, na
         .expect("token status")
         .token
         .expect("a token in the TokenRequest status");
-    let admin = Kubeconfig::read().expect("read $KUBECONFIG");
+    let admin = match admin {
+        Some(path) => Kubeconfig::read_from(path).expect("read the cluster's kubeconfig"),
+        None => Kubeconfig::read().expect("read $KUBECONFIG"),
+    };
     let cluster = admin.clusters[0].cluster.clone().expect("cluster entry");
     let server = cluster.server.expect("server");
     let ca = cluster.certificate_authority.expect("certificate-authority file");
@@ -397,6 +517,20 @@ impl Operator {
         operator
     }
 
+    /// [`Operator::start`] on another cluster than `KUBECONFIG`'s (its CRDs and RBAC installed).
+    pub async fn start_in(cluster: &OtherCluster, namespace: &str, extra: &[&str]) -> Self {
+        let mut operator = Self::prepare_in(
+            &cluster.client,
+            Some(&cluster.kubeconfig),
+            namespace,
+            extra,
+            OPERATOR_ACCOUNT,
+        )
+        .await;
+        operator.spawn().await;
+        operator
+    }
+
     /// The operator of [`Operator::start_on`], not started yet.
     pub async fn prepare(
         client: &Client,
@@ -418,19 +552,34 @@ impl Operator {
         account: (&str, &str),
     ) -> Self {
         install();
+        let mut operator = Self::prepare_in(client, None, namespace, extra, account).await;
+        operator.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        operator.database_url = database_url.map(str::to_string).or_else(default_database_url);
+        operator
+    }
+
+    /// An operator of the cluster of `client` (whose admin kubeconfig is `admin`, else
+    /// `KUBECONFIG`), not started yet: its SQLite journal, no extra environment.
+    async fn prepare_in(
+        client: &Client,
+        admin: Option<&Path>,
+        namespace: &str,
+        extra: &[&str],
+        account: (&str, &str),
+    ) -> Self {
         let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
         let kubeconfig = dir.path().join("kubeconfig");
-        service_account_kubeconfig(client, &kubeconfig, account).await;
+        service_account_kubeconfig(client, &kubeconfig, account, admin).await;
         Self {
             child: None,
             port: free_port(),
             database: dir.path().join("eru.db"),
-            database_url: database_url.map(str::to_string).or_else(default_database_url),
+            database_url: None,
             log: dir.path().join("operator.log"),
             kubeconfig,
             namespace: namespace.to_string(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            env: Vec::new(),
             token: None,
             host: "127.0.0.1".to_string(),
             _dir: dir,
