@@ -4,6 +4,7 @@
 //! through a `kubectl-eru` link on `PATH`).
 
 pub mod clusters;
+pub mod contexts;
 pub mod remote;
 pub mod resume;
 pub mod run_now;

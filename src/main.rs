@@ -5,7 +5,10 @@ use std::{path::PathBuf, process::ExitCode};
 use chrono::{DateTime, Utc};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use eru_operator::{
-    cli::remote::{self, Failure, Remote},
+    cli::{
+        contexts::{self, Cluster},
+        remote::{self, Failure, Remote},
+    },
     config::RunArgs,
     eru::core::schedule::{self, Schedule},
     history::QueryError,
@@ -169,7 +172,13 @@ struct SourceArgs {
     /// commands read from a journal. `audit` takes it more than once: one audit across clusters
     /// (a verdict per cluster, then the union; exit 1 if one cannot be read, else 3 if one is
     /// not accounted).
-    #[arg(long, env = "ERU_SERVER", value_name = "URL", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "ERU_SERVER",
+        value_name = "URL",
+        value_delimiter = ',',
+        group = "remote"
+    )]
     server: Vec<String>,
     /// The bearer token sent to --server; default: the kubeconfig user's token (or the pod's
     /// ServiceAccount token in a cluster).
@@ -201,8 +210,9 @@ struct SourceArgs {
     /// eru-operator.eru-system.svc for a certificate of the Service reached on localhost.
     #[arg(long, value_name = "NAME", requires = "server")]
     tls_server_name: Option<String>,
-    /// The kubeconfig whose user's token is sent (default: $KUBECONFIG, ~/.kube/config).
-    #[arg(long, value_name = "PATH", requires = "server")]
+    /// The kubeconfig whose user's token is sent, and whose contexts --all-contexts reads
+    /// (default: $KUBECONFIG, ~/.kube/config).
+    #[arg(long, value_name = "PATH", requires = "remote")]
     kubeconfig: Option<PathBuf>,
     /// The kubeconfig context whose user's token is sent. With several --server: one context
     /// per --server, in the same order (each cluster is then named by its context), or one for
@@ -214,16 +224,27 @@ struct SourceArgs {
     /// --server is given.
     #[arg(long, env = "ERU_DATABASE", value_name = "PATH|URL", hide_env_values = true)]
     database: Option<String>,
-    /// Which of --server and --database the command line gave (the other may come from the
-    /// environment: the command line wins).
+    /// Which of --server, --database and --token the command line gave (the others may come
+    /// from the environment: the command line wins).
     #[arg(skip)]
-    given: (bool, bool),
+    given: Given,
+}
+
+/// The flags of a source the command line gave (not the environment).
+#[derive(Clone, Copy, Default)]
+struct Given {
+    server: bool,
+    database: bool,
+    token: bool,
 }
 
 /// The journal when neither --server nor --database is given.
 const DEFAULT_DATABASE: &str = "./eru.db";
 
 #[derive(Args)]
+// (both --server, which may come from ERU_SERVER, and --all-contexts may be present: the
+// environment's --server is then left aside; the command line's is refused below)
+#[group(id = "remote", multiple = true)]
 struct AuditArgs {
     #[command(flatten)]
     source: SourceArgs,
@@ -247,6 +268,13 @@ struct AuditArgs {
     /// (`--blackouts-file`), to list them (a running operator lists its own).
     #[arg(long, value_name = "PATH", conflicts_with = "server")]
     blackouts_file: Option<PathBuf>,
+    /// One audit across every cluster of the kubeconfig: each context that names its operator's
+    /// HTTP API in an `eru.mtsre.meitu.com` extension (`server`, optionally
+    /// `certificate-authority`, `tls-server-name`; docs/api.md) is a cluster, named by its
+    /// context and asked with its user's token. Contexts without one are listed as not audited.
+    /// ERU_SERVER and ERU_TOKEN do not apply.
+    #[arg(long, group = "remote", conflicts_with_all = ["context", "token_file", "tls_server_name"])]
+    all_contexts: bool,
     /// Output format (`--format` still works).
     #[arg(short = 'o', long = "output", alias = "format", value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -317,7 +345,11 @@ fn main() -> ExitCode {
     ) = (&mut cli.command, matches.subcommand())
     {
         let given = |id: &str| sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
-        source.given = (given("server"), given("database"));
+        source.given = Given {
+            server: given("server"),
+            database: given("database"),
+            token: given("token"),
+        };
     }
     match cli.command {
         Command::Run(args) => run(*args),
@@ -507,7 +539,8 @@ impl SourceArgs {
     /// The source these flags name: --server, else --database (or ./eru.db). Given both, the
     /// one of the command line wins over the one of the environment.
     async fn open(&self) -> Result<Source, Exit> {
-        let server = match (self.server.as_slice(), &self.database, self.given) {
+        let given = (self.given.server, self.given.database);
+        let server = match (self.server.as_slice(), &self.database, given) {
             ([_, _, ..], _, _) => {
                 return Err(Exit(
                     "several --server: only `audit` reads more than one operator".into(),
@@ -540,27 +573,70 @@ impl SourceArgs {
             [one] => Some(one.clone()),
             _ => return Err(Exit("several --context for one --server".into(), 2)),
         };
-        self.remote(server, context).await.map(Source::Server)
+        let cluster = Cluster {
+            name: server.clone(),
+            server: server.clone(),
+            context,
+            cacert: None,
+            tls_server_name: None,
+        };
+        self.remote(&cluster, false).await.map(Source::Server)
     }
 
-    /// The operator at `server`, asked with `context`'s token (or the flags').
-    async fn remote(&self, server: &str, context: Option<String>) -> Result<Remote, Exit> {
+    /// The operator of `cluster`, asked with its context's token (or the flags'; a context of
+    /// --all-contexts: its own alone).
+    async fn remote(&self, cluster: &Cluster, all_contexts: bool) -> Result<Remote, Exit> {
+        let from_context = all_contexts;
         let options = remote::Options {
-            server: server.to_string(),
-            token: self.token.clone(),
-            token_file: self.token_file.clone(),
-            cacert: self.cacert.clone(),
+            server: cluster.server.clone(),
+            token: (!from_context).then(|| self.token.clone()).flatten(),
+            token_file: (!from_context).then(|| self.token_file.clone()).flatten(),
+            cacert: cluster.cacert.clone().or_else(|| self.cacert.clone()),
             insecure_skip_tls_verify: self.insecure_skip_tls_verify,
-            tls_server_name: self.tls_server_name.clone(),
+            tls_server_name: (cluster.tls_server_name.clone()).or_else(|| self.tls_server_name.clone()),
             kubeconfig: self.kubeconfig.clone(),
-            context,
+            context: cluster.context.clone(),
         };
         Remote::new(&options).await.map_err(|e| Exit(e, 2))
     }
 
-    /// The clusters of an audit across clusters: each --server with its name (its --context when
-    /// one is given per --server, else the server) and context.
-    fn clusters(&self) -> Result<Vec<(String, String, Option<String>)>, Exit> {
+    /// The clusters of an audit across clusters, and the contexts not audited. With
+    /// `all_contexts`: the kubeconfig's contexts that name their operator. Else each --server,
+    /// named by its --context when one is given per --server, else by the server.
+    fn clusters(&self, all_contexts: bool) -> Result<(Vec<Cluster>, Vec<String>), Exit> {
+        if all_contexts {
+            if self.given.server {
+                return Err(Exit(
+                    "--server with --all-contexts: the contexts name their operators".into(),
+                    2,
+                ));
+            }
+            if self.given.token {
+                return Err(Exit(
+                    "--token with --all-contexts: each context's user's token is sent".into(),
+                    2,
+                ));
+            }
+            let (kubeconfig, folder) = contexts::read(self.kubeconfig.as_deref()).map_err(|e| Exit(e, 2))?;
+            let found = contexts::of(&kubeconfig, folder.as_deref()).map_err(|e| Exit(e, 2))?;
+            if found.clusters.is_empty() {
+                return Err(Exit(
+                    format!(
+                        "--all-contexts: no context of the kubeconfig names its operator (contexts: {}); \
+                         give each cluster's context an {} extension with its operator's server \
+                         (docs/api.md#one-audit-across-clusters)",
+                        if found.without.is_empty() {
+                            "none".into()
+                        } else {
+                            found.without.join(", ")
+                        },
+                        contexts::EXTENSION
+                    ),
+                    2,
+                ));
+            }
+            return Ok((found.clusters, found.without));
+        }
         let contexts: Vec<Option<String>> = match self.context.as_slice() {
             [] => vec![None; self.server.len()],
             [one] => vec![Some(one.clone()); self.server.len()],
@@ -577,15 +653,19 @@ impl SourceArgs {
             }
         };
         let named = self.context.len() > 1;
-        Ok((self.server.iter().zip(contexts))
-            .map(|(server, context)| {
-                let name = match (&context, named) {
+        let clusters = (self.server.iter().zip(contexts))
+            .map(|(server, context)| Cluster {
+                name: match (&context, named) {
                     (Some(c), true) => c.clone(),
                     _ => server.clone(),
-                };
-                (name, server.clone(), context)
+                },
+                server: server.clone(),
+                context,
+                cacert: None,
+                tls_server_name: None,
             })
-            .collect())
+            .collect();
+        Ok((clusters, Vec::new()))
     }
 }
 
@@ -710,7 +790,7 @@ fn audit(args: AuditArgs) -> ExitCode {
         ("since", args.since.as_deref()),
         ("until", args.until.as_deref()),
     ]);
-    if args.source.server.len() > 1 {
+    if args.source.server.len() > 1 || args.all_contexts {
         return finish(runtime().block_on(audit_clusters(&args, &query)));
     }
     let result = runtime().block_on(async {
@@ -767,10 +847,11 @@ async fn audit_clusters(args: &AuditArgs, query: &str) -> Result<(String, u8), E
     }
     // every cluster's flags first (a bad URL, token file or context is a bad argument: exit 2)
     let mut remotes = Vec::new();
-    for (name, server, context) in args.source.clusters()? {
-        let remote = (args.source.remote(&server, context).await)
-            .map_err(|Exit(message, status)| Exit(format!("{name}: {message}"), status))?;
-        remotes.push((name, server, remote));
+    let (named, not_audited) = args.source.clusters(args.all_contexts)?;
+    for cluster in named {
+        let remote = (args.source.remote(&cluster, args.all_contexts).await)
+            .map_err(|Exit(message, status)| Exit(format!("{}: {message}", cluster.name), status))?;
+        remotes.push((cluster.name, cluster.server, remote));
     }
     let mut clusters = Vec::new();
     for (name, server, remote) in remotes {
@@ -781,7 +862,7 @@ async fn audit_clusters(args: &AuditArgs, query: &str) -> Result<(String, u8), E
         };
         clusters.push(ClusterAudit::new(name, server, audit));
     }
-    let all = Clusters::new(clusters);
+    let all = Clusters::new(clusters, not_audited);
     let text = match args.output {
         Format::Table => all.table(),
         Format::Json => serde_json::to_string_pretty(&all).expect("audits serialize") + "\n",

@@ -8,9 +8,12 @@
 //!   same items as `GET /history`;
 //! - a slot record forged away from the journal: `GET /audit` says so and the CLI exits 3,
 //!   naming the slot;
-//! - one audit across two clusters (two operators, each with a journal of its own, stand in for
-//!   two clusters' on this one control plane): a verdict per cluster and the union, the forged one
-//!   named with its slot, exit 3; a cluster that cannot be reached named, exit 1;
+//! - one audit across two clusters (a second control plane, `hack/cluster.sh up --name
+//!   audit-second`, with an operator of its own), each asked with a token of its own cluster: by
+//!   `--all-contexts` (each context naming its operator in a kubeconfig extension; a context that
+//!   names none listed as not audited) and by `--server`/`--context` pairs; a verdict per cluster
+//!   and the union, the forged one named with its slot, exit 3; a cluster that cannot be reached
+//!   named, exit 1;
 //! - `--tls-server-name` checks the certificate against the Service's name, not localhost;
 //! - a token without the grant: 403 with the operator's reason and a hint, exit 1; a
 //!   namespace-scoped token without `-n`: 403 saying to name the namespace; no certificate to
@@ -22,7 +25,7 @@ use std::{path::Path, process::Command, time::Duration};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use common::{
-    ClusterBindings, Operator, TestNamespace, client,
+    ClusterBindings, Operator, OtherCluster, TestNamespace, client,
     eru::{create_eru, deployment, journal_sql, time, wait_ready},
     kubectl, wait_for,
 };
@@ -100,12 +103,14 @@ fn token(namespace: &str, account: &str) -> String {
 }
 
 /// What must agree between two audits of one closed window: the verdict, and each Eru's
-/// accounting but its running counters (they count the whole journal, which grows meanwhile).
+/// accounting but its running counters (they count the whole journal, which grows meanwhile) and
+/// its cursor (`accounted_through`: a suspended Eru's slots are still recorded, every 5 s).
 fn accounting(audit: &Value) -> Value {
     let erus: Vec<Value> = (audit["erus"].as_array().cloned().unwrap_or_default())
         .into_iter()
         .map(|mut e| {
             e.as_object_mut().unwrap().remove("counters");
+            e.as_object_mut().unwrap().remove("accounted_through");
             e
         })
         .collect();
@@ -158,6 +163,24 @@ async fn the_cli_audits_a_running_operator_as_get_audit_does() {
     )
     .await;
 
+    // a second cluster (a control plane of its own), its operator restarting an Eru there
+    // from before the window begins
+    let second = OtherCluster::up("audit-second").await;
+    let other = TestNamespace::create(&second.client, "remote-other").await;
+    let other_operator = Operator::start_in(&second, &other.name, &["--http-auth", "kubernetes"]).await;
+    let other_deployments: Api<Deployment> = Api::namespaced(second.client.clone(), &other.name);
+    deployment(&second.client, &other.name, "api", 1, json!({})).await;
+    wait_ready(&other_deployments, "api", 1).await;
+    create_eru(
+        &second.client,
+        &other.name,
+        "api",
+        json!({"schedule": "*/5 * * * * *", "startingDeadlineSeconds": 3,
+               "target": {"kind": "Deployment", "name": "api"}}),
+    )
+    .await
+    .unwrap();
+
     // an Eru restarting every 5 s
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     deployment(&client, &ns.name, "web", 1, json!({})).await;
@@ -169,22 +192,6 @@ async fn the_cli_audits_a_running_operator_as_get_audit_does() {
         "web",
         json!({"schedule": "*/5 * * * * *", "startingDeadlineSeconds": 3,
                "target": {"kind": "Deployment", "name": "web"}}),
-    )
-    .await
-    .unwrap();
-    // a second operator with a journal of its own (another cluster's, as the audit across
-    // clusters reads it), restarting an Eru of its own namespace
-    let other = TestNamespace::create(&client, "remote-other").await;
-    let other_operator = Operator::start(&client, &other.name, &["--http-auth", "kubernetes"]).await;
-    let other_deployments: Api<Deployment> = Api::namespaced(client.clone(), &other.name);
-    deployment(&client, &other.name, "api", 1, json!({})).await;
-    wait_ready(&other_deployments, "api", 1).await;
-    create_eru(
-        &client,
-        &other.name,
-        "api",
-        json!({"schedule": "*/5 * * * * *", "startingDeadlineSeconds": 3,
-               "target": {"kind": "Deployment", "name": "api"}}),
     )
     .await
     .unwrap();
@@ -403,9 +410,9 @@ async fn the_cli_audits_a_running_operator_as_get_audit_does() {
         forged["verdict"]
     );
 
-    // one audit across two clusters (two operators, each with its own journal): a verdict per
-    // cluster, the forged one named with its slot, then the union; exit 3
-    let other_erus: Api<Eru> = Api::namespaced(client.clone(), &other.name);
+    // one audit across the two clusters, each asked with a token of its own cluster: a verdict
+    // per cluster, the forged one named with its slot, then the union; exit 3
+    let other_erus: Api<Eru> = Api::namespaced(second.client.clone(), &other.name);
     other_erus
         .patch(
             "api",
@@ -414,8 +421,30 @@ async fn the_cli_audits_a_running_operator_as_get_audit_does() {
         )
         .await
         .unwrap();
+    second.kubectl(&["create", "serviceaccount", "auditor", "-n", &other.name]);
+    second.kubectl(&[
+        "create",
+        "clusterrolebinding",
+        "auditor",
+        "--clusterrole",
+        "view",
+        "--serviceaccount",
+        &format!("{}:auditor", other.name),
+    ]);
+    let second_auditor = second
+        .kubectl(&[
+            "create",
+            "token",
+            "auditor",
+            "-n",
+            &other.name,
+            "--duration",
+            "1h",
+        ])
+        .trim()
+        .to_string();
     let mut other_operator = other_operator;
-    other_operator.token = Some(auditor.clone());
+    other_operator.token = Some(second_auditor.clone());
     wait_for(
         "the other cluster's window accounted",
         Duration::from_secs(60),
@@ -429,78 +458,170 @@ async fn the_cli_audits_a_running_operator_as_get_audit_does() {
         },
     )
     .await;
+    // the first cluster's token is refused by the second's operator (TokenReview there)
+    let mut crossed = Operator::remote(other_operator.port, &auditor);
+    crossed.host = other_operator.host.clone();
+    assert_eq!(crossed.get("/audit").0, 401, "a token of another cluster");
     let other_server = other_operator.url("");
-    let bundle = dir.path().join("both.crt");
+
+    // a kubeconfig of both clusters, as an SRE keeps one: each context names its operator in an
+    // eru.mtsre.meitu.com extension; a third context names none
+    let kubeconfigs = tempfile::tempdir().unwrap();
+    std::fs::write(
+        kubeconfigs.path().join("two.crt"),
+        served_certificate("127.0.0.1", other_operator.port),
+    )
+    .unwrap();
+    let api_server = |path: Option<&Path>| {
+        let config = match path {
+            Some(p) => kube::config::Kubeconfig::read_from(p).unwrap(),
+            None => kube::config::Kubeconfig::read().unwrap(),
+        };
+        let cluster = config.clusters[0].cluster.clone().unwrap();
+        (cluster.server.unwrap(), cluster.certificate_authority.unwrap())
+    };
+    let (one_api, one_ca) = api_server(None);
+    let (two_api, two_ca) = api_server(Some(&second.kubeconfig));
+    let context = |name: &str, cluster: &str, operator: Option<Value>| {
+        let mut context = json!({"cluster": cluster, "user": cluster});
+        if let Some(extension) = operator {
+            context["extensions"] = json!([{"name": "eru.mtsre.meitu.com", "extension": extension}]);
+        }
+        json!({"name": name, "context": context})
+    };
+    let kubeconfig = |contexts: Vec<Value>| {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "one", "cluster": {"server": one_api, "certificate-authority": one_ca}},
+                {"name": "two", "cluster": {"server": two_api, "certificate-authority": two_ca}},
+            ],
+            "users": [
+                {"name": "one", "user": {"token": auditor}},
+                {"name": "two", "user": {"token": second_auditor}},
+            ],
+            "contexts": contexts,
+            "current-context": "kind-dev",
+        })
+        .to_string()
+    };
+    let both = kubeconfigs.path().join("config");
+    std::fs::write(
+        &both,
+        kubeconfig(vec![
+            // an absolute certificate-authority, and a relative one: next to the kubeconfig
+            context(
+                "one",
+                "one",
+                Some(json!({"server": server, "certificate-authority": cacert})),
+            ),
+            context("kind-dev", "one", None),
+            context(
+                "two",
+                "two",
+                Some(json!({"server": other_server, "certificate-authority": "two.crt"})),
+            ),
+        ]),
+    )
+    .unwrap();
+    let both = both.to_str().unwrap().to_string();
+    let (since_text, until_text) = (rfc3339(since), rfc3339(until));
+    let across = |args: &[&str], output: &str| {
+        let window = ["--since", &since_text, "--until", &until_text, "-o", output];
+        eru_operator(&[&["audit"], args, &window[..]].concat(), &[])
+    };
+    let all_contexts = across(&["--all-contexts", "--kubeconfig", &both], "table");
+    assert_eq!(all_contexts.code, 3, "{}{}", all_contexts.out, all_contexts.err);
+    let section = |out: &str, heading: &str| {
+        (out.split(heading).nth(1))
+            .and_then(|rest| rest.split("== ").next())
+            .unwrap_or_else(|| panic!("no section {heading:?}: {out}"))
+            .to_string()
+    };
+    let ours = section(&all_contexts.out, &format!("== cluster one ({server})\n"));
+    assert!(
+        ours.contains(&format!("{}/web: 1 without a record: {gone}", ns.name)),
+        "{}",
+        all_contexts.out
+    );
+    let theirs = section(&all_contexts.out, &format!("== cluster two ({other_server})\n"));
+    assert!(
+        theirs.contains(&format!("{}/api", other.name)),
+        "{}",
+        all_contexts.out
+    );
+    assert!(!theirs.contains("without a record"), "{}", all_contexts.out);
+    for says in [
+        "not accounted exactly once in one",
+        "not audited (their contexts name no operator): kind-dev",
+    ] {
+        assert!(all_contexts.out.contains(says), "{says}: {}", all_contexts.out);
+    }
+    // the same two clusters named by --server and a --context each (the contexts' tokens)
+    let bundle = kubeconfigs.path().join("both.crt");
     std::fs::write(
         &bundle,
         served_certificate("127.0.0.1", operator.port)
             + &served_certificate("127.0.0.1", other_operator.port),
     )
     .unwrap();
-    let bundle = bundle.to_str().unwrap().to_string();
-    let across = |servers: &[&str], output: &str| {
-        let mut args = vec!["audit"];
-        for s in servers {
-            args.extend(["--server", s]);
-        }
-        let (since, until) = (rfc3339(since), rfc3339(until));
-        let window = [
-            "--since", &since, "--until", &until, "--cacert", &bundle, "--token", &auditor,
-        ];
-        eru_operator(&[&args[..], &window[..], &["-o", output]].concat(), &[])
-    };
-    let both = across(&[&server, &other_server], "table");
-    assert_eq!(both.code, 3, "{}{}", both.out, both.err);
-    let ours = (both
-        .out
-        .split(&format!("== cluster {server} ({server})\n"))
-        .nth(1))
-    .and_then(|rest| rest.split("== cluster ").next())
-    .unwrap_or_else(|| panic!("no section of {server}: {}", both.out));
-    assert!(
-        ours.contains(&format!("{}/web: 1 without a record: {gone}", ns.name)),
-        "{}",
-        both.out
+    let json = across(
+        &[
+            "--server",
+            &server,
+            "--context",
+            "one",
+            "--server",
+            &other_server,
+            "--context",
+            "two",
+            "--kubeconfig",
+            &both,
+            "--cacert",
+            bundle.to_str().unwrap(),
+        ],
+        "json",
     );
-    assert!(
-        both.out
-            .contains(&format!("== cluster {other_server} ({other_server})")),
-        "{}",
-        both.out
-    );
-    assert!(
-        both.out
-            .contains(&format!("not accounted exactly once in {server}")),
-        "the union names the cluster: {}",
-        both.out
-    );
-    let json = across(&[&server, &other_server], "json");
-    assert_eq!(json.code, 3);
+    assert_eq!(json.code, 3, "{}{}", json.out, json.err);
     let json: Value = serde_json::from_str(&json.out).unwrap();
+    assert_eq!(json["clusters"][0]["cluster"], "one");
     assert_eq!(json["clusters"][0]["server"], server.as_str());
     assert_eq!(json["clusters"][0]["accounted"], false);
+    assert_eq!(json["clusters"][1]["cluster"], "two");
     assert_eq!(json["clusters"][1]["accounted"], true, "{}", json["clusters"][1]);
     assert_eq!(json["accounted"], false);
-    let markdown = across(&[&server, &other_server], "markdown");
+    let markdown = across(&["--all-contexts", "--kubeconfig", &both], "markdown");
     assert!(
-        markdown.out.contains(&format!("## Cluster {other_server}")),
+        markdown.out.contains(&format!("## Cluster two ({other_server})")),
         "{}",
         markdown.out
     );
     // a cluster that cannot be reached is named, and the exit is 1
     let unreachable = "https://127.0.0.1:1";
-    let down = across(&[&other_server, unreachable], "table");
+    let with_down = kubeconfigs.path().join("with-down");
+    std::fs::write(
+        &with_down,
+        kubeconfig(vec![
+            context(
+                "two",
+                "two",
+                Some(json!({"server": other_server, "certificate-authority": "two.crt"})),
+            ),
+            context("down", "one", Some(json!({"server": unreachable}))),
+        ]),
+    )
+    .unwrap();
+    let down = across(
+        &["--all-contexts", "--kubeconfig", with_down.to_str().unwrap()],
+        "table",
+    );
     assert_eq!(down.code, 1, "{}{}", down.out, down.err);
-    let section = down
-        .out
-        .split(&format!("== cluster {unreachable} ({unreachable})\n"))
-        .nth(1)
-        .unwrap_or_default();
-    assert!(section.starts_with("could not be read: "), "{}", down.out);
     assert!(
-        down.out.contains(&format!("could not be read: {unreachable}")),
+        section(&down.out, &format!("== cluster down ({unreachable})\n")).starts_with("could not be read: "),
         "{}",
         down.out
     );
+    assert!(down.out.contains("could not be read: down"), "{}", down.out);
     drop(bindings);
 }

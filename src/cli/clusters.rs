@@ -47,10 +47,13 @@ pub struct Clusters {
     /// The union in a sentence: the slots of all clusters, and which cluster fails and why.
     pub summary: String,
     pub clusters: Vec<ClusterAudit>,
+    /// Kubeconfig contexts `--all-contexts` did not audit: they name no operator (no
+    /// `eru.mtsre.meitu.com` extension). Not a failure: a context of another kind of cluster.
+    pub not_audited: Vec<String>,
 }
 
 impl Clusters {
-    pub fn new(clusters: Vec<ClusterAudit>) -> Self {
+    pub fn new(clusters: Vec<ClusterAudit>, not_audited: Vec<String>) -> Self {
         let unread: Vec<&str> = (clusters.iter())
             .filter(|c| c.error.is_some())
             .map(|c| c.cluster.as_str())
@@ -87,10 +90,18 @@ impl Clusters {
         if failing.is_empty() && unread.is_empty() {
             summary.push_str("; every slot of every cluster accounted exactly once");
         }
+        if !not_audited.is_empty() {
+            let _ = write!(
+                summary,
+                "; not audited (their contexts name no operator): {}",
+                not_audited.join(", ")
+            );
+        }
         Self {
             accounted: failing.is_empty() && unread.is_empty(),
             summary,
             clusters,
+            not_audited,
         }
     }
 

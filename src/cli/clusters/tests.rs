@@ -24,7 +24,10 @@ fn cluster(name: &str, audit: Result<Audit, String>) -> ClusterAudit {
 
 #[test]
 fn every_cluster_accounted_is_exit_0() {
-    let all = Clusters::new(vec![cluster("a", Ok(audit(true))), cluster("b", Ok(audit(true)))]);
+    let all = Clusters::new(
+        vec![cluster("a", Ok(audit(true))), cluster("b", Ok(audit(true)))],
+        vec![],
+    );
     assert!(all.accounted);
     assert_eq!(all.exit(), 0);
     assert!(
@@ -37,10 +40,10 @@ fn every_cluster_accounted_is_exit_0() {
 
 #[test]
 fn a_cluster_not_accounted_is_named_and_exit_3() {
-    let all = Clusters::new(vec![
-        cluster("a", Ok(audit(true))),
-        cluster("b", Ok(audit(false))),
-    ]);
+    let all = Clusters::new(
+        vec![cluster("a", Ok(audit(true))), cluster("b", Ok(audit(false)))],
+        vec![],
+    );
     assert!(!all.accounted);
     assert_eq!(all.exit(), 3);
     assert!(
@@ -62,10 +65,13 @@ fn a_cluster_not_accounted_is_named_and_exit_3() {
 
 #[test]
 fn a_cluster_that_cannot_be_read_is_its_own_finding_and_exit_1() {
-    let all = Clusters::new(vec![
-        cluster("a", Ok(audit(false))),
-        cluster("c", Err("https://c:8443/audit: connection refused".into())),
-    ]);
+    let all = Clusters::new(
+        vec![
+            cluster("a", Ok(audit(false))),
+            cluster("c", Err("https://c:8443/audit: connection refused".into())),
+        ],
+        vec![],
+    );
     assert_eq!(all.exit(), 1, "an unread cluster outranks one read and failing");
     assert!(all.summary.contains("could not be read: c"), "{}", all.summary);
     let markdown = all.markdown();
@@ -79,4 +85,27 @@ fn a_cluster_that_cannot_be_read_is_its_own_finding_and_exit_1() {
     assert_eq!(json["clusters"][1]["cluster"], "c");
     assert_eq!(json["clusters"][1]["accounted"], serde_json::Value::Null);
     assert_eq!(json["clusters"][0]["audit"]["verdict"]["unaccounted"], 1);
+}
+
+#[test]
+fn contexts_not_audited_are_named_and_change_no_exit() {
+    let all = Clusters::new(
+        vec![cluster("a", Ok(audit(true)))],
+        vec!["kind-dev".into(), "minikube".into()],
+    );
+    assert!(all.accounted);
+    assert_eq!(all.exit(), 0);
+    assert!(
+        all.summary.ends_with(
+            "accounted exactly once; not audited (their contexts name no operator): kind-dev, minikube"
+        ),
+        "{}",
+        all.summary
+    );
+    assert!(
+        all.table()
+            .contains("not audited (their contexts name no operator): kind-dev, minikube")
+    );
+    let json = serde_json::to_value(&all).unwrap();
+    assert_eq!(json["not_audited"], serde_json::json!(["kind-dev", "minikube"]));
 }
