@@ -138,7 +138,9 @@ if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   # cluster's suites (hack/suites.sh), in the background and each on a cluster of its own: the
   # fault tests (they restart their control plane and database server) and the image with the
   # real node (niced: its build must not starve the operators of the tests beside it).
-  background "fault tests (hack/faults.sh: tests/faults.rs on a cluster of their own)" hack/faults.sh -- "${extra[@]}"
+  # (then tests/apf.rs, alone on that cluster: its FlowSchema throttles every operator there)
+  background "fault tests, then API Priority and Fairness (hack/faults.sh --also apf: tests/faults.rs, tests/apf.rs on a cluster of their own)" \
+    hack/faults.sh --also apf -- "${extra[@]}"
   background "the image and the real node (hack/real-node-e2e.sh)" nice -n 10 hack/real-node-e2e.sh -- "${extra[@]}"
   step "the cold path of hack/cluster.sh up (empty cache and state, prebuilt binaries)"
   hack/cold-up-check.sh
@@ -159,8 +161,9 @@ hack/alertmanager.sh start --name test
 eval "$(hack/alertmanager.sh env --name test)"
 
 # Tests are selected by file (one test binary each), never by a substring of their names: every
-# file of tests/ with ignored (end-to-end) tests but faults.rs and real_node.rs (above) and apf.rs
-# (below), and the Eru, ledger, fleet and targets suites again on a PostgreSQL journal.
+# file of tests/ with ignored (end-to-end) tests but faults.rs, apf.rs and real_node.rs (above, on
+# clusters of their own), and the Eru, ledger, fleet and targets suites again on a PostgreSQL
+# journal.
 suites=()
 for file in tests/*.rs; do
   name=$(basename "$file" .rs)
@@ -171,9 +174,11 @@ suites+=(eru@postgres ledger@postgres fleet@postgres targets@postgres)
 failed=()
 step "end-to-end tests against $KUBECONFIG, three test binaries at a time (hack/suites.sh)"
 hack/suites.sh --jobs 3 "${suites[@]}" -- "${extra[@]}" || failed+=("end-to-end tests")
-# its FlowSchema throttles every operator of the cluster's ServiceAccount: alone
-step "API Priority and Fairness (tests/apf.rs), alone on the cluster"
-hack/suites.sh --name apf apf -- "${extra[@]}" || failed+=("tests/apf.rs")
+if [ "${ERU_USE_EXISTING_CLUSTER:-}" = 1 ]; then
+  # no cluster of its own for it here: its FlowSchema throttles every operator of this one, alone
+  step "API Priority and Fairness (tests/apf.rs), alone on the cluster"
+  hack/suites.sh --name apf apf -- "${extra[@]}" || failed+=("tests/apf.rs")
+fi
 step "the background suites"
 finish_background || failed+=("the background suites")
 [ ${#failed[@]} -eq 0 ] || { echo "== failed: ${failed[*]}" >&2; exit 1; }
