@@ -84,51 +84,55 @@ fn run(program: &str, args: &[&str]) -> String {
 fn install() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
-        let helm = run("hack/helm.sh", &[]).trim().to_string();
-        let (repository, tag) = image();
-        let placement = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(
-            placement.path(),
-            format!(
-                "nodeSelector: {{{NODE_LABEL}: \"true\"}}\n\
-                 tolerations: [{{key: {NODE_LABEL}, operator: Exists, effect: NoSchedule}}]\n"
-            ),
-        )
-        .unwrap();
         kubectl(&["apply", "-f", "deploy/namespace.yaml"]);
         let started = Instant::now();
-        run(
-            &helm,
-            &[
-                "upgrade",
-                "--install",
-                RELEASE,
-                "charts/eru-operator",
-                "-n",
-                NS,
-                "--set",
-                &format!("image.repository={repository}"),
-                "--set",
-                &format!("image.tag={tag}"),
-                "--set",
-                "image.pullPolicy=Never",
-                "-f",
-                &placement.path().display().to_string(),
-            ],
-        );
-        kubectl(&[
-            "-n",
-            NS,
-            "rollout",
-            "status",
-            &format!("deployment/{RELEASE}"),
-            "--timeout=180s",
-        ]);
+        helm_to("charts/eru-operator", &[]);
         println!(
             "helm install to a Ready operator Pod: {:.1} s",
             started.elapsed().as_secs_f64()
         );
     });
+}
+
+/// `helm upgrade --install` of the release to `chart` with this run's values (the image, the real
+/// node's placement) and `extra` flags, then the operator's rollout waited for.
+fn helm_to(chart: &str, extra: &[&str]) {
+    let helm = run("hack/helm.sh", &[]).trim().to_string();
+    let (repository, tag) = image();
+    let placement = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        placement.path(),
+        format!(
+            "nodeSelector: {{{NODE_LABEL}: \"true\"}}\n\
+             tolerations: [{{key: {NODE_LABEL}, operator: Exists, effect: NoSchedule}}]\n"
+        ),
+    )
+    .unwrap();
+    let (repository, tag, placement_file) = (
+        format!("image.repository={repository}"),
+        format!("image.tag={tag}"),
+        placement.path().display().to_string(),
+    );
+    let mut args = vec!["upgrade", "--install", RELEASE, chart, "-n", NS];
+    args.extend([
+        "--set",
+        &repository,
+        "--set",
+        &tag,
+        "--set",
+        "image.pullPolicy=Never",
+    ]);
+    args.extend(["-f", &placement_file]);
+    args.extend(extra);
+    run(&helm, &args);
+    kubectl(&[
+        "-n",
+        NS,
+        "rollout",
+        "status",
+        &format!("deployment/{RELEASE}"),
+        "--timeout=180s",
+    ]);
 }
 
 fn ready(pod: &Pod) -> bool {
@@ -718,4 +722,187 @@ async fn the_operator_pod_deleted_between_slots_resumes_on_its_journal() {
     };
     assert_eq!(claim(&new), claim(&old));
     assert!(claim(&new).is_some());
+}
+
+/// The chart upgraded from its previous version while an Eru restarts every 10 s, as
+/// docs/operations.md says: the Eru CRD applied server-side, then `helm upgrade
+/// --reset-then-reuse-values`. The release is first taken back to the previous chart
+/// (`hack/testdata/charts/`, as released) with this image: what the upgrade changes is the
+/// chart (its Deployment, RBAC, Service, probes), on the same journal volume. Every slot across
+/// it is accounted (the gap `operator_down`, its newest slot caught up), and `/audit` over the
+/// window shows the handover as two runs: the previous chart's Pod, stopped, then this one's.
+#[tokio::test]
+#[ignore = "needs the real-node cluster and the images: hack/real-node-e2e.sh"]
+async fn the_chart_upgraded_from_its_previous_version_with_an_eru_running_accounts_every_slot() {
+    install();
+    let previous = tempfile::tempdir().unwrap();
+    let package = previous_chart_package();
+    run(
+        "tar",
+        &["-xzf", &package, "-C", &previous.path().display().to_string()],
+    );
+    let previous_chart = previous.path().join("eru-operator").display().to_string();
+    helm_to(&previous_chart, &["--reset-values"]);
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "real-upgrade").await;
+    let mut bindings = ClusterBindings(Vec::new());
+    web(&client, &ns.name, "web", 1, 1).await;
+    let old = operator_pod(&client).await;
+    let eru = ns.name.as_str();
+    create_eru(
+        &client,
+        &ns.name,
+        eru,
+        json!({"schedule": "*/10 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
+    wait_for(
+        "a first restart by the previous chart's Pod",
+        Duration::from_secs(90),
+        || async {
+            let s = status(&erus, eru).await?;
+            (s.last_restart?.outcome == "succeeded" && s.phase.as_deref() == Some("Waiting")).then_some(())
+        },
+    )
+    .await;
+
+    // the upgrade, as docs/operations.md says, begun 3 s before a slot: the old Pod stops first
+    // (Recreate, for the SQLite journal's volume), about 2.3 s after `helm upgrade` begins, and
+    // the new one is Ready about 1.3 s later (measured here), so the slot should fall in the
+    // handover; if it comes on either side, it is an ordinary slot of one of the two runs
+    let now = Utc::now();
+    let slot = every(
+        10,
+        now + chrono::Duration::seconds(4),
+        now + chrono::Duration::seconds(14),
+    )[0];
+    tokio::time::sleep(
+        ((slot - chrono::Duration::seconds(3)) - Utc::now())
+            .to_std()
+            .unwrap_or_default(),
+    )
+    .await;
+    let began = Utc::now();
+    let helm = run("hack/helm.sh", &[]).trim().to_string();
+    let crds = run(&helm, &["show", "crds", "charts/eru-operator"]);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), crds).unwrap();
+    let file = file.path().display().to_string();
+    kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &file]);
+    helm_to("charts/eru-operator", &["--reset-then-reuse-values"]);
+    let upgraded = Utc::now();
+    let new = operator_pod(&client).await;
+    assert_ne!(new.name_any(), old.name_any(), "the upgrade replaced the Pod");
+    println!(
+        "helm upgrade from {package}: began {began}, {} Ready at {upgraded} ({:.1} s)",
+        new.name_any(),
+        (upgraded - began).num_milliseconds() as f64 / 1000.0
+    );
+    let forward = PortForward::to(&new.name_any());
+    let operator = Operator::remote(forward.port, &history_token(&ns.name, &mut bindings));
+    wait_for(
+        "a slot after the upgrade restarted",
+        Duration::from_secs(60),
+        || async {
+            let (status, body) = operator.get(&format!("/slots?name={eru}&result=fired"));
+            let page: Value = serde_json::from_str(&body).ok()?;
+            let items = page["items"].as_array()?;
+            (status == 200 && items.iter().any(|r| time(&r["slot"]) > upgraded)).then_some(())
+        },
+    )
+    .await;
+    let settled = settle(&erus, &operator, eru).await;
+    let born = created(&erus, eru).await;
+    let window = (born + SECOND, settled);
+    let records = check(
+        &client,
+        &ns.name,
+        &operator,
+        &Ledger::deployment(eru, "web", window, every(10, window.0, window.1)).expect(
+            began,
+            upgraded + chrono::Duration::seconds(90),
+            &[ON_SCHEDULE, &["operator_down"]].concat(),
+        ),
+    )
+    .await;
+    assert!(
+        records.iter().any(|r| r.fired() && r.slot < began),
+        "a slot fired before the upgrade: {records:?}"
+    );
+    assert!(
+        records.iter().any(|r| r.fired() && r.slot > upgraded),
+        "a slot fired after the upgrade: {records:?}"
+    );
+    println!(
+        "the slots of the handover: {:?}",
+        (records.iter())
+            .filter(|r| r.slot >= began - SECOND && r.slot <= upgraded)
+            .map(|r| (r.slot, r.result.clone(), r.reason.clone()))
+            .collect::<Vec<_>>()
+    );
+
+    // the audit of the window: every slot accounted, the handover as two runs
+    let audit = operator.get_json(&format!(
+        "/audit?namespace={}&since={}&until={}",
+        ns.name,
+        window.0.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        window.1.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    ));
+    let verdict = &audit["verdict"];
+    assert_eq!(verdict["accounted"], true, "{verdict}");
+    for count in ["unaccounted", "duplicated", "outside_schedule", "invalid"] {
+        assert_eq!(verdict[count], 0, "{count}: {verdict}");
+    }
+    let runs = audit["operator"]["runs"].as_array().cloned().unwrap_or_default();
+    let instances: Vec<&str> = runs.iter().filter_map(|r| r["instance"].as_str()).collect();
+    println!("/audit: {}; runs {instances:?}", verdict["summary"]);
+    // (a run's instance is its Pod's name and a suffix of its own: POD_HEX)
+    let run_of = |pod: &Pod| {
+        let prefix = format!("{}_", pod.name_any());
+        runs.iter()
+            .find(|r| r["instance"].as_str().is_some_and(|i| i.starts_with(&prefix)))
+            .unwrap_or_else(|| panic!("no run of {} in /audit: {runs:?}", pod.name_any()))
+    };
+    assert!(
+        !run_of(&old)["stopped_at"].is_null(),
+        "the previous chart's run stopped: {runs:?}"
+    );
+    assert!(
+        run_of(&new)["stopped_at"].is_null(),
+        "this chart's run is the live one: {runs:?}"
+    );
+    assert!(
+        time(&run_of(&new)["started_at"]) >= began,
+        "this chart's run began with the upgrade: {runs:?}"
+    );
+}
+
+/// The previous chart version's package (hack/testdata/charts/: the newest of another version
+/// than Chart.yaml's, as `hack/chart-check.sh` picks it).
+fn previous_chart_package() -> String {
+    let chart = std::fs::read_to_string(repo().join("charts/eru-operator/Chart.yaml")).unwrap();
+    let current = (chart.lines())
+        .find_map(|l| l.strip_prefix("version:"))
+        .map(|v| v.trim().to_string())
+        .expect("Chart.yaml's version");
+    let mut packages: Vec<String> = std::fs::read_dir(repo().join("hack/testdata/charts"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().display().to_string())
+        .filter(|p| p.ends_with(".tgz") && !p.ends_with(&format!("eru-operator-{current}.tgz")))
+        .collect();
+    packages.sort();
+    packages
+        .pop()
+        .expect("a previous chart package in hack/testdata/charts/")
+}
+
+fn time(value: &Value) -> DateTime<Utc> {
+    value
+        .as_str()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .unwrap_or_else(|| panic!("a time: {value}"))
+        .with_timezone(&Utc)
 }
