@@ -146,7 +146,7 @@ async fn sample_scales_replaces_and_is_garbage_collected() {
         .unwrap();
     wait_for(
         "the PodSet's Pods to be garbage-collected",
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         || async { pod_names(&pods, "podset-sample").await.is_empty().then_some(()) },
     )
     .await;

@@ -90,7 +90,7 @@ async fn deployment_rolls_out_and_is_garbage_collected() {
         .unwrap();
     wait_for(
         "ReplicaSets and Pods to be garbage-collected",
-        Duration::from_secs(90),
+        Duration::from_secs(120),
         || async {
             let rs = replicasets.list(&selector).await.ok()?.items.len();
             let p = pods.list(&selector).await.ok()?.items.len();
