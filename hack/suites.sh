@@ -112,10 +112,15 @@ for suite in "${failed[@]}"; do
   echo "== $suite: the failed tests' panics"
   grep -E -A4 "^thread '.*' \(?[0-9]*\)? ?panicked at" "$logs/$suite.log" | grep -v '^stack backtrace:' | cut -c1-400 || true
 done
-# the wall times, for the next run's order (only of binaries that ran whole: no filter)
+# the wall times, for the next run's order (only of binaries that ran whole, with no filter, and
+# passed: one that failed early would be started last next time, and its whole run be the tail)
 if [ ${#args[@]} -eq 0 ]; then
-  { for suite in "${suites[@]}"; do echo "$suite ${took[$suite]}"; done
-    [ ! -f "$times_file" ] || awk -v ran="${suites[*]}" \
+  passed=()
+  for suite in "${suites[@]}"; do
+    case "${result[$suite]}" in FAILED*) ;; *) passed+=("$suite") ;; esac
+  done
+  { for suite in "${passed[@]}"; do echo "$suite ${took[$suite]}"; done
+    [ ! -f "$times_file" ] || awk -v ran="${passed[*]}" \
       'BEGIN { split(ran, r, " "); for (i in r) skip[r[i]] = 1 } !($1 in skip)' "$times_file"
   } >"$times_file.new" && mv "$times_file.new" "$times_file"
 fi
