@@ -25,8 +25,11 @@ hack/cluster.sh up --name faults
 hack/postgres.sh start --name faults
 eval "$(hack/cluster.sh env --name faults)"
 eval "$(hack/postgres.sh env --name faults)"
+# every suite runs, also after one failed; the exit status says whether any did
+status=0
 ERU_TEST_CLUSTER=faults ERU_TEST_POSTGRES_NAME=faults \
-  hack/suites.sh --name faults --jobs 1 --threads 1 faults -- "${extra[@]}"
+  hack/suites.sh --name faults --jobs 1 --threads 1 faults -- "${extra[@]}" || status=1
 for suite in "${also[@]}"; do
-  hack/suites.sh --name "$suite" "$suite" -- "${extra[@]}"
+  hack/suites.sh --name "$suite" "$suite" -- "${extra[@]}" || status=1
 done
+exit "$status"

@@ -87,7 +87,8 @@ reap() { # waits for one running suite to end and records it
     status=0; wait "${pid_of[$suite]}" || status=$?
     unset "pid_of[$suite]"
     took[$suite]=$((SECONDS - began[$suite]))
-    result[$suite]=$(grep -E '^test result:' "$logs/$suite.log" | tail -n1 | sed 's/^test result: //; s/; finished in.*//')
+    # (no such line when the binary died: aborted, killed)
+    result[$suite]=$({ grep -E '^test result:' "$logs/$suite.log" || true; } | tail -n1 | sed 's/^test result: //; s/; finished in.*//')
     [ "$status" = 0 ] || result[$suite]="FAILED (exit $status) ${result[$suite]}"
     say "$suite: ${result[$suite]} in ${took[$suite]} s"
   done
@@ -107,7 +108,8 @@ for suite in "${failed[@]}"; do
   echo "=================== $suite (${binary[${suite%@postgres}]}), its whole output"
   cat "$logs/$suite.log"
 done
-# and, last (where a reader of a long CI log looks first), why each failed test failed
+# and, after them (near the end, where a reader of a long CI log looks first), why each failed
+# test failed
 for suite in "${failed[@]}"; do
   echo "== $suite: the failed tests' panics"
   grep -E -A4 "^thread '.*' \(?[0-9]*\)? ?panicked at" "$logs/$suite.log" | grep -v '^stack backtrace:' | cut -c1-400 || true

@@ -204,7 +204,7 @@ struct SourceArgs {
     cacert: Option<PathBuf>,
     /// Do not verify --server's certificate (its name and issuer): anyone on the way can read the
     /// token.
-    #[arg(long, requires = "server", conflicts_with = "cacert")]
+    #[arg(long, requires = "remote", conflicts_with = "cacert")]
     insecure_skip_tls_verify: bool,
     /// The name --server's certificate carries, when it is not --server's host: e.g.
     /// eru-operator.eru-system.svc for a certificate of the Service reached on localhost.
@@ -242,8 +242,12 @@ struct Given {
 const DEFAULT_DATABASE: &str = "./eru.db";
 
 #[derive(Args)]
-// (both --server, which may come from ERU_SERVER, and --all-contexts may be present: the
-// environment's --server is then left aside; the command line's is refused below)
+// The group `remote` is --server and --all-contexts, which --kubeconfig and
+// --insecure-skip-tls-verify require. Both may be present (--server may come from ERU_SERVER,
+// then left aside; the command line's is refused with --all-contexts). It holds no other field:
+// clap's derive leaves a struct's own group empty of its fields when the struct flattens another
+// (`source`), and the two arguments join it by `group = "remote"`; tests/offline.rs checks that
+// `audit --kubeconfig F --since 1h` is still refused.
 #[group(id = "remote", multiple = true)]
 struct AuditArgs {
     #[command(flatten)]
@@ -573,24 +577,18 @@ impl SourceArgs {
             [one] => Some(one.clone()),
             _ => return Err(Exit("several --context for one --server".into(), 2)),
         };
-        let cluster = Cluster {
-            name: server.clone(),
-            server: server.clone(),
-            context,
-            cacert: None,
-            tls_server_name: None,
-        };
-        self.remote(&cluster, false).await.map(Source::Server)
+        self.remote(&Cluster::of_server(server, server, context), false)
+            .await
+            .map(Source::Server)
     }
 
     /// The operator of `cluster`, asked with its context's token (or the flags'; a context of
     /// --all-contexts: its own alone).
     async fn remote(&self, cluster: &Cluster, all_contexts: bool) -> Result<Remote, Exit> {
-        let from_context = all_contexts;
         let options = remote::Options {
             server: cluster.server.clone(),
-            token: (!from_context).then(|| self.token.clone()).flatten(),
-            token_file: (!from_context).then(|| self.token_file.clone()).flatten(),
+            token: (!all_contexts).then(|| self.token.clone()).flatten(),
+            token_file: (!all_contexts).then(|| self.token_file.clone()).flatten(),
             cacert: cluster.cacert.clone().or_else(|| self.cacert.clone()),
             insecure_skip_tls_verify: self.insecure_skip_tls_verify,
             tls_server_name: (cluster.tls_server_name.clone()).or_else(|| self.tls_server_name.clone()),
@@ -654,15 +652,12 @@ impl SourceArgs {
         };
         let named = self.context.len() > 1;
         let clusters = (self.server.iter().zip(contexts))
-            .map(|(server, context)| Cluster {
-                name: match (&context, named) {
+            .map(|(server, context)| {
+                let name = match (&context, named) {
                     (Some(c), true) => c.clone(),
                     _ => server.clone(),
-                },
-                server: server.clone(),
-                context,
-                cacert: None,
-                tls_server_name: None,
+                };
+                Cluster::of_server(&name, server, context)
             })
             .collect();
         Ok((clusters, Vec::new()))
@@ -839,22 +834,36 @@ async fn audit_clusters(args: &AuditArgs, query: &str) -> Result<(String, u8), E
             2,
         ));
     }
-    if args.source.database.is_some() || args.blackouts_file.is_some() {
+    // (ERU_DATABASE in the environment is left aside, as ERU_SERVER is under --all-contexts)
+    if args.source.given.database || args.blackouts_file.is_some() {
         return Err(Exit(
-            "several --server read running operators: --database and --blackouts-file do not apply".into(),
+            "an audit across clusters reads running operators: --database and --blackouts-file do not apply"
+                .into(),
             2,
         ));
     }
-    // every cluster's flags first (a bad URL, token file or context is a bad argument: exit 2)
+    // every cluster's flags first (a bad URL, token file or context given on the command line is
+    // a bad argument: exit 2); a context of --all-contexts whose user or operator cannot be used
+    // (an exec plugin that fails, a malformed server) is that cluster's finding: not read, exit 1
     let mut remotes = Vec::new();
     let (named, not_audited) = args.source.clusters(args.all_contexts)?;
     for cluster in named {
-        let remote = (args.source.remote(&cluster, args.all_contexts).await)
-            .map_err(|Exit(message, status)| Exit(format!("{}: {message}", cluster.name), status))?;
+        let remote = match args.source.remote(&cluster, args.all_contexts).await {
+            Ok(remote) => Ok(remote),
+            Err(Exit(message, _)) if args.all_contexts => Err(format!("context {}: {message}", cluster.name)),
+            Err(Exit(message, status)) => return Err(Exit(format!("{}: {message}", cluster.name), status)),
+        };
         remotes.push((cluster.name, cluster.server, remote));
     }
     let mut clusters = Vec::new();
     for (name, server, remote) in remotes {
+        let remote = match remote {
+            Ok(remote) => remote,
+            Err(unusable) => {
+                clusters.push(ClusterAudit::new(name, server, Err(unusable)));
+                continue;
+            }
+        };
         let audit = match remote.get::<Audit>("/audit", query) {
             Ok(audit) => Ok(audit),
             Err(Failure::Invalid(message)) => return Err(Exit(format!("{name}: {message}"), 2)),

@@ -131,12 +131,12 @@ fn journal_health(operator: &Operator) -> (Option<bool>, Option<i64>) {
     (ready, up)
 }
 
-/// The Eru of the journal fault tests: every 5 s, with a starting deadline (2 s) that the slots
-/// inside a 10–12 s journal outage pass before the journal is back.
 /// The starting deadline of [`every_5s_with_a_short_deadline`]: a slot is restarted at most this
 /// late.
 const STARTING_DEADLINE_SECONDS: i64 = 2;
 
+/// The Eru of the journal fault tests: every 5 s, with a starting deadline (2 s) that the slots
+/// inside a 10–12 s journal outage pass before the journal is back.
 fn every_5s_with_a_short_deadline() -> serde_json::Value {
     json!({
         "schedule": "*/5 * * * * *",

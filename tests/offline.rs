@@ -217,3 +217,78 @@ async fn an_offline_audit_of_a_copy_leaves_it_byte_identical() {
     eprintln!("{}", err.trim());
     assert_eq!(sha256(&copy), newer);
 }
+
+/// `audit --all-contexts` refuses what does not go with it before asking anyone (exit 2), takes
+/// the environment's ERU_SERVER, ERU_TOKEN and ERU_DATABASE as left aside, and reports a context
+/// whose operator cannot be reached as that cluster's finding (exit 1), not a bad argument.
+#[test]
+fn all_contexts_refuses_what_does_not_go_with_it_and_leaves_the_environment_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\n\
+         clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts:\n\
+         - {name: down, context: {cluster: c, user: u, extensions: [{name: eru.mtsre.meitu.com, extension: {server: 'https://127.0.0.1:1'}}]}}\n\
+         - {name: kind, context: {cluster: c, user: u}}\n",
+    )
+    .unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let all = ["audit", "--all-contexts", "--kubeconfig", kubeconfig];
+    for (extra, says) in [
+        (&["--server", "https://x:1"][..], "--server with --all-contexts"),
+        (&["--token", "t"][..], "--token with --all-contexts"),
+        (&["--context", "down"][..], "cannot be used with"),
+        (&["--tls-server-name", "x"][..], "cannot be used with"),
+        (
+            &["--database", "eru.db"][..],
+            "--database and --blackouts-file do not apply",
+        ),
+    ] {
+        let (code, _, err) = cli(&[&all[..], extra].concat());
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert!(err.contains(says), "{extra:?}: {err}");
+    }
+    // --kubeconfig asks for --server or --all-contexts: another flag does not stand in for them
+    let (code, _, err) = cli(&["audit", "--kubeconfig", kubeconfig, "--since", "1h"]);
+    assert_eq!(code, 2, "{err}");
+    // the environment's server, token and journal are left aside; the unreachable context is
+    // named, the context without an operator listed
+    let out = Command::new(env!("CARGO_BIN_EXE_eru-operator"))
+        .args(all)
+        .env("ERU_SERVER", "https://elsewhere:1")
+        .env("ERU_TOKEN", "not-this-one")
+        .env("ERU_DATABASE", "/nonexistent/eru.db")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("== cluster down (https://127.0.0.1:1)\ncould not be read: "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("not audited (their contexts name no operator): kind"),
+        "{stdout}"
+    );
+    // no context naming its operator: exit 2, saying what to add
+    let none = dir.path().join("none");
+    std::fs::write(
+        &none,
+        "apiVersion: v1\nkind: Config\ncontexts: [{name: kind, context: {cluster: c}}]\n",
+    )
+    .unwrap();
+    let (code, _, err) = cli(&["audit", "--all-contexts", "--kubeconfig", none.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no context of the kubeconfig names its operator (contexts: kind)"),
+        "{err}"
+    );
+}

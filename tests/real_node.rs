@@ -30,7 +30,7 @@ use std::{
 use chrono::{DateTime, Timelike, Utc};
 use common::{
     ClusterBindings, Operator, TestNamespace, client,
-    eru::{create_eru, created, deployment, settle, status, wait_ready},
+    eru::{create_eru, created, deployment, settle, status, time, wait_ready},
     kubectl,
     ledger::{Ledger, ON_SCHEDULE, check, every},
     repo, wait_for,
@@ -885,7 +885,7 @@ fn previous_chart_package() -> String {
     let chart = std::fs::read_to_string(repo().join("charts/eru-operator/Chart.yaml")).unwrap();
     let current = (chart.lines())
         .find_map(|l| l.strip_prefix("version:"))
-        .map(|v| v.trim().to_string())
+        .map(|v| v.trim().trim_matches('"').to_string())
         .expect("Chart.yaml's version");
     let mut packages: Vec<String> = std::fs::read_dir(repo().join("hack/testdata/charts"))
         .unwrap()
@@ -893,16 +893,18 @@ fn previous_chart_package() -> String {
         .map(|e| e.path().display().to_string())
         .filter(|p| p.ends_with(".tgz") && !p.ends_with(&format!("eru-operator-{current}.tgz")))
         .collect();
-    packages.sort();
+    // by version, as `sort -V` orders them (0.10.0 after 0.9.0)
+    let version = |path: &String| -> Vec<u64> {
+        let file = path.rsplit('/').next().unwrap_or_default();
+        (file
+            .trim_start_matches("eru-operator-")
+            .trim_end_matches(".tgz")
+            .split('.'))
+        .map(|n| n.parse().unwrap_or(0))
+        .collect()
+    };
+    packages.sort_by_key(version);
     packages
         .pop()
         .expect("a previous chart package in hack/testdata/charts/")
-}
-
-fn time(value: &Value) -> DateTime<Utc> {
-    value
-        .as_str()
-        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-        .unwrap_or_else(|| panic!("a time: {value}"))
-        .with_timezone(&Utc)
 }

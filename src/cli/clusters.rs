@@ -76,7 +76,8 @@ impl Clusters {
             });
         let n = clusters.len();
         let mut summary = format!(
-            "{n} clusters: {slots} slots, {fired} restarted, {not_restarted} missed or skipped with a reason"
+            "{n} cluster{}: {slots} slots, {fired} restarted, {not_restarted} missed or skipped with a reason",
+            if n == 1 { "" } else { "s" }
         );
         if unaccounted + duplicated > 0 {
             let _ = write!(summary, ", {unaccounted} without a record, {duplicated} with two");
@@ -153,8 +154,9 @@ impl Clusters {
         }
         let _ = writeln!(
             out,
-            "{all} {} clusters\nverdict: {}",
+            "{all} {} cluster{}\nverdict: {}",
             self.clusters.len(),
+            if self.clusters.len() == 1 { "" } else { "s" },
             self.summary
         );
         out

@@ -46,6 +46,19 @@ pub struct Cluster {
     pub tls_server_name: Option<String>,
 }
 
+impl Cluster {
+    /// A cluster given by --server (its CA and certificate name: the command's flags).
+    pub fn of_server(name: &str, server: &str, context: Option<String>) -> Self {
+        Self {
+            name: name.to_string(),
+            server: server.to_string(),
+            context,
+            cacert: None,
+            tls_server_name: None,
+        }
+    }
+}
+
 /// What the contexts of a kubeconfig say.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Contexts {
@@ -55,6 +68,9 @@ pub struct Contexts {
     pub without: Vec<String>,
 }
 
+/// The extension's fields. An unknown key is refused (a typo such as `sever` would otherwise
+/// leave a context without its server), so a key a later release adds is refused by this one:
+/// upgrade the CLI with the kubeconfig.
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct Extension {
@@ -115,17 +131,17 @@ pub fn read(path: Option<&Path>) -> Result<(Kubeconfig, Option<PathBuf>), String
             Kubeconfig::read_from(path).map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
         return Ok((config, folder(path)));
     }
-    let one_file = match std::env::var_os("KUBECONFIG") {
-        Some(value) => {
-            let paths: Vec<PathBuf> = std::env::split_paths(&value)
-                .filter(|p| !p.as_os_str().is_empty())
-                .collect();
-            match paths.as_slice() {
-                [one] => Some(one.clone()),
-                _ => None,
-            }
-        }
-        None => std::env::var_os("HOME").map(|home| Path::new(&home).join(".kube/config")),
+    let default = || std::env::var_os("HOME").map(|home| Path::new(&home).join(".kube/config"));
+    let listed: Vec<PathBuf> = (std::env::var_os("KUBECONFIG").iter())
+        .flat_map(std::env::split_paths)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    // (an empty KUBECONFIG is no KUBECONFIG, as kube reads it; several files merged have no one
+    // folder: a relative certificate-authority is then read as given, from the working folder)
+    let one_file = match listed.as_slice() {
+        [] => default(),
+        [one] => Some(one.clone()),
+        _ => None,
     };
     let config = Kubeconfig::read().map_err(|e| format!("the kubeconfig: {e}"))?;
     Ok((config, one_file.as_deref().and_then(folder)))

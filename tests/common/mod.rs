@@ -201,6 +201,18 @@ pub struct OtherCluster {
 
 impl OtherCluster {
     pub async fn up(name: &str) -> Self {
+        // taken down also if a step below panics
+        struct Down<'a>(&'a str);
+        impl Drop for Down<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    let _ = Command::new(repo().join("hack/cluster.sh"))
+                        .args(["down", "--name", self.0])
+                        .output();
+                }
+            }
+        }
+        let _down = Down(name);
         let cluster_sh = repo().join("hack/cluster.sh");
         let up = Command::new(&cluster_sh)
             .args(["up", "--name", name])
