@@ -27,8 +27,8 @@
 - every source path docs/architecture.md and docs/development.md name in a code span
   (`src/…`, `hack/…`, `tests/…`) exists.
 
-The flags and the document come from the binary: `--bin PATH`, else `cargo build` (quiet; the
-target directory cargo reports).
+The flags and the document come from the binary: `--bin PATH`, else `cargo build` (quiet; in
+$CARGO_TARGET_DIR, by default the hack/ scripts' ~/.cache/eru/target, not ./target).
 
 Run: python3 hack/docs-check.py [--bin PATH]
 """
@@ -228,9 +228,14 @@ def binary():
     """The eru-operator binary: --bin PATH, else built (quietly) with cargo."""
     if "--bin" in sys.argv:
         return sys.argv[sys.argv.index("--bin") + 1]
-    subprocess.run(["cargo", "build", "--quiet", "--locked", "--bin", "eru-operator"], cwd=ROOT, check=True)
+    # the target folder the hack/ scripts build in (hack/test.sh), not ./target: run by hand, a
+    # second one of many GB would grow beside it
+    env = dict(os.environ)
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    env.setdefault("CARGO_TARGET_DIR", os.path.join(cache, "eru", "target"))
+    subprocess.run(["cargo", "build", "--quiet", "--locked", "--bin", "eru-operator"], cwd=ROOT, check=True, env=env)
     meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"], cwd=ROOT,
-                                     check=True, capture_output=True, text=True).stdout)
+                                     check=True, capture_output=True, text=True, env=env).stdout)
     return str(pathlib.Path(meta["target_directory"]) / "debug" / "eru-operator")
 
 
