@@ -588,24 +588,7 @@ async fn the_operator_pod_deleted_between_slots_resumes_on_its_journal() {
     let forward = PortForward::to(&old.name_any());
     let mut operator = Operator::remote(forward.port, &token);
     let eru = ns.name.as_str();
-    create_eru(
-        &client,
-        &ns.name,
-        eru,
-        json!({"schedule": "*/10 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
-    )
-    .await
-    .unwrap();
-    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
-    wait_for(
-        "a first restart, then Waiting",
-        Duration::from_secs(90),
-        || async {
-            let s = status(&erus, eru).await?;
-            (s.last_restart?.outcome == "succeeded" && s.phase.as_deref() == Some("Waiting")).then_some(())
-        },
-    )
-    .await;
+    let erus = every_10s_restarted_once(&client, &ns.name, eru).await;
 
     // The node cordoned, so the Deployment's new Pod waits (Pending) while slots pass; then the
     // Pod deleted (SIGTERM: a clean stop), and the node opened again after 25 s.
@@ -749,24 +732,8 @@ async fn the_chart_upgraded_from_its_previous_version_with_an_eru_running_accoun
     web(&client, &ns.name, "web", 1, 1).await;
     let old = operator_pod(&client).await;
     let eru = ns.name.as_str();
-    create_eru(
-        &client,
-        &ns.name,
-        eru,
-        json!({"schedule": "*/10 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
-    )
-    .await
-    .unwrap();
-    let erus: Api<Eru> = Api::namespaced(client.clone(), &ns.name);
-    wait_for(
-        "a first restart by the previous chart's Pod",
-        Duration::from_secs(90),
-        || async {
-            let s = status(&erus, eru).await?;
-            (s.last_restart?.outcome == "succeeded" && s.phase.as_deref() == Some("Waiting")).then_some(())
-        },
-    )
-    .await;
+    // a first restart by the previous chart's Pod
+    let erus = every_10s_restarted_once(&client, &ns.name, eru).await;
 
     // the upgrade, as docs/operations.md says, begun 3 s before a slot: the old Pod stops first
     // (Recreate, for the SQLite journal's volume), about 2.3 s after `helm upgrade` begins, and
@@ -877,6 +844,30 @@ async fn the_chart_upgraded_from_its_previous_version_with_an_eru_running_accoun
         time(&run_of(&new)["started_at"]) >= began,
         "this chart's run began with the upgrade: {runs:?}"
     );
+}
+
+/// An Eru `name` of `ns` restarting the Deployment `web` every 10 s, once its first restart
+/// succeeded and it waits for the next slot.
+async fn every_10s_restarted_once(client: &Client, ns: &str, name: &str) -> Api<Eru> {
+    create_eru(
+        client,
+        ns,
+        name,
+        json!({"schedule": "*/10 * * * * *", "target": {"kind": "Deployment", "name": "web"}}),
+    )
+    .await
+    .unwrap();
+    let erus: Api<Eru> = Api::namespaced(client.clone(), ns);
+    wait_for(
+        "a first restart, then Waiting",
+        Duration::from_secs(90),
+        || async {
+            let s = status(&erus, name).await?;
+            (s.last_restart?.outcome == "succeeded" && s.phase.as_deref() == Some("Waiting")).then_some(())
+        },
+    )
+    .await;
+    erus
 }
 
 /// The previous chart version's package (hack/testdata/charts/: the newest of another version

@@ -91,15 +91,33 @@ pub fn workload_patches(kind: &str, ns: &str, name: &str) -> Option<Vec<Audited>
 
 /// Runs kubectl against `KUBECONFIG`; panics with its stderr if it fails.
 pub fn kubectl(args: &[&str]) -> String {
-    let output = Command::new("kubectl")
+    kubectl_at(None, args)
+}
+
+/// A kubectl command against the cluster of `kubeconfig` (else `KUBECONFIG`).
+fn kubectl_command(kubeconfig: Option<&Path>) -> Command {
+    let mut kubectl = Command::new("kubectl");
+    if let Some(path) = kubeconfig {
+        kubectl.env("KUBECONFIG", path);
+    }
+    kubectl
+}
+
+/// Runs kubectl against the cluster of `kubeconfig` (else `KUBECONFIG`); panics with its stderr
+/// if it fails.
+fn kubectl_at(kubeconfig: Option<&Path>, args: &[&str]) -> String {
+    let output = kubectl_command(kubeconfig)
         .args(args)
         .current_dir(repo())
         .output()
         .expect("kubectl on PATH");
     assert!(
         output.status.success(),
-        "kubectl {} failed: {}",
+        "kubectl {} failed{}: {}",
         args.join(" "),
+        kubeconfig
+            .map(|p| format!(" (KUBECONFIG={})", p.display()))
+            .unwrap_or_default(),
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
@@ -124,11 +142,7 @@ pub fn install() {
 /// Conflict). The loser applies again, and then finds the object; any other failure panics.
 fn apply_beside_others(args: &[&str], kubeconfig: Option<&Path>) {
     for attempt in 1.. {
-        let mut kubectl = Command::new("kubectl");
-        if let Some(path) = kubeconfig {
-            kubectl.env("KUBECONFIG", path);
-        }
-        let output = kubectl
+        let output = kubectl_command(kubeconfig)
             .args(args)
             .current_dir(repo())
             .output()
@@ -169,11 +183,7 @@ pub fn install_controller(name: &str) {
 fn wait_established(path: &str, kubeconfig: Option<&Path>) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let mut kubectl = Command::new("kubectl");
-        if let Some(path) = kubeconfig {
-            kubectl.env("KUBECONFIG", path);
-        }
-        let output = kubectl
+        let output = kubectl_command(kubeconfig)
             .args(["wait", "--for=condition=Established", "--timeout=60s", "-f", path])
             .current_dir(repo())
             .output()
@@ -256,20 +266,7 @@ impl OtherCluster {
 
     /// kubectl against this cluster; panics with its stderr if it fails.
     pub fn kubectl(&self, args: &[&str]) -> String {
-        let output = Command::new("kubectl")
-            .env("KUBECONFIG", &self.kubeconfig)
-            .args(args)
-            .current_dir(repo())
-            .output()
-            .expect("kubectl on PATH");
-        assert!(
-            output.status.success(),
-            "kubectl {} (cluster {}) failed: {}",
-            args.join(" "),
-            self.name,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        kubectl_at(Some(&self.kubeconfig), args)
     }
 }
 
