@@ -8,8 +8,9 @@
 #   hack/mutants.sh [--tests FILTER] [FILE ...] [-- CARGO-MUTANTS ARGS]
 #     FILE defaults to the Eru core's ledger and plan (src/eru/core/ledger.rs, src/eru/core/plan.rs,
 #     src/eru/core/plan/start.rs); e.g. `hack/mutants.sh src/journal/write.rs -- --shard 0/4`.
-#     --tests FILTER runs only the library's tests whose path contains FILTER (e.g. eru::core):
-#     the whole library's take a minute, the core's a few seconds. The changed lines only:
+#     --tests FILTER runs only the library's tests whose path contains FILTER (e.g. eru::core;
+#     repeat it for several: a test matching any runs): the whole library's take a minute, the
+#     core's a few seconds. The changed lines only:
 #     `git diff BASE -- FILE > d.diff; hack/mutants.sh FILE -- --in-diff d.diff`.
 #
 # On 2 cores a mutant costs an incremental rebuild of the library's tests (~20-40 s): about a
@@ -29,7 +30,7 @@ extra=()
 filter=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --tests) filter=("$2"); shift 2 ;;
+    --tests) filter+=("$2"); shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) files+=("$1"); shift ;;
   esac
@@ -50,13 +51,13 @@ for f in "${files[@]}"; do
 done
 start=$SECONDS
 # the library's unit tests only (the cluster-free tests of these files live there), without the
-# journal's PostgreSQL twins (the same queries on another backend; they would start a server in
-# the copy of the tree cargo-mutants builds); one job: two cores, one rebuild at a time; a mutant
+# journal's PostgreSQL tests (every test with `postgres` in its name, and pg::: the same queries
+# on another backend; they would start a server in the copy of the tree cargo-mutants builds); one job: two cores, one rebuild at a time; a mutant
 # that hangs a test is a timeout after 180 s (the whole library's tests take about 60 s here)
 # (`--cargo-arg --lib` for the build too: without it every mutant relinks each integration test,
 # the binary and the examples, three times the work)
 "$root/bin/cargo-mutants" mutants --jobs 1 --timeout 180 --profile mutants --output "$out" \
-  --cargo-arg=--lib "${args[@]}" "${extra[@]}" -- -- "${filter[@]}" --skip ::postgres --skip ::pg:: || true
+  --cargo-arg=--lib "${args[@]}" "${extra[@]}" -- -- "${filter[@]}" --skip postgres --skip ::pg:: || true
 echo "== mutation score ($((SECONDS - start)) s; $out/mutants.out)"
 python3 - "$out/mutants.out" <<'EOF'
 import collections
