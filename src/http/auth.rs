@@ -55,6 +55,7 @@ use k8s_openapi::api::{
     authentication::v1::{TokenReview, TokenReviewSpec},
     authorization::v1::{
         NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+        SubjectAccessReviewStatus,
     },
     core::v1::Namespace,
 };
@@ -560,12 +561,18 @@ impl Auth {
         }))
         .await?;
         let status = answer.status.unwrap_or_default();
-        if let Some(error) = status.evaluation_error.filter(|_| !status.allowed) {
+        if let Some(error) = undecided(&status) {
             // an authorizer that could not decide: refused, and said why in the log
             tracing::warn!(%error, user = %who.user, "a SubjectAccessReview could not be evaluated");
         }
         Ok(status.allowed)
     }
+}
+
+/// Why a SubjectAccessReview's refusal was no decision (an authorizer's evaluation error); an
+/// allowed review's error is another authorizer's, overruled, and not a refusal to explain.
+fn undecided(status: &SubjectAccessReviewStatus) -> Option<&str> {
+    status.evaluation_error.as_deref().filter(|_| !status.allowed)
 }
 
 /// Whether a TokenReview's status `audiences` accepts a token when `wanted` were asked for: any
@@ -903,6 +910,31 @@ mod tests {
         assert_eq!(cluster.reviews.load(Ordering::SeqCst), 3);
     }
 
+    /// A sweep counts the cluster-wide review beside the namespaces' (mutation: `unknown + 1` →
+    /// `unknown * 1`): with an allowance of 4, a cluster of 3 namespaces is swept (1 + 3 reviews),
+    /// one of 4 is a 403 at once (1 + 4 could never be answered), not a 429 midway.
+    #[tokio::test]
+    async fn a_sweep_fits_the_allowance_with_the_cluster_wide_review() {
+        let options = || AuthOptions {
+            caller_reviews: 4,
+            ..AuthOptions::default()
+        };
+        let (client, three) = cluster(3, grants, None);
+        let auth = Auth::new(client, options(), &Metrics::new());
+        let swept = auth.scope(&caller("reader"), None, false).await;
+        assert_eq!(swept, Ok(Some(vec!["ns-1".to_string()])));
+        assert_eq!(three.reviews.load(Ordering::SeqCst), 4);
+        let (client, four) = cluster(4, grants, None);
+        let auth = Auth::new(client, options(), &Metrics::new());
+        let refused = auth.scope(&caller("reader"), None, false).await;
+        assert!(matches!(&refused, Err(Refusal::Forbidden(_))), "{refused:?}");
+        assert_eq!(
+            four.reviews.load(Ordering::SeqCst),
+            1,
+            "the cluster-wide review only"
+        );
+    }
+
     /// A crowd of one caller's unscoped listings costs one sweep: the first reviews each
     /// namespace once, the others wait for it and answer from the cache, whole.
     #[tokio::test]
@@ -1066,6 +1098,98 @@ mod tests {
         );
     }
 
+    /// An API server whose TokenReviews answer by the token sent: `ours` is authenticated for
+    /// the audiences asked (the API server's own, `kube`, when none were), `theirs` for another
+    /// audience only, any other token not at all. It keeps the audiences each review asked for.
+    fn token_reviewer(asked: Arc<std::sync::Mutex<Vec<Option<Vec<String>>>>>) -> Client {
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let asked = asked.clone();
+            async move {
+                let body = request.into_body().collect_bytes().await.unwrap();
+                let review: TokenReview = serde_json::from_slice(&body).unwrap();
+                let audiences = review.spec.audiences.clone();
+                asked.lock().unwrap().push(audiences.clone());
+                let status = match review.spec.token.as_str() {
+                    "ours" => serde_json::json!({"authenticated": true, "user": {"username": "alice"},
+                        "audiences": audiences.unwrap_or_else(|| vec!["kube".into()])}),
+                    "theirs" => serde_json::json!({"authenticated": true, "user": {"username": "mallory"},
+                        "audiences": ["https://elsewhere.example"]}),
+                    _ => serde_json::json!({"authenticated": false, "error": "invalid bearer token"}),
+                };
+                let answer = serde_json::json!({
+                    "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {}, "status": status
+                });
+                Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from(
+                    answer.to_string(),
+                )))
+            }
+        });
+        Client::new(service, "default")
+    }
+
+    /// The TokenReview sends the token, and the audiences only when some are configured; a token
+    /// the API server authenticates for another audience is refused as such. (Mutations: the
+    /// review without its spec, or its `audiences` sent when none are configured and not when
+    /// some are, the audience guard always true, the "another audience" arm deleted.)
+    #[tokio::test]
+    async fn a_token_review_sends_the_token_and_the_configured_audiences() {
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let own = Auth::new(
+            token_reviewer(asked.clone()),
+            AuthOptions::default(),
+            &Metrics::new(),
+        );
+        assert_eq!(own.authenticate(Some("Bearer ours")).await.unwrap().user, "alice");
+        assert!(matches!(
+            own.authenticate(Some("Bearer made-up")).await,
+            Err(Refusal::Unauthenticated(_))
+        ));
+        // no audience configured: none asked, and a token of any audience is taken
+        assert_eq!(
+            own.authenticate(Some("Bearer theirs")).await.unwrap().user,
+            "mallory"
+        );
+        assert_eq!(*asked.lock().unwrap(), vec![None, None, None]);
+
+        asked.lock().unwrap().clear();
+        let options = AuthOptions {
+            audiences: vec!["eru-operator".into()],
+            ..AuthOptions::default()
+        };
+        let scoped = Auth::new(token_reviewer(asked.clone()), options, &Metrics::new());
+        assert_eq!(
+            scoped.authenticate(Some("Bearer ours")).await.unwrap().user,
+            "alice"
+        );
+        let Err(Refusal::Unauthenticated(why)) = scoped.authenticate(Some("Bearer theirs")).await else {
+            panic!("a token for another audience was accepted");
+        };
+        assert!(why.contains("not valid for this API's audience"), "{why}");
+        let Err(Refusal::Unauthenticated(why)) = scoped.authenticate(Some("Bearer made-up")).await else {
+            panic!("a made-up token was accepted");
+        };
+        assert!(why.contains("not issued for the audience eru-operator"), "{why}");
+        let eru = Some(vec!["eru-operator".to_string()]);
+        assert_eq!(*asked.lock().unwrap(), vec![eru.clone(), eru.clone(), eru]);
+    }
+
+    /// Only a refusal's evaluation error is logged as undecided (mutation: `!` deleted, every
+    /// allowed answer with an overruled authorizer's error logged as a refusal).
+    #[test]
+    fn an_evaluation_error_explains_only_a_refusal() {
+        let status = |allowed, error: Option<&str>| SubjectAccessReviewStatus {
+            allowed,
+            evaluation_error: error.map(Into::into),
+            ..SubjectAccessReviewStatus::default()
+        };
+        assert_eq!(
+            undecided(&status(false, Some("webhook down"))),
+            Some("webhook down")
+        );
+        assert_eq!(undecided(&status(true, Some("webhook down"))), None);
+        assert_eq!(undecided(&status(false, None)), None);
+    }
+
     #[test]
     fn history_is_a_subresource_review_in_the_namespace_or_cluster_wide() {
         let who = Identity {
@@ -1081,8 +1205,25 @@ mod tests {
             (Some("mtsre.meitu.com"), Some("erus"))
         );
         assert_eq!(attributes.subresource.as_deref(), Some("history"));
+        // (mutation: the verb deleted: a review of no verb, which no Role grants)
+        assert_eq!(attributes.verb.as_deref(), Some("get"));
         assert_eq!(attributes.namespace.as_deref(), Some("a"));
         assert_eq!(spec.uid, None, "an empty uid is not sent");
+        // a token's extra (a service account's node and pod names) is reviewed as it came, and
+        // none is sent as none (mutation: `!` deleted: sent only when empty)
+        assert_eq!(spec.extra, None);
+        let extra = BTreeMap::from([(
+            "authentication.kubernetes.io/pod-name".to_string(),
+            vec!["p".to_string()],
+        )]);
+        let with_extra = Identity {
+            extra: extra.clone(),
+            uid: "u-1".into(),
+            ..who.clone()
+        };
+        let spec_with_extra = access_review(&with_extra, &Question::History(None));
+        assert_eq!(spec_with_extra.extra, Some(extra));
+        assert_eq!(spec_with_extra.uid.as_deref(), Some("u-1"));
         // a Group grant (deploy/examples/history-reader.yaml) holds only if the caller's groups
         // are reviewed (mutation: `groups: Some(..)` → `None` in `access_review`)
         assert_eq!(spec.groups, Some(vec!["team-a".to_string()]));
