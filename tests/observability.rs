@@ -594,12 +594,20 @@ async fn the_charts_service_monitor_through_prometheus_operator_keys_every_query
     assert_eq!(job["tls_config"]["server_name"], dns.as_str());
     assert!(job["tls_config"].get("insecure_skip_verify").is_none());
     let ca_file = job["tls_config"]["ca_file"].as_str().unwrap().to_string();
-    let assets = Api::<Secret>::namespaced(client.clone(), &monitoring.name)
-        .get("prometheus-eru-tls-assets-0")
-        .await
-        .unwrap();
+    // written after the configuration, in a reconcile of its own (on a loaded machine, seconds
+    // after it: a read right after the configuration's was once a 404)
+    let secrets = Api::<Secret>::namespaced(client.clone(), &monitoring.name);
+    let assets = wait_for(
+        "prometheus-operator to write the TLS assets",
+        Duration::from_secs(60),
+        || async {
+            let secret = secrets.get_opt("prometheus-eru-tls-assets-0").await.ok()??;
+            secret.data.filter(|data| !data.is_empty())
+        },
+    )
+    .await;
     std::fs::create_dir_all(dir.path().join("certs")).unwrap();
-    for (file, data) in assets.data.unwrap_or_default() {
+    for (file, data) in assets {
         std::fs::write(dir.path().join("certs").join(&file), &data.0).unwrap();
     }
     assert_eq!(
