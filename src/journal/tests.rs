@@ -47,6 +47,8 @@ macro_rules! on_both {
 on_both!(
     migrations_create_every_table,
     append_is_idempotent_and_the_ledger_counts_only_what_is_new,
+    a_revert_is_marked_once_and_counted_as_written_once,
+    finished_restarts_count_once_by_outcome,
     a_deletion_is_kept_on_the_ledger_row_the_audit_reads,
     failed_attempts_count_once_each_and_keep_the_last_error,
     ledger_counts_summarized_slots_and_times_only_move_forward,
@@ -170,6 +172,74 @@ async fn migrations_create_every_table(journal: Journal) {
     ] {
         assert!(tables.iter().any(|n| n == t), "missing table {t}: {tables:?}");
     }
+}
+
+/// A restart seen undone is marked once, with who undid it, and counted as written once: its
+/// replay writes nothing (mutations: the count of new reverts `+=` → `-=` or `*=`).
+async fn a_revert_is_marked_once_and_counted_as_written_once(journal: Journal) {
+    journal.append(&entry()).await.unwrap();
+    let revert = Entry {
+        reverts: vec![RevertedRestart {
+            uid: "u1".into(),
+            slot: at(0),
+            by: Some("kubectl-rollout".into()),
+            at: at(3),
+        }],
+        ..Entry::default()
+    };
+    let first = journal.append(&revert).await.unwrap();
+    assert_eq!(
+        first,
+        Appended {
+            reverts: 1,
+            ..Appended::default()
+        }
+    );
+    assert_eq!(first.records(), 1);
+    assert_eq!(journal.append(&revert).await.unwrap(), Appended::default());
+    let row = journal.restart("u1", at(0)).await.unwrap().unwrap();
+    assert_eq!(row.reverted_at, Some(Ts(at(3))));
+    assert_eq!(row.reverted_by.as_deref(), Some("kubectl-rollout"));
+}
+
+/// Each finished restart counts once under its outcome on the Eru's ledger row, with the last
+/// failure's time (mutations: `failed += 1` and `abandoned += 1` turned into `-=` or `*=`).
+async fn finished_restarts_count_once_by_outcome(journal: Journal) {
+    let decided = |slot: DateTime<Utc>| NewRestart {
+        object: object(),
+        target: "web".into(),
+        slot,
+        decided_at: slot,
+        deadline_at: slot + chrono::Duration::minutes(5),
+    };
+    let all = Entry {
+        restarts_decided: vec![decided(at(0)), decided(at(1)), decided(at(2))],
+        ..Entry::default()
+    };
+    journal.append(&all).await.unwrap();
+    let finish = |slot: DateTime<Utc>, outcome| FinishedRestart {
+        uid: "u1".into(),
+        slot,
+        finished_at: slot + chrono::Duration::seconds(30),
+        outcome,
+        reason: None,
+    };
+    let done = Entry {
+        restarts_finished: vec![
+            finish(at(0), Outcome::Failed),
+            finish(at(1), Outcome::Abandoned),
+            finish(at(2), Outcome::Failed),
+        ],
+        ..Entry::default()
+    };
+    assert_eq!(journal.append(&done).await.unwrap().restarts_finished, 3);
+    assert_eq!(journal.append(&done).await.unwrap(), Appended::default());
+    let ledger = journal.ledger("u1").await.unwrap().unwrap();
+    assert_eq!((ledger.succeeded, ledger.failed, ledger.abandoned), (0, 2, 1));
+    assert_eq!(
+        ledger.last_failure,
+        Some(Ts(at(2) + chrono::Duration::seconds(30)))
+    );
 }
 
 async fn append_is_idempotent_and_the_ledger_counts_only_what_is_new(journal: Journal) {
