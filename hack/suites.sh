@@ -15,7 +15,8 @@
 #   --name LABEL the label of this run in the summary (default e2e)
 #
 # The binaries are built first (one `cargo test --no-run`), then started longest first (their
-# last wall times, kept in $CARGO_TARGET_DIR/eru-suite-times.LABEL). Each one's output goes to a file of
+# last wall times, kept in $CARGO_TARGET_DIR/eru-suite-times.LABEL, else hack/suite-times.LABEL).
+# Each one's output goes to a file of
 # its own; a line is printed when a binary ends, and the whole output of every failed binary at
 # the end, then each failed test's panic, then a table of the binaries with their wall times.
 # ERU_SUITE_LOGS=DIR keeps every binary's output in DIR/SUITE.log. Exit status 1 if any failed.
