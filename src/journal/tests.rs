@@ -227,8 +227,9 @@ async fn finished_restarts_count_once_by_outcome(journal: Journal) {
     let done = Entry {
         restarts_finished: vec![
             finish(at(0), Outcome::Failed),
-            finish(at(1), Outcome::Abandoned),
-            finish(at(2), Outcome::Failed),
+            finish(at(1), Outcome::Failed),
+            // the latest, and not a failure: it leaves the last failure's time as it was
+            finish(at(2), Outcome::Abandoned),
         ],
         ..Entry::default()
     };
@@ -238,7 +239,7 @@ async fn finished_restarts_count_once_by_outcome(journal: Journal) {
     assert_eq!((ledger.succeeded, ledger.failed, ledger.abandoned), (0, 2, 1));
     assert_eq!(
         ledger.last_failure,
-        Some(Ts(at(2) + chrono::Duration::seconds(30)))
+        Some(Ts(at(1) + chrono::Duration::seconds(30)))
     );
 }
 
