@@ -655,10 +655,26 @@ mod tests {
 
     use super::*;
 
+    /// A fake API server: `answer` turns each request into the JSON body of a 200.
+    fn fake_api<F, Fut>(answer: F) -> Client
+    where
+        F: Fn(http::Request<kube::client::Body>) -> Fut + Send + 'static,
+        Fut: Future<Output = serde_json::Value> + Send + 'static,
+    {
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let answered = answer(request);
+            async move {
+                let body = answered.await.to_string();
+                Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from(body)))
+            }
+        });
+        Client::new(service, "default")
+    }
+
     /// An API server that answers every TokenReview "authenticated as `reviewed`", each only once
     /// `open` lets it; counts the requests it got.
     fn api_server(open: Arc<Semaphore>, requests: Arc<AtomicUsize>) -> Client {
-        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        fake_api(move |request| {
             let (open, requests) = (open.clone(), requests.clone());
             async move {
                 requests.fetch_add(1, Ordering::SeqCst);
@@ -668,16 +684,12 @@ mod tests {
                     request.uri()
                 );
                 open.acquire().await.unwrap().forget();
-                let review = serde_json::json!({
+                serde_json::json!({
                     "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
                     "spec": {}, "status": {"authenticated": true, "user": {"username": "reviewed"}}
-                });
-                Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from(
-                    review.to_string(),
-                )))
+                })
             }
-        });
-        Client::new(service, "default")
+        })
     }
 
     #[tokio::test]
@@ -744,7 +756,7 @@ mod tests {
     /// An API server whose SubjectAccessReviews answer `granted` as it is at the time; counts
     /// them.
     fn authorizer(granted: Arc<std::sync::atomic::AtomicBool>, reviews: Arc<AtomicUsize>) -> Client {
-        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        fake_api(move |request| {
             let (granted, reviews) = (granted.clone(), reviews.clone());
             async move {
                 assert!(
@@ -753,16 +765,12 @@ mod tests {
                     request.uri()
                 );
                 reviews.fetch_add(1, Ordering::SeqCst);
-                let review = serde_json::json!({
+                serde_json::json!({
                     "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                     "spec": {}, "status": {"allowed": granted.load(Ordering::SeqCst)}
-                });
-                Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from(
-                    review.to_string(),
-                )))
+                })
             }
-        });
-        Client::new(service, "default")
+        })
     }
 
     /// A revoked grant holds until its answer's TTL ends, and not after (mutation: the cache
@@ -820,7 +828,7 @@ mod tests {
             reviews: reviews.clone(),
             most_at_once: most.clone(),
         };
-        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let client = fake_api(move |request| {
             let (reviews, in_flight, most, open) =
                 (reviews.clone(), in_flight.clone(), most.clone(), open.clone());
             async move {
@@ -829,9 +837,7 @@ mod tests {
                         .map(|i| serde_json::json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": {"name": format!("ns-{i}")}}))
                         .collect();
                     let list = serde_json::json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {}, "items": items});
-                    return Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from(
-                        list.to_string(),
-                    )));
+                    return list;
                 }
                 assert!(
                     request.uri().path().ends_with("/subjectaccessreviews"),
@@ -852,14 +858,13 @@ mod tests {
                     open.acquire().await.unwrap().forget();
                 }
                 in_flight.fetch_sub(1, Ordering::SeqCst);
-                let answer = serde_json::json!({
+                serde_json::json!({
                     "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                     "spec": {}, "status": {"allowed": grant(&user, &namespace)}
-                });
-                Ok(http::Response::new(axum::body::Body::from(answer.to_string())))
+                })
             }
         });
-        (Client::new(service, "default"), counted)
+        (client, counted)
     }
 
     fn caller(user: &str) -> Identity {
@@ -1102,9 +1107,14 @@ mod tests {
     /// the audiences asked (the API server's own, `kube`, when none were), `theirs` for another
     /// audience only, any other token not at all. It keeps the audiences each review asked for.
     fn token_reviewer(asked: Arc<std::sync::Mutex<Vec<Option<Vec<String>>>>>) -> Client {
-        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        fake_api(move |request| {
             let asked = asked.clone();
             async move {
+                assert!(
+                    request.uri().path().ends_with("/tokenreviews"),
+                    "{}",
+                    request.uri()
+                );
                 let body = request.into_body().collect_bytes().await.unwrap();
                 let review: TokenReview = serde_json::from_slice(&body).unwrap();
                 let audiences = review.spec.audiences.clone();
@@ -1116,15 +1126,11 @@ mod tests {
                         "audiences": ["https://elsewhere.example"]}),
                     _ => serde_json::json!({"authenticated": false, "error": "invalid bearer token"}),
                 };
-                let answer = serde_json::json!({
+                serde_json::json!({
                     "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {}, "status": status
-                });
-                Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from(
-                    answer.to_string(),
-                )))
+                })
             }
-        });
-        Client::new(service, "default")
+        })
     }
 
     /// The TokenReview sends the token, and the audiences only when some are configured; a token
