@@ -352,6 +352,12 @@ pub struct Expect {
 /// scenario did not cause.
 pub const ON_SCHEDULE: &[&str] = &["fired", "superseded", "concurrent_rollout"];
 
+/// How long before a kill a slot may still be `operator_down`: a run's downtime starts at its
+/// last heartbeat (every second in the tests, later on a loaded machine), so a slot due between
+/// that heartbeat and the kill, which the run did not reach, is accounted to the downtime. That
+/// is the truth as the journal can prove it: nothing shows the run alive after its heartbeat.
+pub const LAST_HEARTBEAT: chrono::Duration = chrono::Duration::seconds(2);
+
 /// What the record says of its slots, as [`Expect::accounts`] names it.
 fn account(r: &SlotRecord) -> String {
     match (r.fired(), r.outcome()) {
