@@ -80,7 +80,11 @@ def svg(rows, title, width=820, height=520):
     out.append(f'<text transform="translate(22,{(top + height - bottom) / 2}) rotate(-90)" text-anchor="middle">another client\'s p99 in the burst, × idle (gentler ↓)</text>')
     for pace, x, y in rows:
         out.append(f'<circle cx="{px(x)}" cy="{py(y)}" r="6" fill="#1f5fa8"/>')
-        out.append(f'<text x="{px(x) + 10}" y="{py(y) - 8}">{html.escape(pace)} ({x:.2f}×, {y:.0f}×)</text>')
+        # a point in the right third is labelled below it, on its left, so the label stays in the
+        # picture and clear of its neighbours' (which sit above theirs)
+        at_right = px(x) > left + (width - left - right) * 2 / 3
+        anchor, dx, dy = ("end", -4, 22) if at_right else ("start", 10, -8)
+        out.append(f'<text x="{px(x) + dx}" y="{py(y) + dy}" text-anchor="{anchor}">{html.escape(pace)} ({x:.2f}×, {y:.0f}×)</text>')
     out.append('</svg>')
     return "\n".join(out)
 
