@@ -156,9 +156,15 @@ async fn main() {
     let mut size = 0;
     for _ in 0..if full { REQUESTS / 2 } else { 1 } {
         let start = Instant::now();
-        let audit = eru_operator::history::audit::read(&journal, &params.audit_params(end), end, &[], false)
-            .await
-            .unwrap();
+        let audit = eru_operator::history::audit::read(
+            &journal,
+            &params.audit_params(end),
+            end,
+            &[],
+            eru_operator::history::audit::Reads::FLEET_PAGE,
+        )
+        .await
+        .unwrap();
         reads.push(start.elapsed());
         let start = Instant::now();
         let html = eru_operator::http::ui::fleet_page(&audit, &params, (0, 0)).into_string();
@@ -169,6 +175,21 @@ async fn main() {
         }
     }
     let (read, render) = (median(&mut reads), median(&mut renders));
+    // `GET /audit`'s read in process, side by side, alternating: the records counted (what it
+    // reads) against the records whole (what it read before, and an Eru's page still reads)
+    let (mut counted, mut whole) = (Vec::new(), Vec::new());
+    for _ in 0..if full { REQUESTS / 2 } else { 1 } {
+        use eru_operator::history::audit::{Reads, read};
+        for (reads, times) in [(Reads::REPORT, &mut counted), (Reads::ERU_PAGE, &mut whole)] {
+            let start = Instant::now();
+            let audit = read(&journal, &params.audit_params(end), end, &[], reads)
+                .await
+                .unwrap();
+            times.push(start.elapsed());
+            assert!(audit.verdict.accounted, "{}", audit.verdict.summary);
+        }
+    }
+    let (counted, whole) = (median(&mut counted), median(&mut whole));
     let app = eru_operator::http::router(eru_operator::http::AppState {
         journal,
         metrics: eru_operator::metrics::Metrics::new(),
@@ -214,6 +235,11 @@ async fn main() {
     println!(
         "  the page in process: read and audit p50 {read:?}, render p50 {render:?} ({:.1} MB of HTML)",
         size as f64 / 1e6
+    );
+    println!(
+        "  /audit's read and audit in process, counters cross-checked: the records counted p50 {counted:?}, \
+         whole p50 {whole:?} ({:.2}x)",
+        counted.as_secs_f64() / whole.as_secs_f64()
     );
 }
 

@@ -60,16 +60,16 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The audit of `p` at `now` (`cross_check`: with the counters' cross-check), with the
-    /// cluster-wide blackouts in force and the slots health gates hold now.
+    /// The audit of `p` at `now`, reading what `reads` asks, with the cluster-wide blackouts in
+    /// force and the slots health gates hold now.
     async fn audit(
         &self,
         p: &AuditParams,
         now: chrono::DateTime<Utc>,
-        cross_check: bool,
+        reads: audit::Reads,
     ) -> Result<Audit, QueryError> {
         let blackouts = self.blackouts.current();
-        let audit = audit::read(&self.journal, p, now, &blackouts, cross_check).await?;
+        let audit = audit::read(&self.journal, p, now, &blackouts, reads).await?;
         Ok(audit::with_holds(audit, &self.holds.snapshot()))
     }
 
@@ -256,7 +256,7 @@ async fn audit_handler(
     Params(p): Params<AuditParams>,
 ) -> Result<Json<Audit>, ApiError> {
     let (_, _place) = guard.admit(&caller, namespace(&p.namespace), true).await?;
-    Ok(Json(state.audit(&p, Utc::now(), true).await?))
+    Ok(Json(state.audit(&p, Utc::now(), audit::Reads::REPORT).await?))
 }
 
 /// `/`: where to go.
@@ -315,7 +315,7 @@ async fn ui_fleet(
     };
     let page = async {
         let params = params?;
-        let audit = state.audit(&params.audit_params(now), now, false).await?;
+        let audit = (state.audit(&params.audit_params(now), now, audit::Reads::FLEET_PAGE)).await?;
         Ok(ui::fleet_page(&audit, &params, state.fleet()))
     };
     page_or_refusal(page.await)
@@ -383,7 +383,7 @@ async fn ui_eru(
             };
         }
         let params: ui::PageParams = history::parse(&query)?;
-        let audit = state.audit(&params.audit_params(now), now, true).await?;
+        let audit = (state.audit(&params.audit_params(now), now, audit::Reads::ERU_PAGE)).await?;
         match audit
             .erus
             .iter()

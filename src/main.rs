@@ -801,7 +801,7 @@ fn audit(args: AuditArgs) -> ExitCode {
                         .map_err(|e| Exit(e.to_string(), 2))?
                         .current();
                 offline(&database, async |j| {
-                    h::audit::read(&j, &params, Utc::now(), &blackouts, true).await
+                    h::audit::read(&j, &params, Utc::now(), &blackouts, h::audit::Reads::REPORT).await
                 })
                 .await?
             }

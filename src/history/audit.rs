@@ -31,7 +31,7 @@ use crate::{
         ledger::EpochSpec,
         schedule::{Schedule, eru_seed},
     },
-    journal::{AuditRows, Journal, SlotRecordRow, Ts},
+    journal::{AuditReading, AuditRows, Journal, SlotRecordRow, TallyRow, Ts},
     vocab::{Outcome, Reason, SlotResult},
 };
 
@@ -102,14 +102,40 @@ impl AuditParams {
     }
 }
 
-/// Reads what an audit of `p` needs from the journal and audits it. `cross_check` adds each
-/// Eru's running counters against its rows (a scan of the Erus' rows over the whole journal).
+/// What an audit reads beside the window's accounting.
+#[derive(Clone, Copy, Debug)]
+pub struct Reads {
+    /// Each Eru's running counters against its rows (one kept row per Eru).
+    pub counters: bool,
+    /// Every column of each record, for a page to draw (else only what the audit counts).
+    pub records: bool,
+}
+
+impl Reads {
+    /// `GET /audit` and the CLI: the counters, no record drawn.
+    pub const REPORT: Reads = Reads {
+        counters: true,
+        records: false,
+    };
+    /// The fleet's page: its records, drawn.
+    pub const FLEET_PAGE: Reads = Reads {
+        counters: false,
+        records: true,
+    };
+    /// An Eru's page: its records and its counters.
+    pub const ERU_PAGE: Reads = Reads {
+        counters: true,
+        records: true,
+    };
+}
+
+/// Reads what an audit of `p` needs from the journal, as `reads` asks, and audits it.
 pub async fn read(
     journal: &Journal,
     p: &AuditParams,
     now: DateTime<Utc>,
     blackouts: &[Blackout],
-    cross_check: bool,
+    reads: Reads,
 ) -> Result<Audit, QueryError> {
     let (since, until) = p.window(now)?;
     let object = (
@@ -117,7 +143,12 @@ pub async fn read(
         p.name.as_ref().map(|n| n.0.as_str()),
     );
     let target = p.target.as_ref().map(|t| t.0.as_str());
-    let mut rows = (journal.audit_rows(since, until, object, target, RECORD_CAP, cross_check)).await?;
+    let reading = AuditReading {
+        cap: RECORD_CAP,
+        totals: reads.counters,
+        records: reads.records,
+    };
+    let mut rows = (journal.audit_rows(since, until, object, target, reading)).await?;
     let totals = rows.totals.take();
     let mut audit = audit(rows, totals, (since, until), now, blackouts, target);
     // the manual runs of the window, apart from the slots (bounded like a listing)
@@ -159,10 +190,7 @@ pub fn audit(
     for e in &rows.epochs {
         epochs.entry(&e.uid).or_default().push(e);
     }
-    let mut records: HashMap<String, Vec<SlotRecordRow>> = HashMap::new();
-    for r in rows.records {
-        records.entry(r.record.uid.clone()).or_default().push(r);
-    }
+    let mut records = by_eru(rows.tallies, rows.records);
     // the restart in flight of each Eru (one at most): a map, not a scan of them per Eru
     let open: HashMap<&str, Ts> = rows.open.iter().map(|r| (r.uid.as_str(), r.slot)).collect();
     let window = Span {
@@ -183,12 +211,12 @@ pub fn audit(
         let first = eru_epochs.first().map(|e| e.effective_from.0);
         let lived_in_window = first.is_none_or(|f| f < until) && deleted_at.is_none_or(|d| d >= since);
         let eru_records = records.remove(&ledger.uid).unwrap_or_default();
-        if !lived_in_window && eru_records.is_empty() {
+        if !lived_in_window && eru_records.0.is_empty() {
             continue;
         }
         // its records must fit what is left, with a slot to enumerate; else it is not audited
         // (nor any after it: a page of Erus half audited would mislead more than a short one)
-        if not_audited > 0 || !work.budget.reserve(eru_records.len() + 1) {
+        if not_audited > 0 || !work.budget.reserve(eru_records.0.len() + 1) {
             not_audited += 1;
             continue;
         }
@@ -224,6 +252,23 @@ pub fn audit(
     }
 }
 
+/// Each Eru's records (by uid): counted, and whole when a page read them to draw.
+fn by_eru(
+    tallies: Vec<(String, Vec<TallyRow>)>,
+    whole: Vec<SlotRecordRow>,
+) -> HashMap<String, (Vec<TallyRow>, Vec<SlotRecordRow>)> {
+    let mut records: HashMap<String, (Vec<TallyRow>, Vec<SlotRecordRow>)> = tallies
+        .into_iter()
+        .map(|(uid, t)| (uid, (t, Vec::new())))
+        .collect();
+    for r in whole {
+        let (tallies, drawn) = records.entry(r.record.uid.clone()).or_default();
+        tallies.push(TallyRow::from(&r));
+        drawn.push(r);
+    }
+    records
+}
+
 /// The audited window, the instant of the audit and its target filter.
 struct Span<'a> {
     since: DateTime<Utc>,
@@ -235,7 +280,7 @@ struct Span<'a> {
 fn audit_eru(
     ledger: &crate::journal::LedgerRow,
     epoch_rows: &[&crate::journal::EpochRow],
-    records: Vec<SlotRecordRow>,
+    (tallies, records): (Vec<TallyRow>, Vec<SlotRecordRow>),
     window: &Span<'_>,
     in_flight: Option<Ts>,
     counters: Option<Counters>,
@@ -244,7 +289,7 @@ fn audit_eru(
     let seed = eru_seed(&ledger.namespace, &ledger.name);
     let mut notes = Vec::new();
     let epochs = read_epochs(epoch_rows, &mut notes);
-    let end = enumerated_until(ledger, &records, window);
+    let end = enumerated_until(ledger, &tallies, window);
     let (expected, complete) = expected_slots(&epochs, &seed, window, end, work);
     // an enumeration cut short audits the slots up to its last one: records after it are not
     // findings (their slots were not enumerated)
@@ -263,7 +308,7 @@ fn audit_eru(
         reasons,
         outside,
         invalid,
-    } = tally(&records, &expected, horizon, window);
+    } = tally(&tallies, &expected, horizon, window);
     let cursor = ledger.accounted_through.map(|t| t.0);
     let (unaccounted, duplicated, pending) = coverage(&expected, &cover, in_flight, cursor);
     if invalid.count > 0 {
@@ -315,10 +360,10 @@ fn audit_eru(
 /// name (a leader whose clock runs ahead may record one a moment past this replica's now).
 fn enumerated_until(
     ledger: &crate::journal::LedgerRow,
-    records: &[SlotRecordRow],
+    records: &[TallyRow],
     window: &Span<'_>,
 ) -> DateTime<Utc> {
-    let recorded = records.iter().map(|r| r.record.last_slot.0).max();
+    let recorded = records.iter().map(|r| r.last_slot.0).max();
     let came = recorded.map_or(window.now, |r| r.max(window.now)) + Duration::milliseconds(1);
     let end = ledger.deleted_at.map_or(window.until, |d| d.0.min(window.until));
     end.min(came)
@@ -383,7 +428,7 @@ struct Tally {
 /// Counts the records against the expected slots (up to `horizon`, when the enumeration was cut
 /// short): restarts by outcome, the rest by result and reason, with their windows and notes.
 fn tally(
-    records: &[SlotRecordRow],
+    records: &[TallyRow],
     expected: &[DateTime<Utc>],
     horizon: Option<DateTime<Utc>>,
     window: &Span<'_>,
@@ -393,8 +438,7 @@ fn tally(
     let mut reasons: BTreeMap<(SlotResult, Option<Reason>), NotRestarted> = BTreeMap::new();
     let mut outside = Finding::default();
     let mut invalid = Finding::default();
-    for r in records {
-        let s = &r.record;
+    for s in records {
         // a row that breaks the journal's invariant (a constraint refuses it since migration
         // 0008; an older journal, or one written by hand, may hold one): a finding, never a
         // slice out of order
@@ -415,13 +459,13 @@ fn tally(
         cover[lo..hi].iter_mut().for_each(|c| *c += 1);
         if s.result == SlotResult::Fired {
             fired.total += in_window;
-            match r.restart_outcome {
+            match s.restart_outcome {
                 Some(Outcome::Succeeded) => fired.succeeded += in_window,
                 Some(Outcome::Failed) => fired.failed += in_window,
                 Some(Outcome::Abandoned) => fired.abandoned += in_window,
                 _ => fired.in_progress += in_window,
             }
-            if r.restart_reverted_at.is_some() {
+            if s.reverted {
                 fired.reverted += in_window;
             }
         } else {

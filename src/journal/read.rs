@@ -182,20 +182,20 @@ impl Journal {
 
 impl Journal {
     /// The rows an audit of `[since, until)` reads, of the Erus `namespace`/`name` (all if
-    /// `None`), of slots on `target` (all if `None`), and with `totals` each Eru's rows summed
-    /// over the whole journal — all in one read transaction, so the operator's writes meanwhile
-    /// cannot make a slot look unaccounted (its cursor read before its record was written) or a
-    /// counter look short of the rows. (SQLite's WAL reads one snapshot per transaction;
-    /// PostgreSQL needs REPEATABLE READ for that.)
+    /// `None`), of slots on `target` (all if `None`), as `reading` asks — all in one read
+    /// transaction, so the operator's writes meanwhile cannot make a slot look unaccounted (its
+    /// cursor read before its record was written) or a counter look short of the rows.
+    /// (SQLite's WAL reads one snapshot per transaction; PostgreSQL needs REPEATABLE READ for
+    /// that.)
     pub async fn audit_rows(
         &self,
         since: DateTime<Utc>,
         until: DateTime<Utc>,
         object: (Option<&str>, Option<&str>),
         target: Option<&str>,
-        cap: usize,
-        totals: bool,
+        reading: AuditReading,
     ) -> Result<AuditRows> {
+        let AuditReading { cap, totals, records } = reading;
         let (namespace, name) = object;
         let mut tx = self.pool.begin().await?;
         if self.backend == Backend::Postgres {
@@ -225,13 +225,7 @@ impl Journal {
             target,
             limit: cap + 1,
         };
-        let mut records = window::records(&mut tx, self.backend, &filter).await?;
-        let truncated = records.len() > cap;
-        records.truncate(cap);
-        records.sort_by(|a, b| {
-            let (a, b) = (&a.record, &b.record);
-            (&a.uid, a.slot, a.id).cmp(&(&b.uid, b.slot, b.id))
-        });
+        let (records, tallies, truncated) = window_records(&mut tx, self.backend, &filter, records).await?;
         let open = sqlx::query_as::<_, Keyed<RestartRow>>(
             "SELECT * FROM restarts WHERE outcome = 'in_progress' AND ($1 IS NULL OR namespace = $1)
              ORDER BY id",
@@ -250,6 +244,7 @@ impl Journal {
             ledgers: Keyed::all(ledgers),
             epochs: Keyed::all(epochs),
             records,
+            tallies,
             truncated,
             open: Keyed::all(open),
             runs,
@@ -415,4 +410,45 @@ async fn counted_by_eru(
     rows.iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
         .collect()
+}
+
+/// The window's records (read `filter.limit` = `cap + 1` at most), whole when `whole` (sorted by
+/// Eru and slot) or counted by Eru; whether more than `cap` fell in the window.
+async fn window_records(
+    tx: &mut sqlx::AnyConnection,
+    backend: Backend,
+    filter: &window::WindowFilter<'_>,
+    whole: bool,
+) -> Result<(Vec<SlotRecordRow>, Vec<(String, Vec<TallyRow>)>, bool)> {
+    let cap = filter.limit - 1;
+    if whole {
+        let mut records = window::records(tx, backend, filter).await?;
+        let truncated = records.len() > cap;
+        records.truncate(cap);
+        records.sort_by(|a, b| {
+            let (a, b) = (&a.record, &b.record);
+            (&a.uid, a.slot, a.id).cmp(&(&b.uid, b.slot, b.id))
+        });
+        Ok((records, Vec::new(), truncated))
+    } else {
+        let mut tallies = window::tallies(tx, backend, filter).await?;
+        let truncated = capped(&mut tallies, cap);
+        Ok((Vec::new(), tallies, truncated))
+    }
+}
+
+/// Keeps at most `cap` of the Erus' tallies (the window's query read `cap + 1` at most, in no
+/// particular order), sorts each Eru's by slot and the Erus by uid; whether any was dropped.
+fn capped(tallies: &mut Vec<(String, Vec<TallyRow>)>, cap: usize) -> bool {
+    let mut left = cap;
+    let mut truncated = false;
+    for (_, rows) in tallies.iter_mut() {
+        truncated |= rows.len() > left;
+        rows.truncate(left);
+        left -= rows.len();
+        rows.sort_by_key(|r| (r.slot, r.id));
+    }
+    tallies.retain(|(_, rows)| !rows.is_empty());
+    tallies.sort_by(|a, b| a.0.cmp(&b.0));
+    truncated
 }

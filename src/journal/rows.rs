@@ -476,14 +476,67 @@ pub struct SlotRecordRow {
     pub restart_reverted_at: Option<Ts>,
 }
 
+/// What an audit counts of a slot record: the slots it stands for, how it accounts them, and its
+/// restart's outcome. `GET /audit` and the CLI read only these; the pages, which draw each
+/// record, read [`SlotRecordRow`]s and count them through this same shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TallyRow {
+    pub id: i64,
+    pub slot: Ts,
+    pub last_slot: Ts,
+    pub slot_count: i64,
+    pub result: crate::vocab::SlotResult,
+    pub reason: Option<Reason>,
+    pub window_start: Option<Ts>,
+    pub window_end: Option<Ts>,
+    pub note: Option<String>,
+    pub restart_outcome: Option<Outcome>,
+    /// The slot's restart was seen undone by another field manager.
+    pub reverted: bool,
+}
+
+impl From<&SlotRecordRow> for TallyRow {
+    fn from(r: &SlotRecordRow) -> Self {
+        let s = &r.record;
+        TallyRow {
+            id: s.id,
+            slot: s.slot,
+            last_slot: s.last_slot,
+            slot_count: s.slot_count,
+            result: s.result,
+            reason: s.reason,
+            window_start: s.window_start,
+            window_end: s.window_end,
+            note: s.note.clone(),
+            restart_outcome: r.restart_outcome,
+            reverted: r.restart_reverted_at.is_some(),
+        }
+    }
+}
+
+/// What an audit reads beside its window's accounting ([`super::Journal::audit_rows`]).
+#[derive(Clone, Copy, Debug)]
+pub struct AuditReading {
+    /// Records read at most (past it the audit says it is incomplete).
+    pub cap: usize,
+    /// Each Eru's rows summed over the whole journal (the counters' cross-check).
+    pub totals: bool,
+    /// The records whole, for a page to draw; else only what the audit counts of them.
+    pub records: bool,
+}
+
 /// What an audit of a window reads: the Erus' ledgers, their epochs, the slot records of the
-/// window (with their restarts; at most `cap`, sorted by Eru and slot), the restarts still
-/// in progress, and the operator's runs and journal outages around the window.
+/// window (with their restarts; at most `cap`, sorted by Eru and slot: whole for a page to draw,
+/// or only what the audit counts), the restarts still in progress, and the operator's runs and
+/// journal outages around the window.
 #[derive(Clone, Debug, Default)]
 pub struct AuditRows {
     pub ledgers: Vec<LedgerRow>,
     pub epochs: Vec<EpochRow>,
+    /// The records whole, when asked for (a page draws them).
     pub records: Vec<SlotRecordRow>,
+    /// Otherwise what the audit counts of them, by Eru (uid).
+    pub tallies: Vec<(String, Vec<TallyRow>)>,
     /// More records fell in the window than `cap`.
     pub truncated: bool,
     pub open: Vec<RestartRow>,

@@ -83,6 +83,15 @@ fn object() -> ObjectKey {
     }
 }
 
+/// An audit's reading of `cap` records, whole (as a page reads them).
+fn reading(cap: usize, totals: bool) -> AuditReading {
+    AuditReading {
+        cap,
+        totals,
+        records: true,
+    }
+}
+
 fn at(min: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 3, min, 0).unwrap()
 }
@@ -142,7 +151,13 @@ async fn a_deletion_is_kept_on_the_ledger_row_the_audit_reads(journal: Journal) 
         Some(Ts(at(3)))
     );
     let rows = journal
-        .audit_rows(at(0), at(10), (Some("ns"), Some("web")), None, 100, false)
+        .audit_rows(
+            at(0),
+            at(10),
+            (Some("ns"), Some("web")),
+            None,
+            reading(100, false),
+        )
         .await
         .unwrap();
     assert_eq!(rows.ledgers.len(), 1);
@@ -1249,16 +1264,33 @@ async fn an_audits_window_reads_the_records_the_listing_reads(journal: Journal) 
     assert_eq!(listed.len(), 3, "{listed:?}");
     assert_eq!(listed[0].restart_outcome, Some(Outcome::Succeeded));
     let read = journal
-        .audit_rows(at(0), at(10), (None, None), None, 100, false)
+        .audit_rows(at(0), at(10), (None, None), None, reading(100, false))
         .await
         .unwrap();
     assert_eq!(read.records, listed);
     assert!(!read.truncated);
     let capped = journal
-        .audit_rows(at(0), at(10), (None, None), None, 2, false)
+        .audit_rows(at(0), at(10), (None, None), None, reading(2, false))
         .await
         .unwrap();
     assert_eq!((capped.records.len(), capped.truncated), (2, true));
+    // what `GET /audit` reads: the same records, counted, by Eru
+    let counted = AuditReading {
+        records: false,
+        ..reading(100, false)
+    };
+    let tallied = journal
+        .audit_rows(at(0), at(10), (None, None), None, counted)
+        .await
+        .unwrap();
+    let expected: Vec<TallyRow> = listed.iter().map(TallyRow::from).collect();
+    assert_eq!(tallied.tallies, [("u1".to_string(), expected)]);
+    assert!(tallied.records.is_empty() && !tallied.truncated);
+    let capped = AuditReading { cap: 2, ..counted };
+    let capped = (journal.audit_rows(at(0), at(10), (None, None), None, capped))
+        .await
+        .unwrap();
+    assert_eq!((capped.tallies[0].1.len(), capped.truncated), (2, true));
 }
 
 /// Migration 0008: a slot record whose last slot is before its first is refused, by the append
@@ -1443,6 +1475,11 @@ async fn a_full_outbox_gives_up_its_oldest(journal: Journal) {
     }
     journal.append(&e).await.unwrap();
     assert_eq!(journal.pending_count().await.unwrap(), 5);
+    // each sink's backlog (its gauges): how many, and since when
+    assert_eq!(
+        journal.pending_by_sink().await.unwrap(),
+        [("a".to_string(), 5, Some(at(1)))]
+    );
     let due = pending(&journal, "a").await;
     let oldest = journal.oldest_pending(PendingOf::All, 2).await.unwrap();
     assert_eq!(
@@ -1586,7 +1623,7 @@ async fn a_manual_run_moves_once_through_its_outcomes(journal: Journal) {
 async fn row_sums(journal: &Journal) -> Vec<(String, i64, i64)> {
     let far = at(0) + chrono::Duration::days(400);
     let rows = journal
-        .audit_rows(at(0), far, (None, None), None, 10, true)
+        .audit_rows(at(0), far, (None, None), None, reading(10, true))
         .await
         .unwrap();
     let mut sums = rows.totals.expect("asked for");

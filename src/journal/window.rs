@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::*;
 use crate::{
     Error,
-    vocab::{Outcome, Reason},
+    vocab::{Outcome, Reason, SlotResult},
 };
 
 /// The record columns, in the order of [`Record`]'s fields.
@@ -59,61 +59,147 @@ pub(super) struct WindowFilter<'a> {
     pub limit: usize,
 }
 
-/// The records of the window (each with its slot's restart, if any), in no particular order.
-pub(super) async fn records(
-    tx: &mut sqlx::AnyConnection,
-    backend: Backend,
-    f: &WindowFilter<'_>,
-) -> Result<Vec<SlotRecordRow>> {
-    // no ORDER BY: it would steer the planner to an index giving that order (a scan of the whole
-    // journal) instead of the window's range of `slots_by_last_slot`
-    let window = "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at,
-                r.finished_at AS restart_finished_at, r.outcome AS restart_outcome,
-                r.reason AS restart_reason, r.attempts AS restart_attempts,
-                r.reverted_at AS restart_reverted_at
-         FROM slots s LEFT JOIN restarts r ON r.uid = s.uid AND r.slot = s.slot
-         WHERE s.last_slot >= $1 AND s.slot < $2 AND ($3 IS NULL OR s.namespace = $3)
-           AND ($4 IS NULL OR s.name = $4) AND ($5 IS NULL OR s.target = $5)
-         LIMIT $6";
-    // the SQL is fixed text: only the backend's aggregate differs
-    let sql = match backend {
-        Backend::Sqlite => format!("SELECT json_group_array(json_array({COLUMNS})) FROM ({window}) AS w"),
-        Backend::Postgres => {
-            format!("SELECT COALESCE(json_agg(json_build_array({COLUMNS})), '[]')::text FROM ({window}) AS w")
-        }
-    };
-    let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+/// The window's records, each with its slot's restart: `$1`..`$6` are [`WindowFilter`]'s.
+// no ORDER BY: it would steer the planner to an index giving that order (a scan of the whole
+// journal) instead of the window's range of `slots_by_last_slot`
+const WINDOW: &str = "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at,
+            r.finished_at AS restart_finished_at, r.outcome AS restart_outcome,
+            r.reason AS restart_reason, r.attempts AS restart_attempts,
+            r.reverted_at AS restart_reverted_at
+     FROM slots s LEFT JOIN restarts r ON r.uid = s.uid AND r.slot = s.slot
+     WHERE s.last_slot >= $1 AND s.slot < $2 AND ($3 IS NULL OR s.namespace = $3)
+       AND ($4 IS NULL OR s.name = $4) AND ($5 IS NULL OR s.target = $5)
+     LIMIT $6";
+
+/// The backend's aggregate of `columns` into one JSON array (the SQL is fixed text).
+fn json_array_of(backend: Backend, columns: &str) -> String {
+    match backend {
+        Backend::Sqlite => format!("json_group_array(json_array({columns}))"),
+        Backend::Postgres => format!("COALESCE(json_agg(json_build_array({columns})), '[]')::text"),
+    }
+}
+
+/// Runs `sql` with the window's filter bound.
+fn bound<'q, O>(
+    query: sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments>,
+    f: &'q WindowFilter<'_>,
+) -> sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments> {
+    query
         .bind(ts(f.since))
         .bind(ts(f.until))
         .bind(f.namespace)
         .bind(f.name)
         .bind(f.target)
         .bind(f.limit as i64)
-        .fetch_one(tx)
-        .await?;
-    let records: Vec<Record> = serde_json::from_str(&text).map_err(|e| Error::JournalRow {
+}
+
+fn unreadable(e: serde_json::Error) -> Error {
+    Error::JournalRow {
         row: "slots (an audit's window)".into(),
         reason: e.to_string(),
-    })?;
+    }
+}
+
+/// The records of the window (each with its slot's restart, if any), in no particular order.
+pub(super) async fn records(
+    tx: &mut sqlx::AnyConnection,
+    backend: Backend,
+    f: &WindowFilter<'_>,
+) -> Result<Vec<SlotRecordRow>> {
+    let sql = format!("SELECT {} FROM ({WINDOW}) AS w", json_array_of(backend, COLUMNS));
+    let (text,): (String,) = bound(sqlx::query_as(sqlx::AssertSqlSafe(sql)), f)
+        .fetch_one(tx)
+        .await?;
+    let records: Vec<Record> = serde_json::from_str(&text).map_err(unreadable)?;
     records.into_iter().map(typed).collect()
+}
+
+/// What an audit counts of each record, [`TALLY_COLUMNS`] in order.
+#[derive(Deserialize)]
+struct Tally<'a>(
+    i64,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    i64,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
+    Option<String>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
+    i64,
+);
+
+/// The columns of [`Tally`]: about half of the record's text (no names, no restart times).
+const TALLY_COLUMNS: &str = "id, slot, last_slot, slot_count, result, reason, window_start, window_end, \
+     note, restart_outcome, CASE WHEN restart_reverted_at IS NULL THEN 0 ELSE 1 END";
+
+/// What an audit counts of the window's records, by Eru (uid; each Eru's in no particular
+/// order): one JSON array per Eru, so no record carries its Eru's names.
+pub(super) async fn tallies(
+    tx: &mut sqlx::AnyConnection,
+    backend: Backend,
+    f: &WindowFilter<'_>,
+) -> Result<Vec<(String, Vec<TallyRow>)>> {
+    let sql = format!(
+        "SELECT uid, {} FROM ({WINDOW}) AS w GROUP BY uid",
+        json_array_of(backend, TALLY_COLUMNS)
+    );
+    let groups: Vec<(String, String)> = bound(sqlx::query_as(sqlx::AssertSqlSafe(sql)), f)
+        .fetch_all(tx)
+        .await?;
+    (groups.into_iter())
+        .map(|(uid, text)| {
+            let rows: Vec<Tally> = serde_json::from_str(&text).map_err(unreadable)?;
+            let rows = rows.into_iter().map(tallied).collect::<Result<_>>()?;
+            Ok((uid, rows))
+        })
+        .collect()
+}
+
+fn tallied(t: Tally<'_>) -> Result<TallyRow> {
+    let id = t.0;
+    let time = |column: &str, text: Cow<'_, str>| journal_time(id, column, text);
+    let maybe = |column: &str, text: Option<Cow<'_, str>>| text.map(|t| time(column, t)).transpose();
+    Ok(TallyRow {
+        id,
+        slot: time("slot", t.1)?,
+        last_slot: time("last_slot", t.2)?,
+        slot_count: t.3,
+        result: word(id, "result", &t.4, SlotResult::parse)?,
+        reason: (t.5.as_deref())
+            .map(|text| word(id, "reason", text, Reason::parse))
+            .transpose()?,
+        window_start: maybe("window_start", t.6)?,
+        window_end: maybe("window_end", t.7)?,
+        note: t.8,
+        restart_outcome: (t.9.as_deref())
+            .map(|text| word(id, "restart outcome", text, Outcome::parse))
+            .transpose()?,
+        reverted: t.10 != 0,
+    })
+}
+
+/// A journal time of the row `id`'s `column`, or why the read fails.
+fn journal_time(id: i64, column: &str, text: Cow<'_, str>) -> Result<Ts> {
+    parse_ts(&text).map(Ts).ok_or_else(|| Error::JournalRow {
+        row: format!("slots id {id}"),
+        reason: format!("{column} is not a journal time: {text:?}"),
+    })
+}
+
+/// A column of the journal's vocabulary, typed: a name outside it fails the read with the row's id.
+fn word<T>(id: i64, column: &str, text: &str, parse: fn(&str) -> Option<T>) -> Result<T> {
+    parse(text).ok_or_else(|| Error::JournalRow {
+        row: format!("slots id {id}"),
+        reason: format!("{column} {text:?} is not in the journal's vocabulary"),
+    })
 }
 
 fn typed(r: Record<'_>) -> Result<SlotRecordRow> {
     let id = r.0;
-    let time = |column: &str, text: Cow<'_, str>| {
-        parse_ts(&text).map(Ts).ok_or_else(|| Error::JournalRow {
-            row: format!("slots id {id}"),
-            reason: format!("{column} is not a journal time: {text:?}"),
-        })
-    };
+    let time = |column: &str, text: Cow<'_, str>| journal_time(id, column, text);
     let maybe = |column: &str, text: Option<Cow<'_, str>>| text.map(|t| time(column, t)).transpose();
-    // the vocabulary's columns, typed: a name outside it fails the read with the row's id
-    fn word<T>(id: i64, column: &str, text: &str, parse: fn(&str) -> Option<T>) -> Result<T> {
-        parse(text).ok_or_else(|| Error::JournalRow {
-            row: format!("slots id {id}"),
-            reason: format!("{column} {text:?} is not in the journal's vocabulary"),
-        })
-    }
     Ok(SlotRecordRow {
         record: SlotRow {
             id,

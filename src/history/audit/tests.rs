@@ -5,7 +5,7 @@ use chrono::TimeZone;
 use serde_json::json;
 
 use super::*;
-use crate::journal::{EpochRow, JsonText, LedgerRow, OperatorRun, SlotRow};
+use crate::journal::{EpochRow, JsonText, LedgerRow, OperatorRun, SlotRow, TallyRow};
 use crate::vocab::{Outcome, Reason, SlotResult};
 
 fn t(m: u32, s: u32) -> DateTime<Utc> {
@@ -178,6 +178,41 @@ fn a_missing_a_doubled_and_an_unscheduled_record_fail_the_verdict() {
     let a = run(rows(outside), None);
     assert_eq!(a.erus[0].outside_schedule.slots, [Ts(t(4, 30))]);
     assert!(!a.verdict.accounted);
+}
+
+/// `GET /audit` and the CLI count what the journal reads of each record ([`TallyRow`]s, by
+/// Eru); the pages count the whole records they draw: the same audit either way, findings,
+/// outcomes, reasons, windows and notes included.
+#[test]
+fn counted_records_audit_as_the_whole_ones() {
+    let mut records = accounted_rows();
+    records.remove(2); // 03:03: no record
+    records.push(record(99, t(4, 0), t(4, 0), 1, "skipped", "target_paused")); // 03:04 twice
+    records.push(record(98, t(4, 30), t(4, 30), 1, "fired", "scheduled")); // off the schedule
+    records[0].restart_reverted_at = Some(Ts(t(1, 30)));
+    records[1].restart_outcome = Some(Outcome::Failed);
+    let suspended = &mut records[4].record;
+    (suspended.window_start, suspended.window_end) = (Some(Ts(t(5, 50))), Some(Ts(t(8, 10))));
+    suspended.note = Some("a deploy freeze".into());
+    let totals = || Some(vec![("u1".to_string(), 5, 3)]);
+    let whole = run(rows(records.clone()), totals());
+    let counted = AuditRows {
+        tallies: vec![("u1".into(), records.iter().map(TallyRow::from).collect())],
+        ..rows(Vec::new())
+    };
+    let counted = run(counted, totals());
+    assert_eq!(
+        serde_json::to_value(&counted).unwrap(),
+        serde_json::to_value(&whole).unwrap()
+    );
+    assert!(!whole.verdict.accounted && whole.erus[0].fired.reverted == 1);
+    let suspended = (whole.erus[0].not_restarted.iter()).find(|n| n.reason == Some(Reason::Suspended));
+    assert_eq!(suspended.unwrap().notes, ["a deploy freeze"]);
+    assert_eq!(
+        (whole.erus[0].records.len(), counted.erus[0].records.len()),
+        (records.len(), 0),
+        "only the pages keep the records whole"
+    );
 }
 
 #[test]

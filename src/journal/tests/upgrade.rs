@@ -292,8 +292,7 @@ async fn accounted(journal: &Journal, level: i64) {
             super::at(3),
             (Some("ns"), Some("web")),
             None,
-            100,
-            true,
+            super::reading(100, true),
         )
         .await
         .unwrap();
