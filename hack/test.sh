@@ -50,23 +50,25 @@ background() { # background TITLE COMMAND...
   background_pids+=("$!") background_names+=("$title") background_logs+=("$log")
   background_starts+=("$SECONDS")
 }
+join_background() { # join_background INDEX: waits for that background suite; fails if it did
+  local i=$1 status=0 took
+  wait "${background_pids[$i]}" || status=$?
+  took=$(sed -n 's/^== (background) \([0-9]*\) s$/\1/p' "${background_logs[$i]}" | tail -n1)
+  steps+=("${took:-?}|(background, from $((background_starts[i] - start)) s on) ${background_names[$i]}")
+  if [ "$status" = 0 ]; then
+    echo "== passed: ${background_names[$i]}; its log's end:"
+    tail -n 15 "${background_logs[$i]}"
+  else
+    echo "== FAILED (exit $status): ${background_names[$i]}; its whole log:"
+    cat "${background_logs[$i]}"
+  fi
+  rm -f "${background_logs[$i]}"
+  unset "background_pids[$i]"
+  return "$status"
+}
 finish_background() { # waits for every background suite; fails if one did
-  local i status took all=0
-  for i in "${!background_pids[@]}"; do
-    status=0
-    wait "${background_pids[$i]}" || status=$?
-    took=$(sed -n 's/^== (background) \([0-9]*\) s$/\1/p' "${background_logs[$i]}" | tail -n1)
-    steps+=("${took:-?}|(background, from $((background_starts[i] - start)) s on) ${background_names[$i]}")
-    if [ "$status" = 0 ]; then
-      echo "== passed: ${background_names[$i]}; its log's end:"
-      tail -n 15 "${background_logs[$i]}"
-    else
-      echo "== FAILED (exit $status): ${background_names[$i]}; its whole log:"
-      cat "${background_logs[$i]}"
-      all=1
-    fi
-    rm -f "${background_logs[$i]}"
-  done
+  local i all=0
+  for i in "${!background_pids[@]}"; do join_background "$i" || all=1; done
   background_pids=()
   return "$all"
 }
@@ -125,6 +127,21 @@ if [ -z "${ERU_TEST_POSTGRES_URL:-}" ]; then
   hack/postgres.sh start --name "$postgres_name"
   eval "$(hack/postgres.sh env --name "$postgres_name")"
 fi
+if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
+  # The test cluster comes up beside the unit tests (a control plane at rest costs little CPU),
+  # with the chart's checks on it, which must run before the e2e tests install the CRDs: the
+  # end-to-end step waits for it. (The control plane's binaries: built by the job above, under
+  # a lock, or by hack/cluster.sh itself.)
+  started_cluster=1
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  background "the test cluster: the cold path of hack/cluster.sh up (empty cache and state), hack/cluster.sh up, then the Helm chart on it: dry-run=server of three value sets, helm install, helm upgrade from the previous chart version, two releases side by side (hack/cold-up-check.sh, hack/chart-check.sh cluster)" bash -c '
+    set -e
+    hack/cold-up-check.sh
+    hack/cluster.sh up --name "$1"
+    eval "$(hack/cluster.sh env --name "$1")"
+    hack/chart-check.sh cluster' _ "$cluster"
+  cluster_job=$((${#background_pids[@]} - 1))
+fi
 step "unit and integration tests (no cluster; the journal's on SQLite and PostgreSQL)"
 # The property tests on a fixed seed (the same cases every run: a failure is the change's), then
 # once more on a random one, printed: rerun with PROPTEST_RNG_SEED=<it> to get its cases back. A
@@ -160,15 +177,9 @@ if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   background "fault tests, then API Priority and Fairness (hack/faults.sh --also apf: tests/faults.rs, tests/apf.rs on a cluster of their own)" \
     hack/faults.sh --also apf -- "${extra[@]}"
   background "the image and the real node (hack/real-node-e2e.sh)" nice -n 10 hack/real-node-e2e.sh -- "${extra[@]}"
-  step "the cold path of hack/cluster.sh up (empty cache and state, prebuilt binaries)"
-  hack/cold-up-check.sh
-  step "the test cluster (hack/cluster.sh up)"
-  started_cluster=1
-  hack/cluster.sh up --name "$cluster"
+  step "waiting for the test cluster and the chart's checks on it"
+  join_background "$cluster_job" || exit 1
   eval "$(hack/cluster.sh env --name "$cluster")"
-  # on the fresh cluster, before the e2e tests install the CRDs: helm must create them
-  step "Helm chart on the cluster: dry-run=server of three value sets, helm install, helm upgrade from the previous chart version, two releases side by side (hack/chart-check.sh cluster)"
-  hack/chart-check.sh cluster
 fi
 [ -n "${KUBECONFIG:-}" ] || { echo "KUBECONFIG is not set" >&2; exit 1; }
 [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ] ||
@@ -190,8 +201,8 @@ for file in tests/*.rs; do
 done
 suites+=(eru@postgres ledger@postgres fleet@postgres targets@postgres)
 failed=()
-step "end-to-end tests against $KUBECONFIG, three test binaries at a time (hack/suites.sh)"
-hack/suites.sh --jobs 3 "${suites[@]}" -- "${extra[@]}" || failed+=("end-to-end tests")
+step "end-to-end tests against $KUBECONFIG, four test binaries at a time (hack/suites.sh)"
+hack/suites.sh --jobs 4 "${suites[@]}" -- "${extra[@]}" || failed+=("end-to-end tests")
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" = 1 ]; then
   # no cluster of its own for it here: its FlowSchema throttles every operator of this one, alone
   step "API Priority and Fairness (tests/apf.rs), alone on the cluster"
