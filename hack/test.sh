@@ -136,6 +136,7 @@ if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   # shellcheck disable=SC2016 # expanded by the inner bash
   background "the test cluster: the cold path of hack/cluster.sh up (empty cache and state), hack/cluster.sh up, then the Helm chart on it: dry-run=server of three value sets, helm install, helm upgrade from the previous chart version, two releases side by side (hack/cold-up-check.sh, hack/chart-check.sh cluster)" bash -c '
     set -e
+    nice -n 10 hack/cluster.sh build # (a no-op once cached; niced like the job above, cold)
     hack/cold-up-check.sh
     hack/cluster.sh up --name "$1"
     eval "$(hack/cluster.sh env --name "$1")"
@@ -201,8 +202,8 @@ for file in tests/*.rs; do
 done
 suites+=(eru@postgres ledger@postgres fleet@postgres targets@postgres)
 failed=()
-step "end-to-end tests against $KUBECONFIG, four test binaries at a time (hack/suites.sh)"
-hack/suites.sh --jobs 4 "${suites[@]}" -- "${extra[@]}" || failed+=("end-to-end tests")
+step "end-to-end tests against $KUBECONFIG, three test binaries at a time (hack/suites.sh)"
+hack/suites.sh --jobs 3 "${suites[@]}" -- "${extra[@]}" || failed+=("end-to-end tests")
 if [ "${ERU_USE_EXISTING_CLUSTER:-}" = 1 ]; then
   # no cluster of its own for it here: its FlowSchema throttles every operator of this one, alone
   step "API Priority and Fairness (tests/apf.rs), alone on the cluster"

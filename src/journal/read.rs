@@ -195,7 +195,11 @@ impl Journal {
         target: Option<&str>,
         reading: AuditReading,
     ) -> Result<AuditRows> {
-        let AuditReading { cap, totals, records } = reading;
+        let AuditReading {
+            cap,
+            totals,
+            records: whole,
+        } = reading;
         let (namespace, name) = object;
         let mut tx = self.pool.begin().await?;
         if self.backend == Backend::Postgres {
@@ -225,7 +229,7 @@ impl Journal {
             target,
             limit: cap + 1,
         };
-        let (records, tallies, truncated) = window_records(&mut tx, self.backend, &filter, records).await?;
+        let (records, tallies, truncated) = window_records(&mut tx, self.backend, &filter, whole).await?;
         let open = sqlx::query_as::<_, Keyed<RestartRow>>(
             "SELECT * FROM restarts WHERE outcome = 'in_progress' AND ($1 IS NULL OR namespace = $1)
              ORDER BY id",

@@ -116,7 +116,7 @@ pub(super) async fn records(
 
 /// What an audit counts of each record, [`TALLY_COLUMNS`] in order.
 #[derive(Deserialize)]
-struct Tally<'a>(
+struct Counted<'a>(
     i64,
     #[serde(borrow)] Cow<'a, str>,
     #[serde(borrow)] Cow<'a, str>,
@@ -130,7 +130,7 @@ struct Tally<'a>(
     i64,
 );
 
-/// The columns of [`Tally`]: about half of the record's text (no names, no restart times).
+/// The columns of [`Counted`]: about half of the record's text (no names, no restart times).
 const TALLY_COLUMNS: &str = "id, slot, last_slot, slot_count, result, reason, window_start, window_end, \
      note, restart_outcome, CASE WHEN restart_reverted_at IS NULL THEN 0 ELSE 1 END";
 
@@ -150,14 +150,14 @@ pub(super) async fn tallies(
         .await?;
     (groups.into_iter())
         .map(|(uid, text)| {
-            let rows: Vec<Tally> = serde_json::from_str(&text).map_err(unreadable)?;
+            let rows: Vec<Counted> = serde_json::from_str(&text).map_err(unreadable)?;
             let rows = rows.into_iter().map(tallied).collect::<Result<_>>()?;
             Ok((uid, rows))
         })
         .collect()
 }
 
-fn tallied(t: Tally<'_>) -> Result<TallyRow> {
+fn tallied(t: Counted<'_>) -> Result<TallyRow> {
     let id = t.0;
     let time = |column: &str, text: Cow<'_, str>| journal_time(id, column, text);
     let maybe = |column: &str, text: Option<Cow<'_, str>>| text.map(|t| time(column, t)).transpose();
