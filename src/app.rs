@@ -469,7 +469,7 @@ async fn http_api(
         http::{
             auth::{Auth, AuthOptions},
             limits::Guard,
-            queries::QueryThread,
+            queries::{Class, QueryThread},
         },
     };
     let auth = (args.http_auth == HttpAuth::Kubernetes).then(|| {
@@ -491,7 +491,9 @@ async fn http_api(
         usize::from(args.http_max_queries),
         args.http_request_timeout,
     );
-    let thread = QueryThread::start().context("starting the HTTP API's query thread")?;
+    let (class, why) = Class::chosen(args.http_query_class, std::process::id());
+    info!(?class, why, "the HTTP API's journal queries' scheduling class");
+    let thread = QueryThread::start(class).context("starting the HTTP API's query thread")?;
     let guard = Arc::new(guard.behind(thread, urgent));
     let listener = std::net::TcpListener::bind(args.http_address)
         .with_context(|| format!("binding the HTTP API to {}", args.http_address))?;

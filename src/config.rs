@@ -21,7 +21,6 @@ pub enum HttpAuth {
     Kubernetes,
 }
 
-/// A controller the operator can run (`--controllers`).
 /// How fast restarts may begin (`--restart-pace`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum RestartPace {
@@ -34,6 +33,19 @@ pub enum RestartPace {
     Adaptive,
 }
 
+/// Where the HTTP API's journal queries run (`--http-query-class`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum QueryClass {
+    /// `idle` when the operator is its PID namespace's first process (a container's, which has a
+    /// CPU cgroup of its own), else `nice`.
+    Auto,
+    /// Linux `SCHED_IDLE`: only CPU nothing else in the operator's CPU cgroup wants.
+    Idle,
+    /// Nice 19: a small share of the CPU, however busy the host.
+    Nice,
+}
+
+/// A controller the operator can run (`--controllers`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum)]
 pub enum Controller {
     /// Erus: scheduled restarts of Deployments, StatefulSets and DaemonSets (and the automatic
@@ -175,6 +187,15 @@ pub struct RunArgs {
     /// kernel's accept queue until one closes.
     #[arg(long, env = "ERU_HTTP_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub http_max_connections: u32,
+
+    /// The scheduling class of the HTTP API's journal queries. `idle` (Linux SCHED_IDLE): they
+    /// take only the CPU nothing else in the operator's CPU cgroup wants, so a crowd of readers
+    /// never delays a restart; right in a container of its own. `nice` (nice 19): a small share
+    /// however busy the host, for an operator run as a plain process beside busy ones, where the
+    /// idle class would wait for all of them. `auto`: `idle` when the operator is its PID
+    /// namespace's first process (a container's), else `nice`.
+    #[arg(long, env = "ERU_HTTP_QUERY_CLASS", value_enum, default_value_t = QueryClass::Auto)]
+    pub http_query_class: QueryClass,
 
     /// Longest an HTTP request may take before its 503 (`30s`, `2m`).
     #[arg(long, env = "ERU_HTTP_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_duration)]

@@ -206,6 +206,12 @@ async fn an_outage_audited_by_the_api_the_cli_and_the_page_in_a_real_browser() {
 
     let since = Utc::now();
     let mut operator = Operator::start(&client, &ns.name, &[]).await;
+    // a plain process beside this suite's others: its queries at nice 19, never SCHED_IDLE, which
+    // would wait for every busy process of this cgroup (docs/api.md)
+    assert_eq!(
+        common::thread_class(operator.pid().unwrap(), common::QUERY_THREAD),
+        Some((libc::SCHED_OTHER, 19))
+    );
     let spec = |target: &str| {
         json!({"schedule": SCHEDULE, "startingDeadlineSeconds": 3,
                                      "target": {"kind": "Deployment", "name": target}})

@@ -333,6 +333,12 @@ async fn the_chart_runs_the_image_on_the_real_node() {
         options.split(',').any(|o| o == "ro"),
         "root mounted {options}: {root}"
     );
+    // the container's first process: its HTTP queries in the idle class, which yields only to the
+    // operator's own work in the container's CPU cgroup
+    assert_eq!(
+        common::thread_class(*pid, common::QUERY_THREAD),
+        Some((libc::SCHED_IDLE, 0))
+    );
     // the HTTP API needs a token: the kubelet's probes are the only anonymous callers
     let forward = PortForward::to(&pod.name_any());
     let (status, body) = common::get(&format!("https://127.0.0.1:{}/audit", forward.port));
@@ -811,11 +817,13 @@ async fn the_chart_upgraded_from_its_previous_version_with_an_eru_running_accoun
     );
 
     // the audit of the window: every slot accounted, the handover as two runs
+    // to the millisecond: cut to its second, the window's end could fall before the new Pod's run
+    // began (it ends moments after the first slot the new Pod fired)
     let audit = operator.get_json(&format!(
         "/audit?namespace={}&since={}&until={}",
         ns.name,
         window.0.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        window.1.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        window.1.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
     ));
     let verdict = &audit["verdict"];
     assert_eq!(verdict["accounted"], true, "{verdict}");
@@ -830,7 +838,7 @@ async fn the_chart_upgraded_from_its_previous_version_with_an_eru_running_accoun
         let prefix = format!("{}_", pod.name_any());
         runs.iter()
             .find(|r| r["instance"].as_str().is_some_and(|i| i.starts_with(&prefix)))
-            .unwrap_or_else(|| panic!("no run of {} in /audit: {runs:?}", pod.name_any()))
+            .unwrap_or_else(|| panic!("no run of {} in /audit of {window:?}: {runs:?}", pod.name_any()))
     };
     assert!(
         !run_of(&old)["stopped_at"].is_null(),

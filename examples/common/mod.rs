@@ -147,6 +147,8 @@ impl Operator {
                 .arg("--database")
                 .arg(&self.database)
                 .args(["--http-address", &format!("127.0.0.1:{}", self.port)])
+                // the queries' class in the operator's container (PID 1 there), measured as shipped
+                .args(["--http-query-class", "idle"])
                 .args(
                     self.kubeconfig
                         .iter()

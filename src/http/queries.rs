@@ -1,20 +1,58 @@
-//! Where the HTTP API's journal queries run: a thread of their own, in Linux's `SCHED_IDLE`
-//! scheduling class, with a runtime of its own. A crowd of heavy `/history` and `/audit` readers
-//! then takes only the CPU the reconciles, the journal writer and the API server leave: on a busy
-//! node the answers come later (or, past the request timeout, a 503), never the restarts. The
-//! SQLite connections the queries read through are opened on this thread, so the worker thread
-//! sqlx starts for each inherits its class (on Linux a thread's scheduling policy is its own, and
-//! a new thread takes its creator's).
+//! Where the HTTP API's journal queries run: a thread of their own, with a runtime of its own, in
+//! a low scheduling class ([`Class`]). A crowd of heavy `/history` and `/audit` readers then takes
+//! only the CPU the reconciles, the journal writer and the API server leave: on a busy node the
+//! answers come later (or, past the request timeout, a 503), never the restarts. The SQLite
+//! connections the queries read through are opened on this thread, so the worker thread sqlx
+//! starts for each inherits its class and nice value (on Linux both are a thread's own, and a new
+//! thread takes its creator's).
 //!
-//! Why not nice 19: measured (`hack/http-load.sh`), a nice-19 reader still doubled the slot's
-//! lateness. Nice weighs the share of CPU, but a reconcile's thread waking up (an API answer, a
-//! journal commit) still waits for the reader's time slice on that core, thousands of times in a
-//! burst. A `SCHED_IDLE` thread is preempted at once by any normal thread that wakes.
+//! Why `SCHED_IDLE` rather than nice 19: measured (`hack/http-load.sh`), a nice-19 reader still
+//! doubled the slot's lateness. Nice weighs the share of CPU, but a reconcile's thread waking up
+//! (an API answer, a journal commit) still waits for the reader's time slice on that core,
+//! thousands of times in a burst. A `SCHED_IDLE` thread is preempted at once by any normal thread
+//! that wakes.
+//!
+//! Why not always: the class is weighed among the threads of one CPU cgroup. In a container that
+//! cgroup is the operator's, so the queries yield only to its own work. A plain process shares its
+//! cgroup with whatever else runs there (a compiler, a test suite), and a `SCHED_IDLE` thread
+//! (weight 3 against a normal thread's 1,024) waits for every one of them: with two busy loops a
+//! core, a 100 ms `/audit` got no answer in 30 s. So `--http-query-class auto` takes the idle class
+//! only as its PID namespace's first process, the mark of a container, and nice 19 otherwise.
 
 use std::future::Future;
 
 use tokio::{runtime::Handle, sync::oneshot, task::JoinHandle};
 use tracing::warn;
+
+/// The scheduling class of the query thread (and of the threads it starts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Linux `SCHED_IDLE`.
+    Idle,
+    /// The normal class at nice [`QUERY_NICE`].
+    Nice,
+}
+
+/// The nice value of the query thread in [`Class::Nice`]: the lowest.
+pub const QUERY_NICE: libc::c_int = 19;
+
+impl Class {
+    /// The class `--http-query-class` names, `auto` resolved for the process `pid`: the idle class
+    /// for its PID namespace's first process (a container's), else nice; and why, for the log.
+    pub fn chosen(choice: crate::config::QueryClass, pid: u32) -> (Class, &'static str) {
+        use crate::config::QueryClass;
+        match choice {
+            QueryClass::Idle => (Class::Idle, "--http-query-class idle"),
+            QueryClass::Nice => (Class::Nice, "--http-query-class nice"),
+            QueryClass::Auto if pid == 1 => (Class::Idle, "the container's first process (PID 1)"),
+            QueryClass::Auto => (
+                Class::Nice,
+                "not a container's first process: beside other busy processes of its CPU cgroup, \
+                 the idle class would wait for all of them",
+            ),
+        }
+    }
+}
 
 /// The query thread: its runtime's handle, and the thread stopping when this is dropped.
 pub struct QueryThread {
@@ -23,8 +61,8 @@ pub struct QueryThread {
 }
 
 impl QueryThread {
-    /// Starts the thread `eru-http-queries`.
-    pub fn start() -> std::io::Result<Self> {
+    /// Starts the thread `eru-http-queries` in `class`.
+    pub fn start(class: Class) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .thread_name("eru-http-queries")
@@ -34,7 +72,10 @@ impl QueryThread {
         std::thread::Builder::new()
             .name("eru-http-queries".into())
             .spawn(move || {
-                idle_class();
+                match class {
+                    Class::Idle => idle_class(),
+                    Class::Nice => lowest_nice(),
+                }
                 runtime.block_on(async {
                     let _ = stopped.await;
                 });
@@ -87,6 +128,18 @@ fn idle_class() {
     }
 }
 
+/// Nice [`QUERY_NICE`] for the calling thread (and the threads it starts).
+fn lowest_nice() {
+    // SAFETY: with a thread id, setpriority changes that one thread on Linux
+    let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, QUERY_NICE) };
+    if result != 0 {
+        warn!(
+            error = %std::io::Error::last_os_error(),
+            "the HTTP API's query thread keeps the normal priority"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,7 +153,7 @@ mod tests {
     #[tokio::test]
     async fn work_runs_on_an_idle_class_thread_and_threads_it_starts_inherit_it() {
         let mine = policy();
-        let queries = QueryThread::start().unwrap();
+        let queries = QueryThread::start(Class::Idle).unwrap();
         let (here, child) = queries
             .run(async { (policy(), std::thread::spawn(policy).join().unwrap()) })
             .await
@@ -110,9 +163,44 @@ mod tests {
         assert_eq!(policy(), mine);
     }
 
+    /// The calling thread's nice value.
+    fn nice() -> libc::c_int {
+        // SAFETY: reads the calling thread's nice value (a thread id is a PRIO_PROCESS `who`)
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+    }
+
+    #[tokio::test]
+    async fn in_the_nice_class_work_runs_at_nice_19_and_threads_it_starts_inherit_it() {
+        let mine = (policy(), nice());
+        let queries = QueryThread::start(Class::Nice).unwrap();
+        let (here, child) = queries
+            .run(async {
+                (
+                    (policy(), nice()),
+                    std::thread::spawn(|| (policy(), nice())).join().unwrap(),
+                )
+            })
+            .await
+            .unwrap();
+        let lowest = (libc::SCHED_OTHER, QUERY_NICE);
+        assert_eq!((here, child), (lowest, lowest));
+        assert_eq!((policy(), nice()), mine);
+    }
+
+    #[test]
+    fn auto_takes_the_idle_class_only_as_a_containers_first_process() {
+        use crate::config::QueryClass;
+        let class = |choice, pid| Class::chosen(choice, pid).0;
+        assert_eq!(class(QueryClass::Auto, 1), Class::Idle);
+        assert_eq!(class(QueryClass::Auto, 4242), Class::Nice);
+        // a class named is taken as named
+        assert_eq!(class(QueryClass::Idle, 4242), Class::Idle);
+        assert_eq!(class(QueryClass::Nice, 1), Class::Nice);
+    }
+
     #[tokio::test]
     async fn dropping_the_answer_cancels_the_work() {
-        let queries = QueryThread::start().unwrap();
+        let queries = QueryThread::start(Class::Idle).unwrap();
         let (tx, rx) = oneshot::channel::<()>();
         let task = queries.run(async move {
             tokio::time::sleep(std::time::Duration::from_secs(3600)).await;

@@ -390,6 +390,27 @@ pub fn get(url: &str) -> (u16, String) {
     (status, response.body_mut().read_to_string().unwrap_or_default())
 }
 
+/// The name the kernel keeps of the HTTP API's query thread (`eru-http-queries`, cut to 15 bytes).
+pub const QUERY_THREAD: &str = "eru-http-querie";
+
+/// The scheduling policy and nice value of the thread named `comm` of the process `pid`, as
+/// `/proc/PID/task/TID/stat` tells them (`None`: no such thread).
+pub fn thread_class(pid: u32, comm: &str) -> Option<(i32, i32)> {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        if head.split_once('(').map(|(_, name)| name) != Some(comm) {
+            continue;
+        }
+        // after the name: the state is field 3, the nice value 19 and the policy 41 (proc(5))
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        return Some((fields.get(38)?.parse().ok()?, fields.get(16)?.parse().ok()?));
+    }
+    None
+}
+
 /// GET `url` as JSON, expecting 200.
 pub fn get_json(url: &str) -> serde_json::Value {
     let (status, body) = get(url);
