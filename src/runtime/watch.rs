@@ -22,7 +22,7 @@ use kube::{
     Api, Client, Resource,
     runtime::{
         WatchStreamExt,
-        reflector::{self, Store, store::Writer},
+        reflector::{self, ObjectRef, Store, store::Writer},
         watcher,
     },
 };
@@ -256,6 +256,45 @@ pub struct Shared<K: Watchable> {
     gone: Vec<mpsc::UnboundedSender<Gone>>,
     hooks: Vec<Hook<K>>,
     stored: Vec<Hook<K>>,
+    subscribers: Subscribers<K>,
+}
+
+/// The senders of a [`Shared`] cache's subscriptions (see [`Subscription`]).
+type Subscribers<K> = Arc<std::sync::Mutex<Vec<mpsc::UnboundedSender<ObjectRef<K>>>>>;
+
+/// A controller's trigger on a [`Shared`] cache: the objects applied, and every object after
+/// each (re)list, as they are in the store when taken; one deleted meanwhile is skipped.
+///
+/// Not kube-runtime's own subscriber (`ReflectHandle`, 5.0): when the object of the reference it
+/// takes is gone from the store, it returns `Pending` without a waker, and the trigger then waits
+/// for something else to wake its task (another trigger, a requeue timer). An Eru deleted between
+/// its status write and the poll stalled its controller's trigger, and an Eru created next was
+/// not reconciled for 30 s in an e2e test; on a quiet cluster, until another Eru's slot.
+pub struct Subscription<K: Resource<DynamicType = ()> + 'static> {
+    refs: mpsc::UnboundedReceiver<ObjectRef<K>>,
+    store: Store<K>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Stream for Subscription<K> {
+    type Item = Arc<K>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Arc<K>>> {
+        loop {
+            match std::task::ready!(self.refs.poll_recv(cx)) {
+                Some(reference) => {
+                    if let Some(obj) = self.store.get(&reference) {
+                        return std::task::Poll::Ready(Some(obj));
+                    }
+                    // deleted since: take the next one (the receiver registers the waker when
+                    // none is left)
+                }
+                None => return std::task::Poll::Ready(None),
+            }
+        }
+    }
 }
 
 /// A function told every event of a [`Shared`] watch.
@@ -290,13 +329,18 @@ pub fn relevant_changes<K: Resource + Send + Sync + 'static>(
     })
 }
 
+/// The store's key of `obj`: its namespace and name (the uid and version would only add bytes to
+/// each queued reference).
+fn key_of<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectRef<K> {
+    let meta = obj.meta();
+    ObjectRef::new(meta.name.as_deref().unwrap_or_default())
+        .within(meta.namespace.as_deref().unwrap_or_default())
+}
+
 /// A uid's [`key_hash`]; a collision would cost one skipped trigger.
 fn uid_hash(uid: &str) -> u64 {
     key_hash(uid)
 }
-
-/// Objects a shared store may queue for a slow subscriber before the watch waits for it.
-const SUBSCRIBER_BUFFER: usize = 1024;
 
 impl<K> Shared<K>
 where
@@ -314,7 +358,7 @@ where
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
-        let (store, writer) = reflector::store_shared(SUBSCRIBER_BUFFER);
+        let (store, writer) = reflector::store();
         let (ready, rx) = watch::channel(false);
         Self {
             store,
@@ -325,13 +369,19 @@ where
             gone: Vec::new(),
             hooks: Vec::new(),
             stored: Vec::new(),
+            subscribers: Arc::default(),
         }
     }
 
     /// The objects that change (added, modified, and all of them after a relist), as a
     /// controller's trigger.
-    pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
-        self.writer.subscribe().expect("a shared store")
+    pub fn subscribe(&self) -> Subscription<K> {
+        let (tx, refs) = mpsc::unbounded_channel();
+        self.subscribers.lock().expect("subscribers lock").push(tx);
+        Subscription {
+            refs,
+            store: self.store.clone(),
+        }
     }
 
     /// The objects that leave the cache (see [`Gone`]).
@@ -361,8 +411,25 @@ where
             gone,
             mut hooks,
             mut stored,
+            subscribers,
             ..
         } = self;
+        let subscribers = std::mem::take(&mut *subscribers.lock().expect("subscribers lock"));
+        let tell = {
+            let store = store.clone();
+            move |event: &watcher::Event<K>| {
+                let refs: Vec<ObjectRef<K>> = match event {
+                    watcher::Event::Apply(obj) => vec![key_of(obj)],
+                    // the store swapped the new listing in: every object, as kube dispatches
+                    watcher::Event::InitDone => store.state().iter().map(|o| key_of(o.as_ref())).collect(),
+                    _ => return,
+                };
+                for tx in &subscribers {
+                    // a subscriber gone (its controller stopped) takes nothing
+                    refs.iter().for_each(|r| drop(tx.send(r.clone())));
+                }
+            }
+        };
         let mut seen = Seen::default();
         let track = !gone.is_empty();
         let events = source
@@ -371,10 +438,11 @@ where
                     hooks.iter_mut().for_each(|hook| hook(event));
                 }
             })
-            .reflect_shared(writer)
+            .reflect(writer)
             .inspect(move |event| {
                 let Ok(event) = event else { return };
                 stored.iter_mut().for_each(|hook| hook(event));
+                tell(event);
                 if let watcher::Event::InitDone = event {
                     let _ = ready.send(true);
                 }
@@ -395,6 +463,7 @@ where
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::ResourceExt;
 
     use super::*;
 
@@ -471,5 +540,27 @@ mod tests {
         .collect()
         .await;
         assert_eq!(passed, ["auto", "auto", "auto", "auto"]);
+    }
+
+    /// A reference whose object was deleted before it was taken is skipped, and the subscription
+    /// still wakes for the next one (kube-runtime 5.0's subscriber returned `Pending` there
+    /// without a waker: the next object waited for an unrelated wake-up).
+    #[tokio::test]
+    async fn a_subscription_skips_an_object_deleted_meanwhile_and_wakes_for_the_next() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let (tx, refs) = mpsc::unbounded_channel();
+        let mut subscription = Subscription { refs, store };
+        let (deleted, created) = (object("deleted"), object("created"));
+        writer.apply_watcher_event(&watcher::Event::Apply(deleted.clone()));
+        tx.send(key_of(&deleted)).unwrap();
+        writer.apply_watcher_event(&watcher::Event::Delete(deleted));
+        let next = tokio::spawn(async move { subscription.next().await.map(|cm| cm.name_any()) });
+        // the task took the deleted one's reference and waits
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!next.is_finished());
+        writer.apply_watcher_event(&watcher::Event::Apply(created.clone()));
+        tx.send(key_of(&created)).unwrap();
+        let taken = tokio::time::timeout(std::time::Duration::from_secs(5), next).await;
+        assert_eq!(taken.expect("woken").unwrap().as_deref(), Some("cm-created"));
     }
 }
