@@ -36,12 +36,8 @@ step() { # step TITLE: prints the time the previous step took, then the title
 cleanup() { hack/cluster.sh down --name "$cluster" || true; }
 trap cleanup EXIT
 
-step "the base images and podman build of ./Dockerfile (hack/image.sh build --profile $profile, SCHED_IDLE)"
-# In the lowest scheduling class, the class of the operators' HTTP query threads: beside the other
-# end-to-end suites (hack/test.sh) its compilers would otherwise outrank those threads on every CPU
-# of this shared cgroup and starve a test's GET /audit past its timeout (docs/api.md). Alone, the
-# build takes every idle CPU as before.
-chrt --idle 0 hack/image.sh build --profile "$profile" --tag e2e
+step "the base images and podman build of ./Dockerfile (hack/image.sh build --profile $profile)"
+hack/image.sh build --profile "$profile" --tag e2e
 web=$(hack/image.sh web)
 
 step "the image runs: podman run $image --help"

@@ -173,8 +173,9 @@ if [ "${ERU_USE_EXISTING_CLUSTER:-}" != 1 ]; then
   # The end-to-end suites overlap: most of their time is spent waiting for slots. Beside the main
   # cluster's suites (hack/suites.sh), in the background and each on a cluster of its own: the
   # fault tests (they restart their control plane and database server) and the image with the
-  # real node (niced, and its image's build in the SCHED_IDLE class: it must not starve the
-  # operators of the tests beside it, nor their HTTP query threads, which are in that class).
+  # real node (niced: its build must not starve the operators of the tests beside it; their HTTP
+  # queries run at nice 19, --http-query-class auto for a plain process, so a build outranks them
+  # without starving them).
   # (then tests/apf.rs, alone on that cluster: its FlowSchema throttles every operator there)
   background "fault tests, then API Priority and Fairness (hack/faults.sh --also apf: tests/faults.rs, tests/apf.rs on a cluster of their own)" \
     hack/faults.sh --also apf -- "${extra[@]}"
