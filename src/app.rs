@@ -492,8 +492,7 @@ async fn http_api(
         args.http_request_timeout,
     );
     let (class, why) = Class::chosen(args.http_query_class, std::process::id());
-    info!(?class, why, "the HTTP API's journal queries' scheduling class");
-    let thread = QueryThread::start(class).context("starting the HTTP API's query thread")?;
+    let thread = QueryThread::start(class, why).context("starting the HTTP API's query thread")?;
     let guard = Arc::new(guard.behind(thread, urgent));
     let listener = std::net::TcpListener::bind(args.http_address)
         .with_context(|| format!("binding the HTTP API to {}", args.http_address))?;

@@ -41,7 +41,7 @@ pub enum QueryClass {
     Auto,
     /// Linux `SCHED_IDLE`: only CPU nothing else in the operator's CPU cgroup wants.
     Idle,
-    /// Nice 19: a small share of the CPU, however busy the host.
+    /// Nice 19: a small share of the CPU beside busy threads, five times the idle class's.
     Nice,
 }
 
@@ -191,9 +191,10 @@ pub struct RunArgs {
     /// The scheduling class of the HTTP API's journal queries. `idle` (Linux SCHED_IDLE): they
     /// take only the CPU nothing else in the operator's CPU cgroup wants, so a crowd of readers
     /// never delays a restart; right in a container of its own. `nice` (nice 19): a small share
-    /// however busy the host, for an operator run as a plain process beside busy ones, where the
-    /// idle class would wait for all of them. `auto`: `idle` when the operator is its PID
-    /// namespace's first process (a container's), else `nice`.
+    /// beside busy threads (five times the idle class's), for an operator run as a plain process
+    /// beside busy ones, where idle queries may not finish before the request timeout. `auto`:
+    /// `idle` when the operator is its PID namespace's first process (a container's), else
+    /// `nice`; behind an init process in its container, say `idle`.
     #[arg(long, env = "ERU_HTTP_QUERY_CLASS", value_enum, default_value_t = QueryClass::Auto)]
     pub http_query_class: QueryClass,
 

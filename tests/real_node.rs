@@ -335,9 +335,10 @@ async fn the_chart_runs_the_image_on_the_real_node() {
     );
     // the container's first process: its HTTP queries in the idle class, which yields only to the
     // operator's own work in the container's CPU cgroup
+    // (the policy only: the nice value is what the runtime started it with, 10 under hack/test.sh)
     assert_eq!(
-        common::thread_class(*pid, common::QUERY_THREAD),
-        Some((libc::SCHED_IDLE, 0))
+        common::thread_class(*pid, common::QUERY_THREAD).map(|(policy, _)| policy),
+        Some(libc::SCHED_IDLE)
     );
     // the HTTP API needs a token: the kubelet's probes are the only anonymous callers
     let forward = PortForward::to(&pod.name_any());

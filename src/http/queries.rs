@@ -13,16 +13,18 @@
 //! that wakes.
 //!
 //! Why not always: the class is weighed among the threads of one CPU cgroup. In a container that
-//! cgroup is the operator's, so the queries yield only to its own work. A plain process shares its
-//! cgroup with whatever else runs there (a compiler, a test suite), and a `SCHED_IDLE` thread
-//! (weight 3 against a normal thread's 1,024) waits for every one of them: with two busy loops a
-//! core, a 100 ms `/audit` got no answer in 30 s. So `--http-query-class auto` takes the idle class
-//! only as its PID namespace's first process, the mark of a container, and nice 19 otherwise.
+//! cgroup is the operator's, so the queries yield only to its own work. A plain process started
+//! from a shell or a CI job shares its cgroup with whatever else runs there (a compiler, a test
+//! suite), and a `SCHED_IDLE` thread (weight 3 against a normal thread's 1,024) all but waits for
+//! every busy one of them: with two busy loops a core, an `/audit` got no answer in 30 s. Nice 19
+//! (weight 15) is still a small share, but five times the idle class's, and it answered beside the
+//! same loops. So `--http-query-class auto` takes the idle class only as its PID namespace's first
+//! process, the mark of a container, and nice 19 otherwise.
 
 use std::future::Future;
 
 use tokio::{runtime::Handle, sync::oneshot, task::JoinHandle};
-use tracing::warn;
+use tracing::{info, warn};
 
 /// The scheduling class of the query thread (and of the threads it starts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,11 +46,12 @@ impl Class {
         match choice {
             QueryClass::Idle => (Class::Idle, "--http-query-class idle"),
             QueryClass::Nice => (Class::Nice, "--http-query-class nice"),
-            QueryClass::Auto if pid == 1 => (Class::Idle, "the container's first process (PID 1)"),
+            QueryClass::Auto if pid == 1 => (Class::Idle, "auto: the container's first process (PID 1)"),
             QueryClass::Auto => (
                 Class::Nice,
-                "not a container's first process: beside other busy processes of its CPU cgroup, \
-                 the idle class would wait for all of them",
+                "auto: not PID 1, so likely sharing its CPU cgroup with other processes, whose busy \
+                 threads an idle class would wait for (a container with an init process first: \
+                 --http-query-class idle)",
             ),
         }
     }
@@ -61,8 +64,8 @@ pub struct QueryThread {
 }
 
 impl QueryThread {
-    /// Starts the thread `eru-http-queries` in `class`.
-    pub fn start(class: Class) -> std::io::Result<Self> {
+    /// Starts the thread `eru-http-queries` in `class` (`why` it was chosen, for the log).
+    pub fn start(class: Class, why: &'static str) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .thread_name("eru-http-queries")
@@ -72,10 +75,7 @@ impl QueryThread {
         std::thread::Builder::new()
             .name("eru-http-queries".into())
             .spawn(move || {
-                match class {
-                    Class::Idle => idle_class(),
-                    Class::Nice => lowest_nice(),
-                }
+                enter(class, why);
                 runtime.block_on(async {
                     let _ = stopped.await;
                 });
@@ -114,29 +114,44 @@ impl<T> Drop for Cancelling<T> {
     }
 }
 
+/// Puts the calling thread (and the threads it starts) in `class`, `why` it was chosen, and logs
+/// the class it runs in: `SCHED_IDLE` failing (a sandbox's seccomp profile, say), nice
+/// [`QUERY_NICE`] rather than the caller's priority.
+fn enter(class: Class, why: &str) {
+    let applied = match class {
+        Class::Idle => idle_class().map(|()| Class::Idle).or_else(|e| {
+            warn!(error = %e, "the HTTP API's query thread cannot take SCHED_IDLE; nice 19 instead");
+            lowest_nice().map(|()| Class::Nice)
+        }),
+        Class::Nice => lowest_nice().map(|()| Class::Nice),
+    };
+    match applied {
+        Ok(class) => info!(?class, why, "the HTTP API's journal queries' scheduling class"),
+        Err(e) => warn!(error = %e, "the HTTP API's query thread keeps the operator's priority"),
+    }
+}
+
 /// `SCHED_IDLE` for the calling thread (and the threads it starts): no privilege needed to lower.
-fn idle_class() {
+fn idle_class() -> std::io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: `param` outlives the call; with a thread id, sched_setscheduler changes that one
     // thread on Linux.
     let result = unsafe { libc::sched_setscheduler(libc::gettid(), libc::SCHED_IDLE, &param) };
-    if result != 0 {
-        warn!(
-            error = %std::io::Error::last_os_error(),
-            "the HTTP API's query thread keeps the normal priority"
-        );
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
 /// Nice [`QUERY_NICE`] for the calling thread (and the threads it starts).
-fn lowest_nice() {
+fn lowest_nice() -> std::io::Result<()> {
     // SAFETY: with a thread id, setpriority changes that one thread on Linux
     let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, QUERY_NICE) };
-    if result != 0 {
-        warn!(
-            error = %std::io::Error::last_os_error(),
-            "the HTTP API's query thread keeps the normal priority"
-        );
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -153,7 +168,7 @@ mod tests {
     #[tokio::test]
     async fn work_runs_on_an_idle_class_thread_and_threads_it_starts_inherit_it() {
         let mine = policy();
-        let queries = QueryThread::start(Class::Idle).unwrap();
+        let queries = QueryThread::start(Class::Idle, "a test").unwrap();
         let (here, child) = queries
             .run(async { (policy(), std::thread::spawn(policy).join().unwrap()) })
             .await
@@ -172,7 +187,7 @@ mod tests {
     #[tokio::test]
     async fn in_the_nice_class_work_runs_at_nice_19_and_threads_it_starts_inherit_it() {
         let mine = (policy(), nice());
-        let queries = QueryThread::start(Class::Nice).unwrap();
+        let queries = QueryThread::start(Class::Nice, "a test").unwrap();
         let (here, child) = queries
             .run(async {
                 (
@@ -200,7 +215,7 @@ mod tests {
 
     #[tokio::test]
     async fn dropping_the_answer_cancels_the_work() {
-        let queries = QueryThread::start(Class::Idle).unwrap();
+        let queries = QueryThread::start(Class::Idle, "a test").unwrap();
         let (tx, rx) = oneshot::channel::<()>();
         let task = queries.run(async move {
             tokio::time::sleep(std::time::Duration::from_secs(3600)).await;

@@ -259,8 +259,10 @@ pub struct Shared<K: Watchable> {
     subscribers: Subscribers<K>,
 }
 
-/// The senders of a [`Shared`] cache's subscriptions (see [`Subscription`]).
-type Subscribers<K> = Arc<std::sync::Mutex<Vec<mpsc::UnboundedSender<ObjectRef<K>>>>>;
+/// The senders of a [`Shared`] cache's subscriptions (see [`Subscription`]). A subscription's
+/// channel is unbounded: a relist queues every object once (a reference: its name and namespace)
+/// until the controller's scheduler takes them, which it does at once.
+type Subscribers<K> = std::sync::Mutex<Vec<mpsc::UnboundedSender<ObjectRef<K>>>>;
 
 /// A controller's trigger on a [`Shared`] cache: the objects applied, and every object after
 /// each (re)list, as they are in the store when taken; one deleted meanwhile is skipped.
@@ -329,12 +331,26 @@ pub fn relevant_changes<K: Resource + Send + Sync + 'static>(
     })
 }
 
+/// The objects a watch event (applied to `store`) triggers: the one applied; every object once a
+/// (re)list is swapped in, as kube's own dispatcher does; none for the rest.
+fn triggered<K: Resource<DynamicType = ()> + Clone>(
+    event: &watcher::Event<K>,
+    store: &Store<K>,
+) -> Vec<ObjectRef<K>> {
+    match event {
+        watcher::Event::Apply(obj) => vec![key_of(obj)],
+        watcher::Event::InitDone => store.state().iter().map(|o| key_of(o.as_ref())).collect(),
+        watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::Delete(_) => vec![],
+    }
+}
+
 /// The store's key of `obj`: its namespace and name (the uid and version would only add bytes to
 /// each queued reference).
 fn key_of<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectRef<K> {
     let meta = obj.meta();
-    ObjectRef::new(meta.name.as_deref().unwrap_or_default())
-        .within(meta.namespace.as_deref().unwrap_or_default())
+    let mut key = ObjectRef::new(meta.name.as_deref().unwrap_or_default());
+    key.namespace = meta.namespace.clone();
+    key
 }
 
 /// A uid's [`key_hash`]; a collision would cost one skipped trigger.
@@ -369,7 +385,7 @@ where
             gone: Vec::new(),
             hooks: Vec::new(),
             stored: Vec::new(),
-            subscribers: Arc::default(),
+            subscribers: Default::default(),
         }
     }
 
@@ -414,16 +430,11 @@ where
             subscribers,
             ..
         } = self;
-        let subscribers = std::mem::take(&mut *subscribers.lock().expect("subscribers lock"));
+        let subscribers = subscribers.into_inner().expect("subscribers lock");
         let tell = {
             let store = store.clone();
             move |event: &watcher::Event<K>| {
-                let refs: Vec<ObjectRef<K>> = match event {
-                    watcher::Event::Apply(obj) => vec![key_of(obj)],
-                    // the store swapped the new listing in: every object, as kube dispatches
-                    watcher::Event::InitDone => store.state().iter().map(|o| key_of(o.as_ref())).collect(),
-                    _ => return,
-                };
+                let refs = triggered(event, &store);
                 for tx in &subscribers {
                     // a subscriber gone (its controller stopped) takes nothing
                     refs.iter().for_each(|r| drop(tx.send(r.clone())));
@@ -562,5 +573,28 @@ mod tests {
         tx.send(key_of(&created)).unwrap();
         let taken = tokio::time::timeout(std::time::Duration::from_secs(5), next).await;
         assert_eq!(taken.expect("woken").unwrap().as_deref(), Some("cm-created"));
+    }
+
+    /// What a subscription is told: an applied object; every object after a relist, not during it;
+    /// nothing of a deletion.
+    #[test]
+    fn a_subscription_is_told_each_applied_object_and_every_one_after_a_relist() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let mut told = |event: watcher::Event<ConfigMap>| {
+            writer.apply_watcher_event(&event);
+            let mut names: Vec<String> = triggered(&event, &store).into_iter().map(|r| r.name).collect();
+            names.sort();
+            names
+        };
+        assert_eq!(told(watcher::Event::Apply(object("a"))), ["cm-a"]);
+        assert!(told(watcher::Event::Init).is_empty());
+        assert!(told(watcher::Event::InitApply(object("a"))).is_empty());
+        assert!(told(watcher::Event::InitApply(object("b"))).is_empty());
+        assert_eq!(told(watcher::Event::InitDone), ["cm-a", "cm-b"]);
+        assert!(told(watcher::Event::Delete(object("a"))).is_empty());
+        // the key finds the object in the store
+        let key = key_of(&object("b"));
+        assert_eq!(key.namespace.as_deref(), Some("ns"));
+        assert!(store.get(&key).is_some());
     }
 }
