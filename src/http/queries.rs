@@ -121,9 +121,9 @@ fn enter(class: Class, why: &str) {
     let applied = match class {
         Class::Idle => idle_class().map(|()| Class::Idle).or_else(|e| {
             warn!(error = %e, "the HTTP API's query thread cannot take SCHED_IDLE; nice 19 instead");
-            lowest_nice().map(|()| Class::Nice)
+            thread_nice(QUERY_NICE).map(|()| Class::Nice)
         }),
-        Class::Nice => lowest_nice().map(|()| Class::Nice),
+        Class::Nice => thread_nice(QUERY_NICE).map(|()| Class::Nice),
     };
     match applied {
         Ok(class) => info!(?class, why, "the HTTP API's journal queries' scheduling class"),
@@ -144,10 +144,11 @@ fn idle_class() -> std::io::Result<()> {
     }
 }
 
-/// Nice [`QUERY_NICE`] for the calling thread (and the threads it starts).
-fn lowest_nice() -> std::io::Result<()> {
+/// Nice `value` for the calling thread (and the threads it starts): no privilege needed to
+/// lower it. The HTTP server's thread and the query thread both take theirs here.
+pub(super) fn thread_nice(value: libc::c_int) -> std::io::Result<()> {
     // SAFETY: with a thread id, setpriority changes that one thread on Linux
-    let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, QUERY_NICE) };
+    let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, value) };
     if result == 0 {
         Ok(())
     } else {

@@ -82,13 +82,8 @@ pub fn spawn(
 
 /// Nice [`HTTP_NICE`] for the calling thread (no privilege needed to lower).
 fn lower_priority() {
-    // SAFETY: with a thread id, setpriority changes that one thread on Linux
-    let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, HTTP_NICE) };
-    if result != 0 {
-        tracing::warn!(
-            error = %std::io::Error::last_os_error(),
-            "the HTTP API's thread keeps the normal priority"
-        );
+    if let Err(e) = super::queries::thread_nice(HTTP_NICE) {
+        tracing::warn!(error = %e, "the HTTP API's thread keeps the normal priority");
     }
 }
 

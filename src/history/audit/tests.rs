@@ -92,6 +92,16 @@ fn accounted_rows() -> Vec<SlotRecordRow> {
     records
 }
 
+/// [`accounted_rows`] with one finding of each kind: 03:03 without a record, 03:04 twice, a record
+/// at 03:04:30, off the schedule.
+fn unaccounted_rows() -> Vec<SlotRecordRow> {
+    let mut records = accounted_rows();
+    records.remove(2); // 03:03: no record
+    records.push(record(99, t(4, 0), t(4, 0), 1, "skipped", "target_paused")); // 03:04 twice
+    records.push(record(98, t(4, 30), t(4, 30), 1, "fired", "scheduled")); // off the schedule
+    records
+}
+
 fn run(rows: AuditRows, totals: Option<Vec<(String, i64, i64)>>) -> Audit {
     audit(rows, totals, (t(0, 0), t(10, 0)), t(10, 0), &[], None)
 }
@@ -185,10 +195,7 @@ fn a_missing_a_doubled_and_an_unscheduled_record_fail_the_verdict() {
 /// outcomes, reasons, windows and notes included.
 #[test]
 fn counted_records_audit_as_the_whole_ones() {
-    let mut records = accounted_rows();
-    records.remove(2); // 03:03: no record
-    records.push(record(99, t(4, 0), t(4, 0), 1, "skipped", "target_paused")); // 03:04 twice
-    records.push(record(98, t(4, 30), t(4, 30), 1, "fired", "scheduled")); // off the schedule
+    let mut records = unaccounted_rows();
     records[0].restart_reverted_at = Some(Ts(t(1, 30)));
     records[1].restart_outcome = Some(Outcome::Failed);
     let suspended = &mut records[4].record;
@@ -217,10 +224,7 @@ fn counted_records_audit_as_the_whole_ones() {
 
 #[test]
 fn the_table_and_markdown_name_the_slots_a_failing_verdict_refers_to() {
-    let mut records = accounted_rows();
-    records.remove(2); // 03:03: no record
-    records.push(record(99, t(4, 0), t(4, 0), 1, "skipped", "target_paused")); // 03:04 twice
-    records.push(record(98, t(4, 30), t(4, 30), 1, "fired", "scheduled")); // off the schedule
+    let records = unaccounted_rows();
     let a = run(rows(records), None);
     assert!(!a.verdict.accounted);
     for (format, text) in [("table", a.table()), ("markdown", a.markdown())] {
