@@ -231,20 +231,24 @@ impl Steps for MemcachedContext {
                     results.push(MemcachedEvent::Applied { error });
                 }
                 MemcachedAction::Cleanup => {
-                    let note =
-                        format!("Custom Resource {name} is being deleted from the namespace {namespace}");
-                    ctx.publish(
-                        memcached.as_ref(),
-                        EventType::Warning,
-                        "Deleting",
-                        "Finalize",
-                        Some(note),
-                    );
                     let finalizers = (memcached.finalizers().iter())
                         .filter(|f| *f != FINALIZER)
                         .cloned()
                         .collect();
-                    set_finalizers(&api, memcached, finalizers).await?;
+                    // Announced once, by the pass whose patch removed the finalizer: a second
+                    // pass on a cached copy that still holds it (its removal not yet watched)
+                    // finds the object gone or changed and says nothing.
+                    if set_finalizers(&api, memcached, finalizers).await? {
+                        let note =
+                            format!("Custom Resource {name} is being deleted from the namespace {namespace}");
+                        ctx.publish(
+                            memcached.as_ref(),
+                            EventType::Warning,
+                            "Deleting",
+                            "Finalize",
+                            Some(note),
+                        );
+                    }
                 }
             }
         }
@@ -280,8 +284,14 @@ impl Steps for MemcachedContext {
     }
 }
 
-/// Replaces the finalizer list, guarded by the resourceVersion the decision was made on.
-async fn set_finalizers(api: &Api<Memcached>, memcached: &Memcached, finalizers: Vec<String>) -> Result<()> {
+/// Replaces the finalizer list, guarded by the resourceVersion the decision was made on: true
+/// when this patch replaced it, false when the object is gone (a 409 for a changed one is an
+/// error, and the next pass decides again on the newer copy).
+async fn set_finalizers(
+    api: &Api<Memcached>,
+    memcached: &Memcached,
+    finalizers: Vec<String>,
+) -> Result<bool> {
     let patch =
         json!({"metadata": {"resourceVersion": memcached.resource_version(), "finalizers": finalizers}});
     match api
@@ -292,8 +302,8 @@ async fn set_finalizers(api: &Api<Memcached>, memcached: &Memcached, finalizers:
         )
         .await
     {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
         Err(e) => Err(Error::from(e)),
     }
 }
