@@ -7,43 +7,30 @@
 #   --build-arg CARGO_PROFILE=dev       a debug build in a fraction of the time (the project's CI:
 #                                       hack/image.sh build --profile dev)
 #
-# The dependency layer is cargo-chef's: `cargo chef prepare` reduces the manifest and lock file
-# to a recipe (every target the manifest declares, benches and examples included, as a stub), and
-# `cargo chef cook` builds the dependencies from it. The layer is rebuilt only when the recipe
-# changes (a dependency, a feature, a profile), not when the sources or docs do.
+# The dependencies' build is kept in a cache mount (`RUN --mount=type=cache`, BuildKit's and
+# podman's), not in a layer: cargo's target folder outlives the build, so the next build
+# recompiles only what changed (the crate after a source edit; a changed dependency and what
+# depends on it, not all of them, after a lock-file change). A layer of dependencies (cargo-chef's
+# cook stage, used here before) was rebuilt whole at any change of the manifest, cost a release
+# build of cargo-chef itself first, and a builder that stores each layer as a full copy (podman's
+# vfs) copied its 2.5 GB once more for each step after it: about half of a build that changed
+# only the sources. Pass a cache between CI builders as their tool allows (BuildKit's cache
+# mounts are not exported with the image's layers).
 #
 # The sources are bind-mounted (read-only, the build context as .dockerignore leaves it) into the
-# steps that read them, never copied into a layer: a builder that stores each layer as a full copy
-# (podman's vfs) would copy the toolchain and the dependencies' build folder once more for each
-# `COPY`. The build folder is /target, outside the mounted /src.
-
-# ---- cargo-chef on the Rust toolchain ----------------------------------------------------------
-FROM rust:1.95-bookworm AS chef
-RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    cargo install cargo-chef --version 0.1.78 --locked
-WORKDIR /src
-ENV CARGO_TARGET_DIR=/target
-
-# ---- the recipe: the manifest and lock file without the sources ---------------------------------
-FROM chef AS planner
-RUN --mount=type=bind,target=/src \
-    cargo chef prepare --recipe-path /recipe.json
-
-# ---- the dependencies, cached until the recipe changes ------------------------------------------
-FROM chef AS cook
-ARG CARGO_PROFILE=release
-# kept for the build stage: one more step there would be one more copy of this stage
-ENV CARGO_PROFILE=$CARGO_PROFILE
-COPY --from=planner /recipe.json /recipe.json
-RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    cargo chef cook --profile "$CARGO_PROFILE" --locked --bin eru-operator --recipe-path /recipe.json
+# step that reads them, never copied into a layer. The build folder is /target, outside /src.
 
 # ---- the operator ---------------------------------------------------------------------------------
-FROM cook AS build
+FROM rust:1.95-bookworm AS build
+ARG CARGO_PROFILE=release
+ENV CARGO_TARGET_DIR=/target
+WORKDIR /src
 # migrations/ is read at compile time (sqlx::migrate! embeds the SQL files), benches/ because the
-# manifest declares them: the whole context is mounted.
+# manifest declares them: the whole context is mounted. `sharing=locked`: two builds at once
+# (two profiles, two tags) take turns on the target folder rather than corrupt it.
 RUN --mount=type=bind,target=/src \
     --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/target,sharing=locked \
     cargo build --profile "$CARGO_PROFILE" --locked --bin eru-operator \
  && dir=$([ "$CARGO_PROFILE" = dev ] && echo debug || echo "$CARGO_PROFILE") \
  && cp "/target/$dir/eru-operator" /eru-operator

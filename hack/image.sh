@@ -25,9 +25,10 @@
 #   hack/image.sh podman ARGS...            podman on this script's storage (e.g. `images`)
 #   hack/image.sh prune                     drop images no tag keeps (old build layers)
 #
-# Storage: podman's --root is ERU_CACHE/podman (default ~/.cache/eru/podman), so every clone of the
-# repository (CI's fresh ones too) reuses the base images, the Dockerfile's layers and its
-# `RUN --mount=type=cache` folders. Flags (the ones CI runs): --storage-driver vfs, --isolation
+# Storage: podman's --root is ERU_CACHE/podman (default ~/.cache/eru/podman) and the builds'
+# `RUN --mount=type=cache` folders (the Dockerfile's cargo registry and target folder) are in
+# ERU_CACHE/podman-tmp, so every clone of the repository (CI's fresh ones too) reuses the base
+# images, the Dockerfile's layers and the compiled dependencies. Flags (the ones CI runs): --storage-driver vfs, --isolation
 # chroot, --pull=never; `podman run` needs --ulimit nofile=1024:1024 --ulimit nproc=1024:1024.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,7 +47,10 @@ podman_() {
   # runroot holds locks and mount state: on /run (cleared at boot), one per storage root
   local run
   run="/run/eru-podman-$(printf '%s' "$storage" | sha256sum | cut -c1-12)"
-  podman --root "$storage" --runroot "$run" --storage-driver vfs \
+  # TMPDIR: where the builds' `RUN --mount=type=cache` folders live (buildah-cache/ in it; the
+  # Dockerfile's cargo registry and target folder), beside the storage rather than in /var/tmp
+  mkdir -p "$cache_root/podman-tmp"
+  TMPDIR="$cache_root/podman-tmp" podman --root "$storage" --runroot "$run" --storage-driver vfs \
     --cgroup-manager cgroupfs --events-backend file "$@"
 }
 
@@ -191,16 +195,15 @@ build() {
     esac
   done
   bases
+  # one build at a time (hack/test.sh starts one early, hack/real-node-e2e.sh asks again): the
+  # second waits, then finds every layer built
+  exec 7>"$cache_root/.image-build.lock"
+  flock 7
   say "podman build of ./Dockerfile as localhost/eru-operator:$tag (CARGO_PROFILE=$profile)"
   # the exact command CI runs (docs/operations.md, The image)
   # shellcheck disable=SC2046 # network_args prints one word or none
   podman_ build --isolation chroot --pull=never --layers $(network_args) --build-arg "CARGO_PROFILE=$profile" \
     -t "localhost/eru-operator:$tag" -f "$repo/Dockerfile" "$repo" >&2
-  # The dependency stage tagged, so that pruning keeps it (it is no ancestor of the final image);
-  # every step is a cache hit here.
-  # shellcheck disable=SC2046
-  podman_ build --isolation chroot --pull=never --layers $(network_args) --build-arg "CARGO_PROFILE=$profile" \
-    --target cook -t "localhost/eru-operator-cook:$profile" -f "$repo/Dockerfile" "$repo" >/dev/null
   prune
   say "built localhost/eru-operator:$tag in $((SECONDS - start)) s"
 }
