@@ -208,7 +208,7 @@ impl Steps for MemcachedContext {
                 MemcachedAction::AddFinalizer => {
                     let mut finalizers = memcached.finalizers().to_vec();
                     finalizers.push(FINALIZER.into());
-                    set_finalizers(&api, memcached, finalizers).await?;
+                    set_finalizers(&api, memcached, finalizers).await.into_result()?;
                 }
                 MemcachedAction::ApplyDeployment => {
                     let deployments: Api<Deployment> = ctx.api(&namespace);
@@ -235,10 +235,12 @@ impl Steps for MemcachedContext {
                         .filter(|f| *f != FINALIZER)
                         .cloned()
                         .collect();
-                    // Announced once, by the pass whose patch removed the finalizer: a second
-                    // pass on a cached copy that still holds it (its removal not yet watched)
-                    // finds the object gone or changed and says nothing.
-                    if set_finalizers(&api, memcached, finalizers).await? {
+                    // Announced by the pass whose patch removed the finalizer, or may have (an
+                    // error but a conflict: if it landed, no pass comes back to say so). A
+                    // second pass on a cached copy that still holds it (its removal not yet
+                    // watched) gets a 404 or a 409 and says nothing.
+                    let patched = set_finalizers(&api, memcached, finalizers).await;
+                    if let FinalizersSet::Replaced | FinalizersSet::Unknown(_) = patched {
                         let note =
                             format!("Custom Resource {name} is being deleted from the namespace {namespace}");
                         ctx.publish(
@@ -249,6 +251,7 @@ impl Steps for MemcachedContext {
                             Some(note),
                         );
                     }
+                    patched.into_result()?;
                 }
             }
         }
@@ -284,14 +287,33 @@ impl Steps for MemcachedContext {
     }
 }
 
-/// Replaces the finalizer list, guarded by the resourceVersion the decision was made on: true
-/// when this patch replaced it, false when the object is gone (a 409 for a changed one is an
-/// error, and the next pass decides again on the newer copy).
+/// What a finalizer patch did.
+enum FinalizersSet {
+    Replaced,
+    /// The object is gone (404).
+    Gone,
+    /// The object changed since the decision (409): nothing was replaced, and the next pass
+    /// decides again on the newer copy.
+    Conflict(Error),
+    /// Any other error: the patch may or may not have landed.
+    Unknown(Error),
+}
+
+impl FinalizersSet {
+    fn into_result(self) -> Result<()> {
+        match self {
+            Self::Replaced | Self::Gone => Ok(()),
+            Self::Conflict(e) | Self::Unknown(e) => Err(e),
+        }
+    }
+}
+
+/// Replaces the finalizer list, guarded by the resourceVersion the decision was made on.
 async fn set_finalizers(
     api: &Api<Memcached>,
     memcached: &Memcached,
     finalizers: Vec<String>,
-) -> Result<bool> {
+) -> FinalizersSet {
     let patch =
         json!({"metadata": {"resourceVersion": memcached.resource_version(), "finalizers": finalizers}});
     match api
@@ -302,10 +324,15 @@ async fn set_finalizers(
         )
         .await
     {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-        Err(e) => Err(Error::from(e)),
+        Ok(_) => FinalizersSet::Replaced,
+        Err(kube::Error::Api(s)) if s.code == 404 => FinalizersSet::Gone,
+        Err(e) if is_conflict(&e) => FinalizersSet::Conflict(Error::from(e)),
+        Err(e) => FinalizersSet::Unknown(Error::from(e)),
     }
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 /// The status to write: Pod names from the cache, counts and conditions from the observation.
