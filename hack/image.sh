@@ -209,8 +209,10 @@ build() {
 }
 
 # vfs stores every layer as a full copy of its file system: the layers of earlier builds that no
-# tag keeps (an old dependency stage, old source layers) go.
+# tag keeps go, and the dependency stage earlier versions of the Dockerfile tagged (cargo-chef's,
+# replaced by a cache mount; 2.5 GB each in a cache kept from before).
 prune() {
+  podman_ rmi -i localhost/eru-operator-cook:dev localhost/eru-operator-cook:release >/dev/null
   podman_ image prune -f >/dev/null
 }
 
