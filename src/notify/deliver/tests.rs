@@ -49,6 +49,7 @@ on_both!(
     rows_of_a_sink_no_longer_in_the_file_are_dropped,
     the_prune_deletes_every_old_settled_row_in_batches,
     a_turn_looks_up_each_due_eru_once_the_one_due_longest_first,
+    the_delivery_sends_sleeps_while_idle_wakes_on_a_pass_and_stops,
 );
 
 /// A receiver that answers every request 200 and counts them.
@@ -334,4 +335,58 @@ async fn a_turn_looks_up_each_due_eru_once_the_one_due_longest_first(journal: Jo
             .map(|t| t.timestamp_millis()),
         Some((now - chrono::Duration::seconds(30)).timestamp_millis())
     );
+}
+
+/// How many requests `received` counted within `within`, polled until it reaches `n`.
+async fn received_by(received: &AtomicUsize, n: usize, within: Duration) -> usize {
+    let deadline = tokio::time::Instant::now() + within;
+    while received.load(Ordering::Relaxed) < n && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    received.load(Ordering::Relaxed)
+}
+
+/// The whole delivery as a leader runs it (`deliver`): the lane sends what is due, then sleeps
+/// without reading the journal until a pass's wake, which reaches it at once (its idle wait
+/// would last up to 30 s); the journal statements are counted by sink; a stop ends the lanes and
+/// the upkeep. (Mutations: `deliver` → `()`; `pause` → `true`, the lanes ending at their first
+/// wait; `pause` → `false`, an idle lane reading the journal in a loop; `Delivery::queried` →
+/// `()`.)
+async fn the_delivery_sends_sleeps_while_idle_wakes_on_a_pass_and_stops(journal: Journal) {
+    let (port, received) = accepting();
+    let d = delivery(journal.clone(), &[("hook", port)], 10_000);
+    let (wake, metrics) = (d.wake.clone(), d.metrics.clone());
+    let queries = || metrics.queries.with_label_values(&["hook"]).get();
+    write(&journal, "hook", 3, 6, Utc::now()).await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(super::deliver(d, stopped));
+    assert_eq!(
+        received_by(&received, 3, Duration::from_secs(10)).await,
+        3,
+        "one message per Eru"
+    );
+    // idle: a second without anything due reads the journal a few times at most
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let idle_from = queries();
+    assert!(idle_from > 0, "the lane's statements are counted");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        queries() - idle_from <= 2,
+        "an idle lane waits: {} statements in a second",
+        queries() - idle_from
+    );
+    // a pass journals a notice and wakes the delivery: sent now, not at the idle wait's end
+    // (rows 0-5 again, already there: a notice is keyed by its Eru and slot; row 6 is new)
+    write(&journal, "hook", 3, 7, Utc::now()).await;
+    wake.notify_one();
+    assert_eq!(
+        received_by(&received, 4, Duration::from_secs(5)).await,
+        4,
+        "the wake reached the idle lane"
+    );
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the delivery ends at the stop")
+        .unwrap();
 }
