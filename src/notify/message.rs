@@ -169,3 +169,117 @@ fn hide(text: &str, url: &str) -> String {
         .into_iter()
         .fold(text.to_string(), |text, part| text.replace(part, "***"))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The text people read: a line per run of events alike, the run's slots counted, and the
+    //! webhook's body around it (mutations of `line`, `summary` and `body`).
+
+    use chrono::{TimeZone, Utc};
+
+    use super::{Sink, SinkKind, body, hide, summary};
+    use crate::journal::{NoticeRow, Ts};
+    use crate::vocab::NoticeEvent;
+
+    fn ts(minute: u32) -> Ts {
+        Ts(Utc.with_ymd_and_hms(2026, 11, 29, 3, minute, 0).unwrap())
+    }
+
+    /// A row of Eru `ns/web` for the slots `first`..`last` (minutes), `count` of them.
+    fn row(event: NoticeEvent, (first, last, count): (u32, u32, i64), reason: Option<&str>) -> NoticeRow {
+        NoticeRow {
+            id: 0,
+            sink: "hook".into(),
+            key: format!("ns/web/{first}/{event}"),
+            uid: "u-1".into(),
+            namespace: "ns".into(),
+            name: "web".into(),
+            event,
+            slot: ts(first),
+            last_slot: ts(last),
+            slot_count: count,
+            reason: reason.map(str::to_string),
+            note: None,
+            created_at: ts(59),
+            attempts: 0,
+            next_attempt_at: ts(59),
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn a_line_per_run_of_events_alike_with_its_slots_counted() {
+        use NoticeEvent::*;
+        let mut noted = row(SlotSkipped, (9, 9, 1), Some("blackout"));
+        noted.note = Some("a freeze".into());
+        let rows = [
+            row(SlotMissed, (1, 2, 2), Some("operator_down")),
+            row(SlotMissed, (3, 3, 1), Some("operator_down")),
+            row(SlotMissed, (4, 4, 1), Some("journal_unavailable")),
+            row(RestartSucceeded, (5, 5, 1), None),
+            row(RunFailed, (6, 6, 1), None),
+            row(PausedOnFailure, (7, 7, 1), None),
+            row(WindowUnaccounted, (8, 8, 1), None),
+            noted,
+        ];
+        let (a, b, c, d, e, f, g, h) = (ts(1), ts(3), ts(4), ts(5), ts(6), ts(7), ts(8), ts(9));
+        assert_eq!(
+            summary(&rows),
+            format!(
+                "Eru ns/web:\
+                 \n- 3 slots {a} to {b}: missed (operator_down)\
+                 \n- slot {c}: missed (journal_unavailable)\
+                 \n- slot {d}: restart succeeded\
+                 \n- ended {e}: manual run failed\
+                 \n- since {f}: paused on failure\
+                 \n- 1 slots {g} to {g}: not accounted\
+                 \n- slot {h}: skipped (blackout): a freeze"
+            )
+        );
+    }
+
+    #[test]
+    fn the_webhook_carries_the_summary_and_every_event_and_slack_the_summary_alone() {
+        let rows = [
+            row(NoticeEvent::SlotHeld, (1, 1, 1), Some("alert_firing")),
+            row(NoticeEvent::RestartFailed, (2, 2, 1), None),
+        ];
+        let sink = |kind| Sink {
+            name: "hook".into(),
+            kind,
+            url: "http://127.0.0.1/".into(),
+            hmac_secret: None,
+        };
+        let webhook: serde_json::Value =
+            serde_json::from_str(&body(&sink(SinkKind::Webhook), &rows)).unwrap();
+        assert_eq!(webhook["source"], "eru-operator");
+        assert_eq!(
+            webhook["eru"],
+            serde_json::json!({"namespace": "ns", "name": "web", "uid": "u-1"})
+        );
+        assert_eq!(webhook["summary"], summary(&rows));
+        let events = webhook["events"].as_array().unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0]["event"], "slot_held");
+        assert_eq!(events[0]["reason"], "alert_firing");
+        assert_eq!(events[1]["key"], rows[1].key);
+        let slack: serde_json::Value = serde_json::from_str(&body(&sink(SinkKind::Slack), &rows)).unwrap();
+        assert_eq!(slack, serde_json::json!({"text": summary(&rows)}));
+        assert!(summary(&rows).contains("held by a health gate (alert_firing)"));
+    }
+
+    #[test]
+    fn an_error_keeps_its_words_without_the_url_or_any_part_of_it() {
+        let url = "https://hooks.slack.com/services/T000/B000/s3cr3t";
+        let text = "error sending request for url (https://hooks.slack.com/services/T000/B000/s3cr3t): \
+                    dns error for hooks.slack.com, path /services/T000/B000/s3cr3t";
+        let hidden = hide(text, url);
+        assert_eq!(
+            hidden,
+            "error sending request for url (***): dns error for ***, path /***/***/***/***"
+        );
+        for part in ["hooks.slack.com", "s3cr3t", "T000", "B000", "services"] {
+            assert!(!hidden.contains(part), "{hidden}");
+        }
+    }
+}

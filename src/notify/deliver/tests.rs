@@ -284,6 +284,14 @@ async fn rows_of_a_sink_no_longer_in_the_file_are_dropped(journal: Journal) {
     upkeep::unknown_sinks(&d).await.unwrap();
     assert_eq!(journal.pending_sinks().await.unwrap(), ["kept"]);
     assert_eq!(counter(&d, "dropped", &["gone", "unknown_sink"]), 1_200);
+    // the count the warning logs is every chunk's (mutation: `+=` → `*=` in `drop_all`)
+    write(&journal, "gone-too", 2, 700, Utc::now()).await;
+    let dropped = d.drop_all(
+        "gone-too",
+        PendingOf::Sink("gone-too"),
+        super::Dropped::UnknownSink,
+    );
+    assert_eq!(dropped.await.unwrap(), 700);
 }
 
 /// Every settled row older than the maximum age goes in one prune (batches until none is left);
