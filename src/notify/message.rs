@@ -270,13 +270,15 @@ mod tests {
 
     #[test]
     fn an_error_keeps_its_words_without_the_url_or_any_part_of_it() {
-        let url = "https://hooks.slack.com/services/T000/B000/s3cr3t";
-        let text = "error sending request for url (https://hooks.slack.com/services/T000/B000/s3cr3t): \
-                    dns error for hooks.slack.com, path /services/T000/B000/s3cr3t";
+        // parts of two characters or fewer stay (`v1`): hiding them would garble the words
+        // around them (mutations: `> 2` → `>= 2`, `== 2`, `< 2`)
+        let url = "https://hooks.slack.com/services/v1/T000/B000/s3cr3t";
+        let text = "error sending request for url (https://hooks.slack.com/services/v1/T000/B000/s3cr3t): \
+                    dns error for hooks.slack.com, path /services/v1/T000/B000/s3cr3t";
         let hidden = hide(text, url);
         assert_eq!(
             hidden,
-            "error sending request for url (***): dns error for ***, path /***/***/***/***"
+            "error sending request for url (***): dns error for ***, path /***/v1/***/***/***"
         );
         for part in ["hooks.slack.com", "s3cr3t", "T000", "B000", "services"] {
             assert!(!hidden.contains(part), "{hidden}");
