@@ -173,7 +173,8 @@ fn hide(text: &str, url: &str) -> String {
 #[cfg(test)]
 mod tests {
     //! The text people read: a line per run of events alike, the run's slots counted, and the
-    //! webhook's body around it (mutations of `line`, `summary` and `body`).
+    //! webhook's body around it, and an error's text without the URL (mutations of `line`,
+    //! `summary`, `body` and `hide`).
 
     use chrono::{TimeZone, Utc};
 
