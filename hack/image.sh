@@ -29,7 +29,8 @@
 # `RUN --mount=type=cache` folders (the Dockerfile's cargo registry and target folder) are in
 # ERU_CACHE/podman-tmp, so every clone of the repository (CI's fresh ones too) reuses the base
 # images, the Dockerfile's layers and the compiled dependencies. Flags (the ones CI runs):
-# --storage-driver vfs, --isolation chroot, --pull=never; `podman run` needs --ulimit nofile=1024:1024 --ulimit nproc=1024:1024.
+# --storage-driver vfs, --isolation chroot, --pull=never; `podman run` needs
+# --ulimit nofile=1024:1024 --ulimit nproc=1024:1024.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=hack/versions.env source-path=SCRIPTDIR/..
