@@ -42,7 +42,8 @@ if [ ! -x "$root/bin/cargo-mutants" ]; then
   cargo install --locked --quiet --root "$root" "cargo-mutants@$version"
   echo "[mutants] installed in $((SECONDS - start)) s" >&2
 fi
-out="$CARGO_TARGET_DIR/report"
+# a report folder per piece of work keeps each one's `--iterate` (it reads the last run's lists)
+out=${ERU_MUTANTS_REPORT:-$CARGO_TARGET_DIR/report}
 mkdir -p "$out"
 args=()
 for f in "${files[@]}"; do
@@ -53,13 +54,13 @@ start=$SECONDS
 # the library's unit tests only (the cluster-free tests of these files live there), without the
 # journal's PostgreSQL tests (`::postgres`, `::pg::`, `a_postgres_journal…`: the same queries on
 # another backend; they would start a server in the copy of the tree cargo-mutants builds);
-# one job: two cores, one rebuild at a time; a mutant that hangs a test is a timeout after three
+# one job by default (ERU_MUTANTS_JOBS=2 runs two: each rustc is mostly single-threaded); a mutant that hangs a test is a timeout after three
 # times the unmutated tests' time, 20 s at least (the whole library's take about 60 s here; a
 # --tests filter's often 1 s: a fixed 180 s made each hanging mutant of src/http/auth.rs cost
 # three minutes)
 # (`--cargo-arg --lib` for the build too: without it every mutant relinks each integration test,
 # the binary and the examples, three times the work)
-"$root/bin/cargo-mutants" mutants --jobs 1 --timeout-multiplier 3 --minimum-test-timeout 20 --profile mutants --output "$out" \
+"$root/bin/cargo-mutants" mutants --jobs "${ERU_MUTANTS_JOBS:-1}" --timeout-multiplier 3 --minimum-test-timeout 20 --profile mutants --output "$out" \
   --cargo-arg=--lib "${args[@]}" "${extra[@]}" -- -- "${filter[@]}" --skip ::postgres --skip ::pg:: --skip a_postgres_journal || true
 echo "== mutation score ($((SECONDS - start)) s; $out/mutants.out)"
 python3 - "$out/mutants.out" <<'EOF'

@@ -1071,6 +1071,28 @@ async fn a_free_text_nul_is_kept_as_a_replacement_character(journal: Journal) {
     assert_eq!(row.last_error.as_deref(), Some("bad\u{FFFD}byte"));
 }
 
+/// Makes every later mark of a notification delivered fail (a trigger refuses it), as a full disk
+/// would: the other statements still work. For the notification delivery's tests.
+pub(crate) async fn refuse_delivered_marks(journal: &Journal) {
+    let statements: &[&str] = match journal.backend() {
+        Backend::Sqlite => &["CREATE TRIGGER refuse_delivered BEFORE UPDATE ON notifications
+                              WHEN NEW.delivered_at IS NOT NULL
+                              BEGIN SELECT RAISE(ABORT, 'the disk is full'); END"],
+        Backend::Postgres => &[
+            "CREATE FUNCTION refuse_delivered() RETURNS trigger LANGUAGE plpgsql AS
+             $$ BEGIN RAISE EXCEPTION 'the disk is full'; END $$",
+            "CREATE TRIGGER refuse_delivered BEFORE UPDATE ON notifications FOR EACH ROW
+             WHEN (NEW.delivered_at IS NOT NULL) EXECUTE FUNCTION refuse_delivered()",
+        ],
+    };
+    for sql in statements {
+        sqlx::query(sqlx::AssertSqlSafe(*sql))
+            .execute(&journal.pool)
+            .await
+            .unwrap();
+    }
+}
+
 /// Makes every later transaction that journals a transition or a heartbeat fail at its COMMIT,
 /// as a full disk or a database gone away does (a deferred foreign key checked then); the
 /// returned statement lets them through again.

@@ -5,7 +5,7 @@ use std::{
     io::{Read, Write},
     net::TcpListener,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
@@ -50,7 +50,51 @@ on_both!(
     the_prune_deletes_every_old_settled_row_in_batches,
     a_turn_looks_up_each_due_eru_once_the_one_due_longest_first,
     the_delivery_sends_sleeps_while_idle_wakes_on_a_pass_and_stops,
+    a_lane_looks_for_expired_rows_every_ten_seconds_and_says_what_it_dropped,
+    a_lane_whose_journal_fails_retries_after_a_doubling_backoff,
+    an_upkeep_caps_measures_and_prunes_every_ten_minutes,
+    the_upkeep_runs_every_two_seconds_until_the_stop,
 );
+
+/// The log lines written on this thread while the guard lives (a `#[tokio::test]` runs its
+/// tasks on the test's thread).
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// The lines that contain `needle`.
+    fn lines(&self, needle: &str) -> Vec<String> {
+        (self.text().lines())
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// A receiver that answers every request 200 and counts them.
 fn accepting() -> (u16, Arc<AtomicUsize>) {
@@ -270,11 +314,15 @@ async fn the_cap_drops_the_oldest_in_bounded_chunks_and_the_audit_counts_them(jo
         .map(|d| (d.sink.as_str(), d.reason.as_str(), d.count))
         .collect();
     assert_eq!(drops, [("a", "outbox_full", 2_000), ("b", "outbox_full", 500)]);
+    let statements = || counter(&d, "queries", &[upkeep::LABEL]);
+    let before = statements();
     assert_eq!(
         upkeep::over_cap(&d).await.unwrap(),
         0,
         "nothing more once under the cap"
     );
+    // (mutation: the loop's `left > 0` → `>=`, a read of no rows)
+    assert_eq!(statements() - before, 1, "under the cap, the count alone");
 }
 
 async fn rows_of_a_sink_no_longer_in_the_file_are_dropped(journal: Journal) {
@@ -408,4 +456,147 @@ async fn the_delivery_sends_sleeps_while_idle_wakes_on_a_pass_and_stops(journal:
         .await
         .expect("the delivery ends at the stop")
         .unwrap();
+}
+
+/// A lane looks for its expired rows at its first turn and then once per ten seconds (each look
+/// is a journal statement), warns with the count when it drops some and says nothing when none
+/// had expired; with nothing pending it sleeps the idle wait's 30 s. (Mutations: the look's
+/// bound `>=` → `<`, a look every turn; `expire`'s `> 0` → `==`, `<` or `>=`, a drop unsaid or a
+/// drop of nothing told; the idle wait `now + 30 s` → `now - 30 s`, a lane reading in a loop.)
+async fn a_lane_looks_for_expired_rows_every_ten_seconds_and_says_what_it_dropped(journal: Journal) {
+    let (logs, _guard) = Logs::capture();
+    let (port, received) = accepting();
+    let d = delivery(journal.clone(), &[("hook", port)], 10_000);
+    let agent = crate::outbound::agent(Duration::from_secs(5));
+    let mut lane = lane::Lane {
+        sink: "hook".into(),
+        ..Default::default()
+    };
+    let statements = || counter(&d, "queries", &["hook"]);
+    let before = Utc::now();
+    let lane::Turn::Idle(next) = lane.turn(&d, &agent).await.unwrap() else {
+        panic!("nothing is pending")
+    };
+    assert!(
+        next >= before + chrono::Duration::seconds(30),
+        "{next}: an idle lane sleeps 30 s from {before}"
+    );
+    assert_eq!(statements(), 3, "the look, the due Erus, the next due row");
+    lane.turn(&d, &agent).await.unwrap();
+    assert_eq!(statements(), 5, "no look within ten seconds of the last");
+    let dropped = "notifications dropped: undelivered for longer than --notification-max-age";
+    assert!(logs.lines(dropped).is_empty(), "nothing expired: {}", logs.text());
+
+    write(&journal, "hook", 1, 2, Utc::now() - chrono::Duration::hours(2)).await;
+    lane.expired_at = Some(Utc::now() - chrono::Duration::seconds(10));
+    lane.turn(&d, &agent).await.unwrap();
+    assert_eq!(
+        received.load(Ordering::Relaxed),
+        0,
+        "an expired row is never sent"
+    );
+    assert_eq!(counter(&d, "dropped", &["hook", "expired"]), 2);
+    let said = logs.lines(dropped);
+    assert!(
+        said.len() == 1 && said[0].contains("events=2") && said[0].contains("hook"),
+        "{said:?}"
+    );
+}
+
+/// A lane whose journal fails (here: the mark of a sent message as delivered) retries after a
+/// backoff of its own that doubles from 1 s: within 6.5 s it tries at 0 s, 1 s, 2-3 s and maybe
+/// 4-6.5 s, never in a loop; nothing is lost. (Mutations in `lane::run`'s error path: the
+/// backoff added to now → subtracted, a loop; the failures `+=` → `-=` or `*=`, a retry every
+/// second, seven.)
+async fn a_lane_whose_journal_fails_retries_after_a_doubling_backoff(journal: Journal) {
+    let (port, received) = accepting();
+    let d = Arc::new(delivery(journal.clone(), &[("hook", port)], 10_000));
+    write(&journal, "hook", 1, 1, Utc::now()).await;
+    crate::journal::tests::refuse_delivered_marks(&journal).await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(lane::run(d, "hook".into(), Arc::default(), stopped));
+    tokio::time::sleep(Duration::from_millis(6_500)).await;
+    let tries = received.load(Ordering::Relaxed);
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the lane ends at the stop")
+        .unwrap();
+    assert!((2..=4).contains(&tries), "{tries} tries in 6.5 s");
+    assert_eq!(journal.pending_count().await.unwrap(), 1, "the row waits");
+}
+
+/// One upkeep: the rows of a sink no longer in the file dropped, each sink's gauges (its pending
+/// rows and how long the oldest has waited), and the prune of old settled rows when ten minutes
+/// have passed since the last, told only when it deleted some. (Mutations: `keep` and `measure`
+/// → `Ok(())`; the prune's bound `>=` → `<`; `prune`'s `> 0` → `==`, `<` or `>=`.)
+async fn an_upkeep_caps_measures_and_prunes_every_ten_minutes(journal: Journal) {
+    let (logs, _guard) = Logs::capture();
+    let d = delivery(
+        journal.clone(),
+        &[("hook", refusing()), ("idle", refusing())],
+        10_000,
+    );
+    let now = Utc::now();
+    write(&journal, "hook", 2, 4, now - chrono::Duration::minutes(5)).await;
+    write(&journal, "gone", 1, 1, now).await;
+    write(&journal, "idle", 1, 3, now - chrono::Duration::hours(3)).await;
+    let settled = journal.oldest_pending(PendingOf::Sink("idle"), 10).await.unwrap();
+    let ids: Vec<i64> = settled.iter().map(|(id, _)| *id).collect();
+    let two_hours_ago = now - chrono::Duration::hours(2);
+    journal.notices_delivered(&ids, two_hours_ago).await.unwrap();
+    let pruned = "settled notifications past the maximum age deleted";
+
+    let nine_minutes_ago = Some(now - chrono::Duration::minutes(9));
+    let mut last = nine_minutes_ago;
+    upkeep::keep(&d, now, &mut last).await.unwrap();
+    assert_eq!(
+        journal.pending_sinks().await.unwrap(),
+        ["hook"],
+        "the unknown sink's rows"
+    );
+    let gauge = |name: &str, sink: &str| match name {
+        "pending" => d.metrics.pending.with_label_values(&[sink]).get(),
+        _ => d.metrics.oldest.with_label_values(&[sink]).get(),
+    };
+    assert_eq!((gauge("pending", "hook"), gauge("pending", "idle")), (4, 0));
+    assert!(
+        (300..310).contains(&gauge("oldest", "hook")),
+        "{}",
+        gauge("oldest", "hook")
+    );
+    assert_eq!(gauge("oldest", "idle"), 0);
+    assert_eq!(last, nine_minutes_ago, "no prune within ten minutes of the last");
+    assert_eq!(journal.outbox_facts(None).await.unwrap().delivered, 3);
+    assert!(logs.lines(pruned).is_empty(), "{}", logs.text());
+
+    let mut last = Some(now - chrono::Duration::minutes(10));
+    upkeep::keep(&d, now, &mut last).await.unwrap();
+    assert_eq!(last, Some(now), "pruned ten minutes after the last");
+    assert_eq!(journal.outbox_facts(None).await.unwrap().delivered, 0);
+    let said = logs.lines(pruned);
+    assert!(said.len() == 1 && said[0].contains("rows=3"), "{said:?}");
+    // nothing left to delete: the prune says nothing
+    upkeep::keep(&d, now, &mut None).await.unwrap();
+    assert_eq!(logs.lines(pruned).len(), 1, "{}", logs.text());
+}
+
+/// The upkeep as the leader runs it: at once, then every two seconds, until the stop.
+/// (Mutations: `upkeep::run` → `()`; its pause `now + 2 s` → `now - 2 s`, a loop.)
+async fn the_upkeep_runs_every_two_seconds_until_the_stop(journal: Journal) {
+    let d = Arc::new(delivery(journal.clone(), &[("hook", refusing())], 10));
+    let metrics = d.metrics.clone();
+    write(&journal, "hook", 1, 30, Utc::now()).await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(upkeep::run(d, stopped));
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the upkeep ends at the stop")
+        .unwrap();
+    assert_eq!(journal.pending_count().await.unwrap(), 10, "the cap applied");
+    let statements = metrics.queries.with_label_values(&[upkeep::LABEL]).get();
+    // two upkeeps (at 0 s and 2 s), seven statements at most each
+    assert!((4..=14).contains(&statements), "{statements} statements in 3 s");
 }
