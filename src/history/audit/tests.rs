@@ -401,6 +401,9 @@ fn a_window_must_be_ordered_and_at_most_a_month() {
     assert!(p(t(5, 0), t(5, 0)).window(t(9, 0)).is_err());
     assert!(p(t(5, 0), t(4, 0)).window(t(9, 0)).is_err());
     assert!(p(t(0, 0) - Duration::days(32), t(0, 0)).window(t(9, 0)).is_err());
+    // a month exactly is allowed (mutation: `>` → `>=`)
+    let month = p(t(0, 0) - Duration::days(31), t(0, 0)).window(t(9, 0));
+    assert_eq!(month.unwrap(), (t(0, 0) - Duration::days(31), t(0, 0)));
     assert_eq!(p(t(1, 0), t(2, 0)).window(t(9, 0)).unwrap(), (t(1, 0), t(2, 0)));
     let default = AuditParams::default().window(t(9, 0)).unwrap();
     assert_eq!(default, (t(9, 0) - Duration::hours(24), t(9, 0)));
@@ -547,4 +550,100 @@ fn slots_after_now_are_not_enumerated_but_a_record_past_now_still_counts() {
         (a.verdict.slots, a.verdict.pending, a.verdict.complete),
         (0, 0, true)
     );
+}
+
+/// An Eru is listed when it lived in the window: its first epoch before the window's end, and not
+/// deleted before the window's start (deleted at the start: listed, it lived that instant); one
+/// that did not, and has no record there, is left out. (Mutations of that test: `&&` → `||`,
+/// `<` → `<=`, `>=` → `<`.)
+#[test]
+fn an_eru_is_listed_when_it_lived_in_the_window() {
+    let listed = |from: DateTime<Utc>, deleted: Option<DateTime<Utc>>| {
+        let mut r = rows(vec![]);
+        r.epochs[0].effective_from = Ts(from);
+        r.ledgers[0].deleted_at = deleted.map(Ts);
+        !run(r, None).erus.is_empty()
+    };
+    let (start, end) = (t(0, 0), t(10, 0));
+    assert!(listed(t(0, 30), None));
+    assert!(listed(end - Duration::seconds(1), None));
+    assert!(!listed(end, None), "its first epoch at the window's end");
+    let before = start - Duration::hours(1);
+    assert!(listed(before, Some(start)), "deleted at the window's start");
+    assert!(
+        !listed(before, Some(start - Duration::seconds(1))),
+        "deleted before it"
+    );
+}
+
+/// The manual runs of the window, each on its own Eru, with or without a name asked for.
+/// (Mutations in `read`: the run's Eru found by `uid ==` → `!=`, and the name's `==` → `!=`.)
+#[tokio::test]
+async fn each_manual_run_is_listed_on_its_own_eru() {
+    use crate::journal::{Entry, NewSlot, ObjectKey, RunChange};
+    let journal = Journal::open_in_memory().await.unwrap();
+    let object = |name: &str, uid: &str| ObjectKey {
+        kind: "Eru",
+        namespace: "ns".into(),
+        name: name.into(),
+        uid: uid.into(),
+    };
+    let mut entry = Entry::default();
+    for (i, (name, uid)) in [("api", "u2"), ("web", "u1")].into_iter().enumerate() {
+        entry.slots.push(NewSlot {
+            object: object(name, uid),
+            target: name.into(),
+            slot: t(1, 0),
+            last_slot: t(1, 0),
+            slot_count: 1,
+            result: SlotResult::Skipped,
+            reason: Reason::TargetPaused,
+            window: None,
+            note: None,
+            evaluated_at: t(1, 0),
+        });
+        entry.runs.push(RunChange::Requested {
+            object: object(name, uid),
+            target: name.into(),
+            token: format!("run-{name}"),
+            requested_by: Some("kubectl-annotate".into()),
+            requested_at: t(2 + i as u32, 0),
+            deadline_at: t(7, 0),
+            reason: None,
+        });
+    }
+    journal.append(&entry).await.unwrap();
+    let p = |name: Option<&str>| AuditParams {
+        namespace: Some(Namespace("ns".into())),
+        name: name.map(|n| ObjectName(n.into())),
+        since: Some(Time(t(0, 0))),
+        until: Some(Time(t(10, 0))),
+        ..AuditParams::default()
+    };
+    let tokens = |a: &Audit| -> Vec<(String, Vec<String>)> {
+        (a.erus.iter())
+            .map(|e| {
+                (
+                    e.name.clone(),
+                    e.manual_runs.iter().map(|r| r.token.clone()).collect(),
+                )
+            })
+            .collect()
+    };
+    let all = read(&journal, &p(None), t(10, 0), &[], Reads::REPORT)
+        .await
+        .unwrap();
+    let mut listed = tokens(&all);
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("api".to_string(), vec!["run-api".to_string()]),
+            ("web".to_string(), vec!["run-web".to_string()])
+        ]
+    );
+    let web = read(&journal, &p(Some("web")), t(10, 0), &[], Reads::REPORT)
+        .await
+        .unwrap();
+    assert_eq!(tokens(&web), [("web".to_string(), vec!["run-web".to_string()])]);
 }
