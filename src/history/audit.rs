@@ -313,15 +313,15 @@ fn audit_eru(
     let (unaccounted, duplicated, pending) = coverage(&expected, &cover, in_flight, cursor);
     if invalid.count > 0 {
         notes.push(format!(
-            "{} records break the journal's invariant (a last slot before the first, or no slot; the \
-             first at {}): forged or corrupted rows, left out of the accounting",
+            "records breaking the journal's invariant: {} (a last slot before the first, or no slot; \
+             the first at {}): forged or corrupted rows, left out of the accounting",
             invalid.count, invalid.slots[0]
         ));
     }
     if unaccounted.count > 0 {
         notes.push(format!(
-            "{} slots up to the cursor have no record in this journal (the first at {}): a journal \
-             that started after them (a replaced or lost one) holds none",
+            "slots up to the cursor without a record in this journal: {} (the first at {}); a \
+             journal that started after them (a replaced or lost one) holds none",
             unaccounted.count, unaccounted.slots[0]
         ));
     }

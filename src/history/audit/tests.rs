@@ -170,6 +170,14 @@ fn a_missing_a_doubled_and_an_unscheduled_record_fail_the_verdict() {
     let a = run(rows(missing), None);
     assert_eq!(a.erus[0].unaccounted.count, 1);
     assert_eq!(a.erus[0].unaccounted.slots, [Ts(t(3, 0))]);
+    // and says where they may have gone (mutation: the note's `> 0` → `<`)
+    let note = a.erus[0].note.as_deref().unwrap_or_default();
+    assert!(
+        note.starts_with(
+            "slots up to the cursor without a record in this journal: 1 (the first at 2026-11-22T03:03:00"
+        ),
+        "{note}"
+    );
     assert!(!a.verdict.accounted);
     assert!(
         a.verdict.summary.starts_with("Not every slot"),
@@ -646,4 +654,40 @@ async fn each_manual_run_is_listed_on_its_own_eru() {
         .await
         .unwrap();
     assert_eq!(tokens(&web), [("web".to_string(), vec!["run-web".to_string()])]);
+}
+
+/// Once an Eru does not fit what is left of the work budget, no Erus after it are audited, even
+/// one small enough to fit (a page of Erus half audited would mislead more than a short one).
+/// (Mutation: `not_audited > 0` → `<`.)
+#[test]
+fn no_eru_is_audited_after_the_first_that_did_not_fit() {
+    // 23 every-second Erus take 23 × 43,201 of the budget (993,623); 6,377 are left
+    let (since, until) = (t(0, 0), t(0, 0) + Duration::hours(12));
+    let mut rows = fleet(25, "* * * * * *");
+    rows.ledgers.truncate(23);
+    rows.epochs.truncate(23);
+    // the 24th has 7,000 records: it does not fit; the 25th, daily and without a record, would
+    for (i, schedule) in [(23, "0 0 * * *"), (24, "0 0 * * *")] {
+        let uid = format!("u{i}");
+        rows.ledgers.push(LedgerRow {
+            uid: uid.clone(),
+            name: format!("web-{i:03}"),
+            ..ledger(t(0, 0), 0, 0)
+        });
+        rows.epochs.push(EpochRow {
+            uid,
+            ..epoch(1, t(0, 0) - Duration::days(1), schedule, true)
+        });
+    }
+    for id in 0..7_000 {
+        let at = since + Duration::seconds(id);
+        let mut r = record(id, at, at, 1, "skipped", "suspended");
+        r.record.uid = "u23".into();
+        rows.records.push(r);
+    }
+    let a = audit(rows, None, (since, until), until, &[], None);
+    assert_eq!(a.erus.len(), 23, "{}", a.verdict.summary);
+    assert!(a.erus.iter().all(|e| e.complete));
+    assert_eq!(a.verdict.not_audited, 2);
+    assert!(!a.verdict.complete);
 }
