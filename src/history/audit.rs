@@ -395,12 +395,14 @@ fn read_epochs(
     epochs
 }
 
-/// The epochs in force during the window.
+/// The epochs in force during the window: an epoch covers `(from, next epoch's from]`, so one
+/// superseded exactly at the window's start still produced its first instant, and one from its
+/// end on produced nothing in it.
 fn epoch_items(epochs: &[(i64, DateTime<Utc>, EpochSpec)], window: &Span<'_>) -> Vec<EpochItem> {
     epochs
         .iter()
         .enumerate()
-        .filter(|(i, e)| e.1 < window.until && epochs.get(i + 1).is_none_or(|n| n.1 > window.since))
+        .filter(|(i, e)| e.1 < window.until && epochs.get(i + 1).is_none_or(|n| n.1 >= window.since))
         .map(|(_, (generation, from, spec))| EpochItem {
             generation: *generation,
             effective_from: Ts(*from),

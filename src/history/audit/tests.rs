@@ -691,3 +691,43 @@ fn no_eru_is_audited_after_the_first_that_did_not_fit() {
     assert_eq!(a.verdict.not_audited, 2);
     assert!(!a.verdict.complete);
 }
+
+/// The epochs listed are those in force in the window: an epoch covers `(from, next epoch's
+/// from]`, so the one superseded exactly at the window's start is listed (it produced the slot at
+/// that instant), and one from the window's end on is not. (Mutations in `epoch_items`: `<` →
+/// `<=`, `i + 1` → `i * 1`, and the start's bound, which was `>` and left out the epoch that
+/// produced the window's first slot.)
+#[test]
+fn the_epochs_listed_are_those_in_force_in_the_window() {
+    let mut r = rows(vec![]);
+    r.epochs = vec![
+        epoch(1, t(0, 0) - Duration::hours(2), "* * * * *", false),
+        epoch(2, t(0, 0) - Duration::hours(1), "* * * * *", false),
+        epoch(3, t(0, 0), "*/2 * * * *", false),
+        epoch(4, t(5, 0), "*/3 * * * *", false),
+        epoch(5, t(10, 0), "* * * * *", false),
+    ];
+    let a = audit(r, None, (t(0, 0), t(10, 0)), t(20, 0), &[], None);
+    let e = &a.erus[0];
+    let listed: Vec<i64> = e.epochs.iter().map(|e| e.generation).collect();
+    assert_eq!(listed, [2, 3, 4]);
+    // 03:00 (generation 2's last), 03:02 03:04 (3), 03:06 03:09 (4)
+    assert_eq!(e.slots, 5, "{:?}", e.note);
+}
+
+/// An enumeration cut short counts the record of its last enumerated slot (mutation: the horizon's
+/// `>` → `>=`, which left it out).
+#[test]
+fn a_record_at_the_last_enumerated_slot_is_counted() {
+    let (since, until) = (t(0, 0), t(0, 0) + Duration::days(30));
+    let mut rows = fleet(1, "* * * * * *");
+    let last = since + Duration::seconds(SLOT_CAP as i64 - 1);
+    let mut r = record(1, last, last, 1, "skipped", "suspended");
+    r.record.uid = "u0".into();
+    rows.records.push(r);
+    let a = audit(rows, None, (since, until), until, &[], None);
+    let e = &a.erus[0];
+    assert!(!e.complete);
+    let counted: i64 = e.not_restarted.iter().map(|n| n.slots).sum();
+    assert_eq!((counted, e.outside_schedule.count), (1, 0), "{:?}", e.note);
+}
