@@ -731,3 +731,30 @@ fn a_record_at_the_last_enumerated_slot_is_counted() {
     let counted: i64 = e.not_restarted.iter().map(|n| n.slots).sum();
     assert_eq!((counted, e.outside_schedule.count), (1, 0), "{:?}", e.note);
 }
+
+/// The restarts of the window by outcome, and the reverted among them (counted by their outcome
+/// too). (Mutations in `tally`: an outcome's arm deleted, its `+=` → `-=` or `*=`.)
+#[test]
+fn restarts_are_counted_by_outcome_and_the_reverted_among_them() {
+    let mut records = accounted_rows();
+    records[1].restart_outcome = Some(Outcome::Failed);
+    records[2].restart_outcome = Some(Outcome::Abandoned);
+    records[3].restart_outcome = None; // its rollout still runs
+    records[4].restart_reverted_at = Some(Ts(t(5, 30)));
+    records.push(record(9, t(9, 0), t(9, 0), 1, "fired", "scheduled"));
+    records[6].restart_outcome = Some(Outcome::Failed);
+    let e = &run(rows(records), None).erus[0];
+    let f = &e.fired;
+    assert_eq!(
+        (
+            f.total,
+            f.succeeded,
+            f.failed,
+            f.abandoned,
+            f.in_progress,
+            f.reverted
+        ),
+        (6, 2, 2, 1, 1, 1)
+    );
+    assert!(e.accounted, "{:?}", e.note);
+}
