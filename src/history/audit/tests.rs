@@ -758,3 +758,29 @@ fn restarts_are_counted_by_outcome_and_the_reverted_among_them() {
     );
     assert!(e.accounted, "{:?}", e.note);
 }
+
+/// A reason lists its distinct windows and notes, ten of each at most, in the order the records
+/// came (its count of slots is complete). (Mutations in `tally`: the caps' `<` → `<=`, `==` or
+/// `>`, the `&&` → `||`, the `!` deleted.)
+#[test]
+fn a_reason_lists_ten_distinct_windows_and_notes_at_most() {
+    let mut r = rows(vec![]);
+    r.epochs = vec![epoch(1, t(0, 30), "* * * * * *", false)];
+    // 24 records, each window and note twice: 12 distinct
+    r.records = (0..24u32)
+        .map(|i| {
+            let mut r = record(i64::from(i), t(1, i), t(1, i), 1, "skipped", "blackout");
+            r.record.window_start = Some(Ts(t(2, i / 2)));
+            r.record.window_end = Some(Ts(t(3, i / 2)));
+            r.record.note = Some(format!("note {}", i / 2));
+            r
+        })
+        .collect();
+    let e = &run(r, None).erus[0];
+    let blackout = &e.not_restarted[0];
+    assert_eq!((blackout.reason, blackout.slots), (Some(Reason::Blackout), 24));
+    let starts: Vec<Ts> = blackout.windows.iter().map(|w| w.start).collect();
+    assert_eq!(starts, (0..10).map(|i| Ts(t(2, i))).collect::<Vec<_>>());
+    let notes: Vec<String> = (0..10).map(|i| format!("note {i}")).collect();
+    assert_eq!(blackout.notes, notes);
+}
