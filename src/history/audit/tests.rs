@@ -784,3 +784,20 @@ fn a_reason_lists_ten_distinct_windows_and_notes_at_most() {
     let notes: Vec<String> = (0..10).map(|i| format!("note {i}")).collect();
     assert_eq!(blackout.notes, notes);
 }
+
+/// An audit of one target counts only the slots of the epochs that restarted it (an Eru retargeted
+/// in the window: its slots before, or after). (Mutation: `t != spec.target` → `==`.)
+#[test]
+fn an_audit_of_a_target_counts_the_slots_of_its_epochs_only() {
+    let mut r = rows(vec![]);
+    let mut api = epoch(2, t(5, 0), "* * * * *", false);
+    api.spec.0["target"] = json!("api");
+    r.epochs.push(api);
+    let slots = |target: Option<&str>| {
+        let a = audit(r.clone(), None, (t(0, 0), t(10, 0)), t(10, 0), &[], target);
+        a.erus[0].slots
+    };
+    assert_eq!(slots(None), 9);
+    assert_eq!(slots(Some("web")), 5, "03:01 .. 03:05");
+    assert_eq!(slots(Some("api")), 4, "03:06 .. 03:09");
+}
