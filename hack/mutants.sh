@@ -15,8 +15,8 @@
 #
 # On 2 cores a mutant costs an incremental rebuild of the library's tests (~20-40 s): about a
 # hundred mutants an hour. Shard long runs (`-- --shard k/n`). Results: report/mutants.out/ under
-# its target directory (~/.cache/eru/target-mutants); docs/development.md keeps the figures and
-# the equivalent mutants.
+# its target directory (~/.cache/eru/target-mutants), or ERU_MUTANTS_REPORT; docs/development.md
+# keeps the figures and the equivalent mutants.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -54,13 +54,14 @@ start=$SECONDS
 # the library's unit tests only (the cluster-free tests of these files live there), without the
 # journal's PostgreSQL tests (`::postgres`, `::pg::`, `a_postgres_journal…`: the same queries on
 # another backend; they would start a server in the copy of the tree cargo-mutants builds);
-# one job by default (ERU_MUTANTS_JOBS=2 runs two: each rustc is mostly single-threaded); a mutant that hangs a test is a timeout after three
-# times the unmutated tests' time, 20 s at least (the whole library's take about 60 s here; a
-# --tests filter's often 1 s: a fixed 180 s made each hanging mutant of src/http/auth.rs cost
-# three minutes)
+# one job (two would share one target folder and wait on its lock: run two files at once as two
+# runs, each with its own ERU_MUTANTS_TARGET_DIR and ERU_MUTANTS_REPORT); a mutant that hangs a
+# test is a timeout after three times the unmutated tests' time, 20 s at least (the whole
+# library's take about 60 s here; a --tests filter's often 1 s: a fixed 180 s made each hanging
+# mutant of src/http/auth.rs cost three minutes)
 # (`--cargo-arg --lib` for the build too: without it every mutant relinks each integration test,
 # the binary and the examples, three times the work)
-"$root/bin/cargo-mutants" mutants --jobs "${ERU_MUTANTS_JOBS:-1}" --timeout-multiplier 3 --minimum-test-timeout 20 --profile mutants --output "$out" \
+"$root/bin/cargo-mutants" mutants --jobs 1 --timeout-multiplier 3 --minimum-test-timeout 20 --profile mutants --output "$out" \
   --cargo-arg=--lib "${args[@]}" "${extra[@]}" -- -- "${filter[@]}" --skip ::postgres --skip ::pg:: --skip a_postgres_journal || true
 echo "== mutation score ($((SECONDS - start)) s; $out/mutants.out)"
 python3 - "$out/mutants.out" <<'EOF'
