@@ -801,3 +801,47 @@ fn an_audit_of_a_target_counts_the_slots_of_its_epochs_only() {
     assert_eq!(slots(Some("web")), 5, "03:01 .. 03:05");
     assert_eq!(slots(Some("api")), 4, "03:06 .. 03:09");
 }
+
+/// The budget: a reservation takes its units when they fit, and nothing when they do not; a unit
+/// is taken while any is left. (Mutations in `Budget::reserve`: `-=` → `+=` or `/=`.)
+#[test]
+fn the_work_budget_takes_what_it_reserves() {
+    let mut budget = Budget(10);
+    assert!(budget.reserve(6));
+    assert!(!budget.reserve(5), "4 are left");
+    assert!(budget.reserve(3));
+    assert!(budget.take());
+    assert!(!budget.take() && !budget.reserve(1));
+}
+
+/// The slot memo enumerates a schedule once per window: further when a larger limit is asked
+/// after a run cut short, never again for a smaller one. (Mutations in `SlotMemo::slots`: the
+/// `all` flag's `<=` → `>`, and the re-enumeration's guard: `&&` → `||`, `!` deleted, `<=` →
+/// `>`.)
+#[test]
+fn the_slot_memo_enumerates_further_only_when_asked_for_more() {
+    let spec: EpochSpec = serde_json::from_value(
+        json!({"schedule": "* * * * *", "suspend": false, "startingDeadlineSeconds": 300, "target": "web"}),
+    )
+    .unwrap();
+    let (lo, hi) = (t(0, 0), t(0, 0) + Duration::hours(2)); // 120 slots
+    let mut memo = SlotMemo::default();
+    assert_eq!(
+        memo.slots(&spec, "", lo, hi, 5).len(),
+        6,
+        "the limit and one more"
+    );
+    assert_eq!(
+        memo.slots(&spec, "", lo, hi, 200).len(),
+        120,
+        "all, asked for more"
+    );
+    let mut memo = SlotMemo::default();
+    assert_eq!(memo.slots(&spec, "", lo, hi, 100).len(), 101);
+    assert_eq!(
+        memo.slots(&spec, "", lo, hi, 5).len(),
+        101,
+        "a smaller limit is served from the longer run"
+    );
+    assert_eq!(memo.slots(&spec, "", lo, hi, 100).len(), 101);
+}
