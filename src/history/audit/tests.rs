@@ -845,3 +845,59 @@ fn the_slot_memo_enumerates_further_only_when_asked_for_more() {
     );
     assert_eq!(memo.slots(&spec, "", lo, hi, 100).len(), 101);
 }
+
+/// Counters short of the rows on either side are inconsistent; counters past them, or equal, are
+/// not (mutations in `short_counters`: `<` → `<=` on the restarts, `<` → `>` on the others).
+#[test]
+fn counters_are_short_when_either_count_is_below_its_rows() {
+    let short = |fired, missed, rows_fired, rows_not_fired| {
+        short_counters(&counters(fired, missed, rows_fired, rows_not_fired))
+    };
+    assert!(!short(5, 3, 5, 3));
+    assert!(short(5, 3, 6, 3) && short(5, 3, 5, 4) && short(4, 2, 5, 3));
+    assert!(!short(5, 4, 5, 3) && !short(6, 3, 5, 3) && !short(6, 4, 5, 3));
+}
+
+/// A finding lists its first 20 slots and counts them all (mutation in `add`: `<` → `<=`).
+#[test]
+fn a_finding_lists_twenty_slots_and_counts_all() {
+    let mut finding = Finding::default();
+    for m in 0..25 {
+        add(&mut finding, Ts(t(m, 0)));
+    }
+    assert_eq!(finding.count, 25);
+    assert_eq!(finding.slots, (0..20).map(|m| Ts(t(m, 0))).collect::<Vec<_>>());
+}
+
+/// The verdict's summary names the failing Erus among all, and the invalid records only when
+/// there are some; an audit cut short by one Eru's enumeration (not by the budget) says to narrow
+/// the window, not that the budget ran out. (Mutations in `verdict`: the failing filter's `!`
+/// deleted, `invalid > 0` → `>=`, the budget arm's guard → `true` or `>=`.)
+#[test]
+fn the_verdict_names_the_failing_erus_and_why_an_audit_is_incomplete() {
+    let mut r = rows(unaccounted_rows());
+    for (uid, name) in [("u2", "api"), ("u3", "db")] {
+        let mut other = ledger(t(8, 0), 0, 0);
+        other.uid = uid.into();
+        other.name = name.into();
+        r.ledgers.push(other);
+    }
+    let a = run(r, None);
+    assert!(
+        a.verdict
+            .summary
+            .ends_with("1 records outside the schedule, in 1 of 3 Erus"),
+        "{}",
+        a.verdict.summary
+    );
+    let (since, until) = (t(0, 0), t(0, 0) + Duration::days(30));
+    let a = audit(fleet(1, "* * * * * *"), None, (since, until), until, &[], None);
+    assert_eq!(a.verdict.not_audited, 0);
+    assert!(
+        a.verdict
+            .summary
+            .ends_with("(incomplete: the window holds more than the audit reads; narrow it)"),
+        "{}",
+        a.verdict.summary
+    );
+}
