@@ -901,3 +901,129 @@ fn the_verdict_names_the_failing_erus_and_why_an_audit_is_incomplete() {
         a.verdict.summary
     );
 }
+
+/// The due slots health gates hold now go on their Erus when they fall in the window (its start
+/// included, its end not), and the verdict counts them; with none held, the summary says nothing
+/// of them. (Mutations in `with_holds`: the window's `<=` → `>`, `<` → `==`, `>` or `<=`, the
+/// `&&` → `||`; the count's `> 0` → `==`, `<` or `>=`.)
+#[test]
+fn held_slots_in_the_window_go_on_their_erus_and_in_the_verdict() {
+    let mut r = rows(accounted_rows());
+    for uid in ["u2", "u3", "u4"] {
+        let mut other = ledger(t(8, 0), 0, 0);
+        other.uid = uid.into();
+        other.name = format!("web-{uid}");
+        r.ledgers.push(other);
+    }
+    let hold = |slot: DateTime<Utc>| Held {
+        slot,
+        since: slot,
+        checked_at: slot,
+        deadline: slot + Duration::minutes(5),
+        reason: Reason::AlertFiring,
+        note: "HighLatency is firing".into(),
+    };
+    let plain = run(r.clone(), None);
+    let summary = plain.verdict.summary.clone();
+    let none = with_holds(plain, &HashMap::new());
+    assert_eq!(
+        (none.verdict.held, none.verdict.summary.as_str()),
+        (0, summary.as_str())
+    );
+    let holds = HashMap::from([
+        ("u1".to_string(), hold(t(9, 0))),
+        ("u2".to_string(), hold(t(0, 0))),
+        ("u3".to_string(), hold(t(10, 0))),
+        ("u4".to_string(), hold(t(0, 0) - Duration::minutes(1))),
+    ]);
+    let a = with_holds(run(r, None), &holds);
+    let held: Vec<(&str, Option<Ts>)> = (a.erus.iter())
+        .map(|e| (e.uid.as_str(), e.held.as_ref().map(|h| h.slot)))
+        .collect();
+    assert_eq!(
+        held,
+        [
+            ("u1", Some(Ts(t(9, 0)))),
+            ("u2", Some(Ts(t(0, 0)))),
+            ("u3", None),
+            ("u4", None)
+        ]
+    );
+    assert_eq!(a.verdict.held, 2);
+    assert!(
+        a.verdict
+            .summary
+            .ends_with("; 2 due slots wait for health gates to open"),
+        "{}",
+        a.verdict.summary
+    );
+}
+
+/// The operator's facts clip to the window and leave out what has no length in it: an outage that
+/// ended at the window's start, a handover before it or at its end; a cluster-wide blackout shows
+/// its windows in it, recurring or absolute. (Mutations in `operator_facts`: the clip's `<` →
+/// `<=`, the handovers' `&&` → `||` and `<` → `<=`; in `blackout_item`, either arm deleted.)
+#[test]
+fn the_operator_facts_clip_to_the_window() {
+    let run_row = |id: i64, instance: &str, from: DateTime<Utc>, to: DateTime<Utc>| OperatorRun {
+        id,
+        started_at: Ts(from),
+        heartbeat_at: Ts(to),
+        stopped_at: None,
+        version: "test".into(),
+        instance: instance.into(),
+    };
+    let mut r = rows(accounted_rows());
+    r.runs = vec![
+        run_row(1, "a", t(0, 0) - Duration::hours(2), t(0, 0) - Duration::hours(1)),
+        run_row(2, "b", t(0, 0) - Duration::minutes(30), t(5, 0)),
+        run_row(3, "c", t(5, 0), t(10, 0)),
+        run_row(4, "d", t(10, 0), t(12, 0)),
+    ];
+    r.outages = vec![crate::journal::OutageRow {
+        id: 1,
+        run_id: Some(2),
+        started_at: Ts(t(0, 0) - Duration::minutes(20)),
+        ended_at: Ts(t(0, 0)),
+    }];
+    let blackouts = [
+        Blackout {
+            name: Some("nightly".into()),
+            schedule: Some("*/4 * * * *".into()),
+            duration_seconds: Some(60),
+            start: None,
+            end: None,
+        },
+        Blackout {
+            name: Some("freeze".into()),
+            schedule: None,
+            duration_seconds: None,
+            start: Some(t(8, 0)),
+            end: Some(t(12, 0)),
+        },
+    ];
+    let a = audit(r, None, (t(0, 0), t(10, 0)), t(10, 0), &blackouts, None);
+    let op = &a.operator;
+    assert!(op.journal_outages.is_empty(), "{:?}", op.journal_outages);
+    let handovers: Vec<(&str, &str)> = (op.handovers.iter())
+        .map(|h| (h.from.as_str(), h.to.as_str()))
+        .collect();
+    assert_eq!(handovers, [("b", "c")]);
+    let window = |a: DateTime<Utc>, b: DateTime<Utc>| Window {
+        start: Ts(a),
+        end: Ts(b),
+    };
+    let nightly = &op.cluster_blackouts[0];
+    assert_eq!(nightly.spec, "*/4 * * * * for 60 s");
+    assert_eq!(
+        nightly.windows,
+        [
+            window(t(0, 0), t(1, 0)),
+            window(t(4, 0), t(5, 0)),
+            window(t(8, 0), t(9, 0))
+        ]
+    );
+    let freeze = &op.cluster_blackouts[1];
+    assert_eq!(freeze.windows, [window(t(8, 0), t(10, 0))]);
+    assert!(freeze.spec.starts_with("2026-11-22T03:08:00"), "{}", freeze.spec);
+}
