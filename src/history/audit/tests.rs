@@ -1026,4 +1026,66 @@ fn the_operator_facts_clip_to_the_window() {
     let freeze = &op.cluster_blackouts[1];
     assert_eq!(freeze.windows, [window(t(8, 0), t(10, 0))]);
     assert!(freeze.spec.starts_with("2026-11-22T03:08:00"), "{}", freeze.spec);
+    // absolute windows that end at the window's start, or start at its end, show none
+    // (mutations: `start < until && end > since`, each comparison and the `&&`)
+    let absolute = |start: DateTime<Utc>, end: DateTime<Utc>| Blackout {
+        name: None,
+        schedule: None,
+        duration_seconds: None,
+        start: Some(start),
+        end: Some(end),
+    };
+    let edges = [
+        absolute(t(0, 0) - Duration::hours(1), t(0, 0)),
+        absolute(t(10, 0), t(11, 0)),
+        absolute(t(9, 0), t(9, 30)),
+    ];
+    let a = audit(rows(vec![]), None, (t(0, 0), t(10, 0)), t(10, 0), &edges, None);
+    let shown: Vec<usize> = (a.operator.cluster_blackouts.iter())
+        .map(|b| b.windows.len())
+        .collect();
+    assert_eq!(shown, [0, 0, 1]);
+}
+
+/// The text forms: the table lists the manual runs under their heading only when there are
+/// some, as the Markdown does; the CSV has a header and a line per Eru. (Mutations in
+/// `text.rs`: the two `!` deleted, `Audit::csv` and `Audit::manual_runs` replaced.)
+#[test]
+fn the_text_forms_list_the_manual_runs_and_the_csv_a_line_per_eru() {
+    let plain = run(rows(accounted_rows()), None);
+    assert!(!plain.table().contains("manual runs"), "{}", plain.table());
+    assert!(!plain.markdown().contains("Manual runs"), "{}", plain.markdown());
+    let mut a = run(rows(accounted_rows()), None);
+    a.erus[0].manual_runs.push(ManualRunItem {
+        token: "deploy-42".into(),
+        requested_by: Some("kubectl-annotate".into()),
+        requested_at: Ts(t(2, 0)),
+        outcome: crate::vocab::RunOutcome::Succeeded,
+        patched_at: Some(Ts(t(2, 0))),
+        finished_at: Some(Ts(t(3, 0))),
+        reason: Some("the rollout finished".into()),
+    });
+    let line =
+        "ns/web 2026-11-22T03:02:00.000Z \"deploy-42\" by kubectl-annotate: succeeded: the rollout finished";
+    let table = a.table();
+    assert!(
+        table.contains(&format!(
+            "manual runs (mtsre.meitu.com/run-now; no slot's):\n  {line}\n"
+        )),
+        "{table}"
+    );
+    let markdown = a.markdown();
+    assert!(
+        markdown.contains("Manual runs (`mtsre.meitu.com/run-now`; no slot's):"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("- ns/web 2026-11-22T03:02:00.000Z"),
+        "{markdown}"
+    );
+    let csv = a.csv();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "{csv}");
+    assert!(lines[0].starts_with("ERU,SLOTS,RESTARTED,"), "{csv}");
+    assert!(lines[1].starts_with("ns/web,9,"), "{csv}");
 }
