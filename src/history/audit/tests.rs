@@ -1089,3 +1089,29 @@ fn the_text_forms_list_the_manual_runs_and_the_csv_a_line_per_eru() {
     assert!(lines[0].starts_with("ERU,SLOTS,RESTARTED,"), "{csv}");
     assert!(lines[1].starts_with("ns/web,9,"), "{csv}");
 }
+
+/// A finding's line lists the slots the JSON lists and says how many more there are, only when
+/// there are more. (Mutations in `Audit::findings`: the `-` → `+` or `/`, the `> 0` → `==` or
+/// `<`.)
+#[test]
+fn a_findings_line_says_how_many_more_slots_it_does_not_list() {
+    let mut r = rows(vec![]);
+    r.ledgers[0].accounted_through = Some(Ts(t(29, 0)));
+    let a = audit(r, None, (t(0, 0), t(30, 0)), t(30, 0), &[], None);
+    let table = a.table();
+    let line = (table.lines())
+        .find(|l| l.contains("without a record"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        line.starts_with("  ns/web: 29 without a record: 2026-11-22T03:01:00.000Z, ")
+            && line.ends_with("2026-11-22T03:20:00.000Z and 9 more"),
+        "{line}"
+    );
+    let mut r = rows(vec![]);
+    r.ledgers[0].accounted_through = Some(Ts(t(3, 0)));
+    let table = audit(r, None, (t(0, 0), t(4, 0)), t(4, 0), &[], None).table();
+    let line = (table.lines())
+        .find(|l| l.contains("without a record"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(line.ends_with("03:03:00.000Z"), "{line}");
+}
