@@ -1115,3 +1115,40 @@ fn a_findings_line_says_how_many_more_slots_it_does_not_list() {
         .unwrap_or_else(|| panic!("{table}"));
     assert!(line.ends_with("03:03:00.000Z"), "{line}");
 }
+
+/// An Eru's row gives each count, its restarts' outcomes that happened (none at zero) and its
+/// reasons; the findings name counters that disagree with the rows, not those that agree; the
+/// facts list the operator's runs. (Mutations in `text.rs`: `row` replaced, its outcome filter
+/// `> 0` → `==` or `<`; the counters' filter `!` deleted; `listed` replaced.)
+#[test]
+fn the_text_rows_give_each_count_and_the_findings_only_what_disagrees() {
+    let mut records = accounted_rows();
+    records[1].restart_outcome = Some(Outcome::Failed);
+    let a = run(rows(records), None);
+    assert_eq!(
+        a.csv().lines().nth(1),
+        Some("ns/web,9,\"5 (4 succeeded, 1 failed)\",3 suspended,1,0,0,0,yes")
+    );
+    let mut missing = accounted_rows();
+    missing.remove(2);
+    let agreeing = run(rows(missing.clone()), Some(vec![("u1".into(), 5, 3)])).table();
+    assert!(!agreeing.contains("running counters"), "{agreeing}");
+    let mut r = rows(missing);
+    r.runs = vec![OperatorRun {
+        id: 1,
+        started_at: Ts(t(0, 0)),
+        heartbeat_at: Ts(t(10, 0)),
+        stopped_at: None,
+        version: "test".into(),
+        instance: "pod-a".into(),
+    }];
+    let short = run(r, Some(vec![("u1".into(), 6, 3)])).table();
+    assert!(
+        short.contains("  ns/web: running counters 5 fired / 3 missed, rows 6 / 3: the counters count fewer"),
+        "{short}"
+    );
+    assert!(
+        short.contains("operator runs: pod-a (2026-11-22T03:00:00.000Z .. 2026-11-22T03:10:00.000Z)"),
+        "{short}"
+    );
+}
