@@ -1152,3 +1152,14 @@ fn the_text_rows_give_each_count_and_the_findings_only_what_disagrees() {
         "{short}"
     );
 }
+
+/// The window's end is exclusive also for an epoch followed by one that starts after it
+/// (mutation in `expected_slots`: `n.min(end - tick)` → `end + tick`, which counted the slot at
+/// the window's end).
+#[test]
+fn the_slot_at_the_windows_end_is_not_counted_before_a_later_epoch() {
+    let mut r = rows(vec![]);
+    r.epochs.push(epoch(2, t(15, 0), "*/2 * * * *", false));
+    let a = audit(r, None, (t(0, 0), t(10, 0)), t(20, 0), &[], None);
+    assert_eq!(a.erus[0].slots, 9, "03:01 .. 03:09");
+}
