@@ -395,9 +395,7 @@ fn read_epochs(
     epochs
 }
 
-/// The epochs in force during the window: an epoch covers `(from, next epoch's from]`, so one
-/// superseded exactly at the window's start still produced its first instant, and one from its
-/// end on produced nothing in it.
+/// The epochs in force in the window, each covering `(from, next epoch's from]` (tests: why).
 fn epoch_items(epochs: &[(i64, DateTime<Utc>, EpochSpec)], window: &Span<'_>) -> Vec<EpochItem> {
     epochs
         .iter()
