@@ -395,7 +395,7 @@ fn read_epochs(
     epochs
 }
 
-/// The epochs in force in the window, each covering `(from, next epoch's from]` (tests: why).
+/// The epochs in force in the window: each covers `(from, next epoch's from]`, its start excluded.
 fn epoch_items(epochs: &[(i64, DateTime<Utc>, EpochSpec)], window: &Span<'_>) -> Vec<EpochItem> {
     epochs
         .iter()
