@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, DurationRound, Utc};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -79,12 +79,15 @@ pub struct AuditParams {
 }
 
 impl AuditParams {
-    /// The window `[since, until)`, or why it is refused.
+    /// The window `[since, until)`, or why it is refused; each bound rounded up to the
+    /// millisecond, the journal's precision (the same instants: a slot is a whole millisecond),
+    /// so the audit's `since - 1 ms` is the instant just before the window.
     pub fn window(&self, now: DateTime<Utc>) -> Result<(DateTime<Utc>, DateTime<Utc>), QueryError> {
-        let until = self.until.map_or(now, |t| t.0);
-        let since = self
+        let ms = |t: DateTime<Utc>| t.duration_round_up(Duration::milliseconds(1)).unwrap_or(t);
+        let until = ms(self.until.map_or(now, |t| t.0));
+        let since = ms(self
             .since
-            .map_or(until - Duration::hours(DEFAULT_WINDOW_HOURS), |t| t.0);
+            .map_or(until - Duration::hours(DEFAULT_WINDOW_HOURS), |t| t.0));
         if since >= until {
             return Err(QueryError::Invalid(format!(
                 "since ({}) must be before until ({})",
@@ -320,8 +323,8 @@ fn audit_eru(
     }
     if unaccounted.count > 0 {
         notes.push(format!(
-            "slots up to the cursor without a record in this journal: {} (the first at {}); a \
-             journal that started after them (a replaced or lost one) holds none",
+            "slots up to the cursor without a record in this journal: {} (the first at {}), as a \
+             journal started after a slot (a replaced or lost one) holds none of it",
             unaccounted.count, unaccounted.slots[0]
         ));
     }
@@ -395,12 +398,15 @@ fn read_epochs(
     epochs
 }
 
-/// The epochs in force in the window: each covers `(from, next epoch's from]`, its start excluded.
+/// The epochs in force in the window (of the audited target, when one is asked): each covers
+/// `(from, next epoch's from]`, the milliseconds [`expected_slots`] enumerates.
 fn epoch_items(epochs: &[(i64, DateTime<Utc>, EpochSpec)], window: &Span<'_>) -> Vec<EpochItem> {
+    let tick = Duration::milliseconds(1);
     epochs
         .iter()
         .enumerate()
-        .filter(|(i, e)| e.1 < window.until && epochs.get(i + 1).is_none_or(|n| n.1 >= window.since))
+        .filter(|(_, e)| window.target.is_none_or(|t| t == e.2.target))
+        .filter(|(i, e)| e.1 + tick < window.until && epochs.get(i + 1).is_none_or(|n| n.1 >= window.since))
         .map(|(_, (generation, from, spec))| EpochItem {
             generation: *generation,
             effective_from: Ts(*from),

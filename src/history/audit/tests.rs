@@ -412,6 +412,11 @@ fn a_window_must_be_ordered_and_at_most_a_month() {
     // a month exactly is allowed (mutation: `>` → `>=`)
     let month = p(t(0, 0) - Duration::days(31), t(0, 0)).window(t(9, 0));
     assert_eq!(month.unwrap(), (t(0, 0) - Duration::days(31), t(0, 0)));
+    // to the millisecond, rounded up: the same instants of a journal that keeps milliseconds
+    let now = t(9, 0) + Duration::microseconds(400);
+    let (since, until) = AuditParams::default().window(now).unwrap();
+    let next_ms = t(9, 0) + Duration::milliseconds(1);
+    assert_eq!((since, until), (next_ms - Duration::hours(24), next_ms));
     assert_eq!(p(t(1, 0), t(2, 0)).window(t(9, 0)).unwrap(), (t(1, 0), t(2, 0)));
     let default = AuditParams::default().window(t(9, 0)).unwrap();
     assert_eq!(default, (t(9, 0) - Duration::hours(24), t(9, 0)));
@@ -705,12 +710,16 @@ fn the_epochs_listed_are_those_in_force_in_the_window() {
         epoch(2, t(0, 0) - Duration::hours(1), "* * * * *", false),
         epoch(3, t(0, 0), "*/2 * * * *", false),
         epoch(4, t(5, 0), "*/3 * * * *", false),
-        epoch(5, t(10, 0), "* * * * *", false),
+        epoch(5, t(10, 0) - Duration::milliseconds(1), "* * * * *", false),
     ];
     let a = audit(r, None, (t(0, 0), t(10, 0)), t(20, 0), &[], None);
     let e = &a.erus[0];
     let listed: Vec<i64> = e.epochs.iter().map(|e| e.generation).collect();
-    assert_eq!(listed, [2, 3, 4]);
+    assert_eq!(
+        listed,
+        [2, 3, 4],
+        "5, from the window's last millisecond, covers none of it"
+    );
     // 03:00 (generation 2's last), 03:02 03:04 (3), 03:06 03:09 (4)
     assert_eq!(e.slots, 5, "{:?}", e.note);
 }
@@ -800,6 +809,10 @@ fn an_audit_of_a_target_counts_the_slots_of_its_epochs_only() {
     assert_eq!(slots(None), 9);
     assert_eq!(slots(Some("web")), 5, "03:01 .. 03:05");
     assert_eq!(slots(Some("api")), 4, "03:06 .. 03:09");
+    // and lists the epochs of that target only
+    let a = audit(r.clone(), None, (t(0, 0), t(10, 0)), t(10, 0), &[], Some("api"));
+    let listed: Vec<i64> = a.erus[0].epochs.iter().map(|e| e.generation).collect();
+    assert_eq!(listed, [2]);
 }
 
 /// The budget: a reservation takes its units when they fit, and nothing when they do not; a unit
@@ -1154,12 +1167,47 @@ fn the_text_rows_give_each_count_and_the_findings_only_what_disagrees() {
 }
 
 /// The window's end is exclusive also for an epoch followed by one that starts after it
-/// (mutation in `expected_slots`: `n.min(end - tick)` → `end + tick`, which counted the slot at
-/// the window's end).
+/// (mutation in `expected_slots`: `n.min(end - tick)` → `n.min(end + tick)`, which counted the
+/// slot at the window's end).
 #[test]
 fn the_slot_at_the_windows_end_is_not_counted_before_a_later_epoch() {
     let mut r = rows(vec![]);
     r.epochs.push(epoch(2, t(15, 0), "*/2 * * * *", false));
     let a = audit(r, None, (t(0, 0), t(10, 0)), t(20, 0), &[], None);
     assert_eq!(a.erus[0].slots, 9, "03:01 .. 03:09");
+}
+
+/// An Eru's enumeration asks each epoch for what its cap leaves, not more: the second epoch of an
+/// Eru whose first gave 60,001 slots is enumerated to the 39,999 left (and one), not to the cap.
+/// (Mutation in `expected_slots`: `SLOT_CAP - slots.len()` → `+`, the same slots for up to ten
+/// times the work.)
+#[test]
+fn an_enumeration_asks_each_epoch_for_what_the_cap_leaves() {
+    let spec = |schedule: &str| -> EpochSpec {
+        serde_json::from_value(
+            json!({"schedule": schedule, "suspend": false, "startingDeadlineSeconds": 300, "target": "web"}),
+        )
+        .unwrap()
+    };
+    let (since, until) = (t(0, 0), t(0, 0) + Duration::days(30));
+    let switch = since + Duration::seconds(60_000);
+    let epochs = vec![
+        (1, since - Duration::days(1), spec("* * * * * *")),
+        (2, switch, spec("*/1 * * * * *")),
+    ];
+    let window = Span {
+        since,
+        until,
+        now: until,
+        target: None,
+    };
+    let mut work = Work {
+        memo: SlotMemo::default(),
+        budget: Budget(WORK_BUDGET),
+    };
+    let (slots, complete) = expected_slots(&epochs, "", &window, until, &mut work);
+    assert_eq!((slots.len(), complete), (SLOT_CAP, false));
+    let mut enumerated: Vec<usize> = work.memo.0.values().map(|(s, _)| s.len()).collect();
+    enumerated.sort_unstable();
+    assert_eq!(enumerated, [40_000, 60_001]);
 }

@@ -52,24 +52,63 @@ on_both!(
     the_delivery_sends_sleeps_while_idle_wakes_on_a_pass_and_stops,
     a_lane_looks_for_expired_rows_every_ten_seconds_and_says_what_it_dropped,
     a_lane_whose_journal_fails_retries_after_a_doubling_backoff,
-    an_upkeep_caps_measures_and_prunes_every_ten_minutes,
+    an_upkeep_drops_unknown_sinks_measures_and_prunes_every_ten_minutes,
     the_upkeep_runs_every_two_seconds_until_the_stop,
 );
 
+thread_local! {
+    /// Where this thread's log lines go while a test captures them ([`Logs::capture`]).
+    static CAPTURED: std::cell::RefCell<Option<Logs>> = const { std::cell::RefCell::new(None) };
+}
+
 /// The log lines written on this thread while the guard lives (a `#[tokio::test]` runs its
-/// tasks on the test's thread).
+/// tasks on the test's thread). One subscriber for the whole test binary, set once, writes each
+/// line to the capturing thread's buffer: a thread-local subscriber (`set_default`) would share
+/// tracing's per-process cache of which log lines are wanted with threads that have none.
 #[derive(Clone, Default)]
 struct Logs(Arc<Mutex<Vec<u8>>>);
 
+/// Stops this thread's capture when dropped.
+struct Capturing;
+
+impl Drop for Capturing {
+    fn drop(&mut self) {
+        CAPTURED.with(|c| c.borrow_mut().take());
+    }
+}
+
+/// A log line's writer: the capturing thread's buffer, or nowhere.
+struct ThisThread;
+
+impl Write for ThisThread {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        CAPTURED.with(|c| {
+            if let Some(logs) = c.borrow().as_ref() {
+                logs.0.lock().unwrap().extend_from_slice(buf);
+            }
+        });
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Logs {
-    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+    fn capture() -> (Self, Capturing) {
+        static SUBSCRIBER: std::sync::Once = std::sync::Once::new();
+        SUBSCRIBER.call_once(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_writer(|| ThisThread)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other test sets a global subscriber");
+        });
         let logs = Self::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
+        CAPTURED.with(|c| *c.borrow_mut() = Some(logs.clone()));
+        (logs, Capturing)
     }
 
     fn text(&self) -> String {
@@ -82,17 +121,6 @@ impl Logs {
             .filter(|l| l.contains(needle))
             .map(str::to_string)
             .collect()
-    }
-}
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
@@ -530,7 +558,7 @@ async fn a_lane_whose_journal_fails_retries_after_a_doubling_backoff(journal: Jo
 /// rows and how long the oldest has waited), and the prune of old settled rows when ten minutes
 /// have passed since the last, told only when it deleted some. (Mutations: `keep` and `measure`
 /// → `Ok(())`; the prune's bound `>=` → `<`; `prune`'s `> 0` → `==`, `<` or `>=`.)
-async fn an_upkeep_caps_measures_and_prunes_every_ten_minutes(journal: Journal) {
+async fn an_upkeep_drops_unknown_sinks_measures_and_prunes_every_ten_minutes(journal: Journal) {
     let (logs, _guard) = Logs::capture();
     let d = delivery(
         journal.clone(),
@@ -597,6 +625,7 @@ async fn the_upkeep_runs_every_two_seconds_until_the_stop(journal: Journal) {
         .unwrap();
     assert_eq!(journal.pending_count().await.unwrap(), 10, "the cap applied");
     let statements = metrics.queries.with_label_values(&[upkeep::LABEL]).get();
-    // two upkeeps (at 0 s and 2 s), seven statements at most each
-    assert!((4..=14).contains(&statements), "{statements} statements in 3 s");
+    // one or two upkeeps (at 0 s and 2 s; a loaded machine may run one): the first's five
+    // statements (the count, the cap's read, the sinks, the gauges, the prune), then three
+    assert!((5..=8).contains(&statements), "{statements} statements in 3 s");
 }
