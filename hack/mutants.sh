@@ -15,10 +15,15 @@
 #
 # On 2 cores a mutant costs an incremental rebuild of the library's tests (~20-40 s): about a
 # hundred mutants an hour. Shard long runs (`-- --shard k/n`). Results: report/mutants.out/ under
-# its target directory (~/.cache/eru/target-mutants), or ERU_MUTANTS_REPORT; docs/development.md
-# keeps the figures and the equivalent mutants.
+# its target directory (~/.cache/eru/target-mutants), or $ERU_MUTANTS_REPORT/mutants.out (a
+# folder per piece of work: `--iterate` reads the last run's lists there); docs/development.md
+# keeps the figures and the equivalent mutants. Exits 0 when every mutant was caught or timed
+# out, 2 when some were missed, and with cargo-mutants' own code when it could not measure
+# (4: the tests fail without a mutation).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# a report folder given relative to where the script is called from
+report=${ERU_MUTANTS_REPORT:+$(realpath -m "$ERU_MUTANTS_REPORT")}
 cd "$repo"
 version=27.1.0
 cache_root=${ERU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eru}
@@ -42,8 +47,7 @@ if [ ! -x "$root/bin/cargo-mutants" ]; then
   cargo install --locked --quiet --root "$root" "cargo-mutants@$version"
   echo "[mutants] installed in $((SECONDS - start)) s" >&2
 fi
-# a report folder per piece of work keeps each one's `--iterate` (it reads the last run's lists)
-out=${ERU_MUTANTS_REPORT:-$CARGO_TARGET_DIR/report}
+out=${report:-$CARGO_TARGET_DIR/report}
 mkdir -p "$out"
 args=()
 for f in "${files[@]}"; do
@@ -62,7 +66,14 @@ start=$SECONDS
 # (`--cargo-arg --lib` for the build too: without it every mutant relinks each integration test,
 # the binary and the examples, three times the work)
 "$root/bin/cargo-mutants" mutants --jobs 1 --timeout-multiplier 3 --minimum-test-timeout 20 --profile mutants --output "$out" \
-  --cargo-arg=--lib "${args[@]}" "${extra[@]}" -- -- "${filter[@]}" --skip ::postgres --skip ::pg:: --skip a_postgres_journal || true
+  --cargo-arg=--lib "${args[@]}" "${extra[@]}" -- -- "${filter[@]}" --skip ::postgres --skip ::pg:: --skip a_postgres_journal \
+  || rc=$?
+# 2: some missed, 3: some timed out (caught: the score below counts them so); anything else means
+# nothing was measured (4: the tests fail without a mutation, 1: bad arguments)
+case ${rc:-0} in
+  0|2|3) ;;
+  *) echo "cargo-mutants could not measure (exit $rc): $out/mutants.out/debug.log" >&2; exit "$rc" ;;
+esac
 echo "== mutation score ($((SECONDS - start)) s; $out/mutants.out)"
 python3 - "$out/mutants.out" <<'EOF'
 import collections
@@ -89,3 +100,5 @@ for file, c in sorted(per.items()):
 for line in missed:
     print("missed: " + line)
 EOF
+# missed mutants: exit 2 (a script that runs this can tell)
+if [ -s "$out/mutants.out/missed.txt" ]; then exit 2; fi
