@@ -72,6 +72,18 @@ fn record(
     }
 }
 
+/// An operator run of `instance` from `from` to its last heartbeat `to`, not stopped.
+fn operator_run(id: i64, instance: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> OperatorRun {
+    OperatorRun {
+        id,
+        started_at: Ts(from),
+        heartbeat_at: Ts(to),
+        stopped_at: None,
+        version: "test".into(),
+        instance: instance.into(),
+    }
+}
+
 fn one(m: u32, result: &str, reason: &str) -> SlotRecordRow {
     record(i64::from(m), t(m, 0), t(m, 0), 1, result, reason)
 }
@@ -296,18 +308,10 @@ fn a_deleted_eru_produces_no_slot_after_its_deletion() {
 
 #[test]
 fn the_operator_facts_show_downtime_handovers_and_outages() {
-    let run_row = |id: i64, instance: &str, from: DateTime<Utc>, to: DateTime<Utc>| OperatorRun {
-        id,
-        started_at: Ts(from),
-        heartbeat_at: Ts(to),
-        stopped_at: None,
-        version: "test".into(),
-        instance: instance.into(),
-    };
     let mut r = rows(accounted_rows());
     r.runs = vec![
-        run_row(1, "a", t(0, 0), t(3, 10)),
-        run_row(2, "b", t(5, 40), t(10, 0)),
+        operator_run(1, "a", t(0, 0), t(3, 10)),
+        operator_run(2, "b", t(5, 40), t(10, 0)),
     ];
     r.outages = vec![crate::journal::OutageRow {
         id: 1,
@@ -341,12 +345,8 @@ fn the_operator_facts_show_downtime_handovers_and_outages() {
 #[test]
 fn the_window_before_the_journals_first_run_is_not_downtime() {
     let run_row = |id: i64, from: DateTime<Utc>, to: DateTime<Utc>, stopped: bool| OperatorRun {
-        id,
-        started_at: Ts(from),
-        heartbeat_at: Ts(to),
         stopped_at: stopped.then_some(Ts(to)),
-        version: "test".into(),
-        instance: "a".into(),
+        ..operator_run(id, "a", from, to)
     };
     // a fresh install: the journal's first run started at 03:04:30, inside the window
     let mut r = rows(accounted_rows());
@@ -978,20 +978,12 @@ fn held_slots_in_the_window_go_on_their_erus_and_in_the_verdict() {
 /// `<=`, the handovers' `&&` → `||` and `<` → `<=`; in `blackout_item`, either arm deleted.)
 #[test]
 fn the_operator_facts_clip_to_the_window() {
-    let run_row = |id: i64, instance: &str, from: DateTime<Utc>, to: DateTime<Utc>| OperatorRun {
-        id,
-        started_at: Ts(from),
-        heartbeat_at: Ts(to),
-        stopped_at: None,
-        version: "test".into(),
-        instance: instance.into(),
-    };
     let mut r = rows(accounted_rows());
     r.runs = vec![
-        run_row(1, "a", t(0, 0) - Duration::hours(2), t(0, 0) - Duration::hours(1)),
-        run_row(2, "b", t(0, 0) - Duration::minutes(30), t(5, 0)),
-        run_row(3, "c", t(5, 0), t(10, 0)),
-        run_row(4, "d", t(10, 0), t(12, 0)),
+        operator_run(1, "a", t(0, 0) - Duration::hours(2), t(0, 0) - Duration::hours(1)),
+        operator_run(2, "b", t(0, 0) - Duration::minutes(30), t(5, 0)),
+        operator_run(3, "c", t(5, 0), t(10, 0)),
+        operator_run(4, "d", t(10, 0), t(12, 0)),
     ];
     r.outages = vec![crate::journal::OutageRow {
         id: 1,
@@ -1147,14 +1139,7 @@ fn the_text_rows_give_each_count_and_the_findings_only_what_disagrees() {
     let agreeing = run(rows(missing.clone()), Some(vec![("u1".into(), 5, 3)])).table();
     assert!(!agreeing.contains("running counters"), "{agreeing}");
     let mut r = rows(missing);
-    r.runs = vec![OperatorRun {
-        id: 1,
-        started_at: Ts(t(0, 0)),
-        heartbeat_at: Ts(t(10, 0)),
-        stopped_at: None,
-        version: "test".into(),
-        instance: "pod-a".into(),
-    }];
+    r.runs = vec![operator_run(1, "pod-a", t(0, 0), t(10, 0))];
     let short = run(r, Some(vec![("u1".into(), 6, 3)])).table();
     assert!(
         short.contains("  ns/web: running counters 5 fired / 3 missed, rows 6 / 3: the counters count fewer"),

@@ -190,6 +190,15 @@ fn delivery(journal: Journal, sinks: &[(&str, u16)], outbox_max: u32) -> Deliver
     }
 }
 
+/// A fresh lane of `sink` (it looks for expired rows at its first turn) and an HTTP agent.
+fn lane_of(sink: &str) -> (lane::Lane, ureq::Agent) {
+    let lane = lane::Lane {
+        sink: sink.into(),
+        ..Default::default()
+    };
+    (lane, crate::outbound::agent(Duration::from_secs(5)))
+}
+
 fn at(minute: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 27, 3, 0, 0).unwrap() + chrono::Duration::minutes(minute)
 }
@@ -239,11 +248,7 @@ async fn a_failing_sink_waits_on_its_own_lane_while_a_healthy_one_delivers(journ
     let now = Utc::now();
     write(&journal, "bad", 150, 300, now).await;
     write(&journal, "good", 5, 20, now).await;
-    let agent = crate::outbound::agent(Duration::from_secs(5));
-    let mut bad = lane::Lane {
-        sink: "bad".into(),
-        ..Default::default()
-    };
+    let (mut bad, agent) = lane_of("bad");
     let before = Utc::now();
     let lane::Turn::Failed(until) = bad.turn(&d, &agent).await.unwrap() else {
         panic!("the refused sink's turn did not fail")
@@ -267,10 +272,7 @@ async fn a_failing_sink_waits_on_its_own_lane_while_a_healthy_one_delivers(journ
         "only the Erus tried wait for their retry"
     );
 
-    let mut good = lane::Lane {
-        sink: "good".into(),
-        ..Default::default()
-    };
+    let (mut good, _) = lane_of("good");
     assert_eq!(good.turn(&d, &agent).await.unwrap(), lane::Turn::Sent);
     assert_eq!(received.load(Ordering::Relaxed), 5, "one message per Eru");
     assert_eq!(counter(&d, "delivered", &["good"]), 20);
@@ -307,11 +309,7 @@ async fn a_lane_drops_its_expired_rows_before_it_sends(journal: Journal) {
         Utc::now() - chrono::Duration::hours(2),
     )
     .await;
-    let agent = crate::outbound::agent(Duration::from_secs(5));
-    let mut lane = lane::Lane {
-        sink: "hook".into(),
-        ..Default::default()
-    };
+    let (mut lane, agent) = lane_of("hook");
     assert!(matches!(
         lane.turn(&d, &agent).await.unwrap(),
         lane::Turn::Idle(_)
@@ -495,11 +493,7 @@ async fn a_lane_looks_for_expired_rows_every_ten_seconds_and_says_what_it_droppe
     let (logs, _guard) = Logs::capture();
     let (port, received) = accepting();
     let d = delivery(journal.clone(), &[("hook", port)], 10_000);
-    let agent = crate::outbound::agent(Duration::from_secs(5));
-    let mut lane = lane::Lane {
-        sink: "hook".into(),
-        ..Default::default()
-    };
+    let (mut lane, agent) = lane_of("hook");
     let statements = || counter(&d, "queries", &["hook"]);
     let before = Utc::now();
     let lane::Turn::Idle(next) = lane.turn(&d, &agent).await.unwrap() else {
