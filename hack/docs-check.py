@@ -207,7 +207,7 @@ def check_alert_counts():
 FOREIGN = {
     "--set": "helm", "--create-namespace": "helm", "--namespace": "helm, kubectl",
     "--values": "helm", "--name": "hack/cluster.sh", "--nodes": "hack/cluster.sh",
-    "--test": "cargo", "--ignored": "cargo test", "--bench": "cargo", "--profile": "cargo, hack scripts",
+    "--test": "cargo", "--features": "cargo", "--ignored": "cargo test", "--bench": "cargo", "--profile": "cargo, hack scripts",
     "--cronjobs": "hack/scale.sh", "--controller-qps": "hack/scale.sh", "--apf-shares": "hack/scale.sh",
     "--immediate": "hack/postgres.sh", "--tool": "valgrind", "--node-monitor-grace-period": "kube-controller-manager",
     "--down-seconds": "hack/cluster.sh",

@@ -224,8 +224,10 @@ pub struct RunArgs {
     #[arg(long, env = "ERU_HEARTBEAT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub heartbeat_seconds: u64,
 
-    /// Eru passes that run at once (a burst of due slots is worked through this many at a time).
-    #[arg(long, env = "ERU_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    /// Eru passes that run at once (a burst of due slots is worked through this many at a time;
+    /// a pass waits on the journal and the API server most of its time, so more passes than the
+    /// API server's seats keep it busy).
+    #[arg(long, env = "ERU_CONCURRENCY", default_value_t = 128, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub concurrency: u16,
 
     /// How long journal rows are kept (`90d`, `12h`, `30m`, `600s`; `0` keeps them forever).

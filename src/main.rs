@@ -20,7 +20,7 @@ use eru_operator::{
 /// MB of anonymous memory after a burst instead of the 26 it started with; with jemalloc it is
 /// back at 24 within a minute (docs/performance.md, "Memory"). SQLite's C allocations stay on
 /// glibc's malloc ([`eru_operator::memory`]).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "system-allocator")))]
 #[global_allocator]
 static HEAP: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -28,7 +28,7 @@ static HEAP: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// overrides them): one arena and no per-thread caches (each of the operator's dozen threads kept
 /// its own: +9 MB at 3,000 Erus), freed pages returned after a second by a background thread, so
 /// an idle operator shrinks too.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", not(feature = "system-allocator")))]
 #[unsafe(export_name = "_rjem_malloc_conf")]
 static HEAP_OPTIONS: Option<&'static std::ffi::c_char> = Some(
     // SAFETY: a pointer to the first byte of a static, NUL-terminated string.

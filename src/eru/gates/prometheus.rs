@@ -14,7 +14,7 @@ pub const NEED_ANSWER_BYTES: u64 = 1024 * 1024;
 /// (`{"metric":{},"value":[0,"1"]}`) fit 30,000 in [`NEED_ANSWER_BYTES`]: this caps them too.
 pub const NEED_ANSWER_SERIES: usize = 10_000;
 /// Requests to Prometheus (alert gates and need queries) in flight at once in the whole
-/// process: a burst of due slots (64 passes at once) holds at most this many answers in memory,
+/// process: a burst of due slots (128 passes at once) holds at most this many answers in memory,
 /// and Prometheus sees a few requests, not a storm.
 pub(super) const PROMETHEUS_REQUESTS: usize = 4;
 
