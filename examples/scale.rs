@@ -26,7 +26,9 @@
 //! Usage: scale N --operator PATH [--cronjobs M] [--concurrency C] [--operator-kubeconfig F]
 //!   [--flowcontrol FILE --probe-kubeconfig F [--probe-rate R]] [--paces P,...]
 //!   (KUBECONFIG names the cluster and its admin, who measures the limit: exempt from API Priority
-//!   and Fairness).
+//!   and Fairness). C (64) is how many of this program's own creations and tight-loop applies run
+//!   at once; the operator's passes at once are its `--concurrency`, `ERU_CONCURRENCY` in the
+//!   environment this program starts it in.
 
 mod common;
 
