@@ -13,7 +13,9 @@
 #
 #   hack/scale.sh N [--cronjobs M] [--concurrency C] [--controller-qps Q] [--probe-rate R]
 #                   [--no-flowcontrol] [--paces P,...] [--keep]
-#     M defaults to min(N, 1000); R to 20 requests/s; --no-flowcontrol: one slot, no probe;
+#     M defaults to min(N, 1000); R to 20 requests/s; C (64): the script's own creations and
+#     tight-loop applies at once (the operator's passes at once: ERU_CONCURRENCY in the
+#     environment); --no-flowcontrol: one slot, no probe;
 #     --paces: a slot per restart pace (unlimited, fixed:R, adaptive, adaptive:R), the operator
 #     restarted with it before the slot, with the probe and without the FlowSchema (the
 #     frontier of docs/performance.md, "The restart pace"); --keep leaves the cluster up afterwards.
