@@ -11,7 +11,7 @@ use sqlx::{
     any::{AnyConnectOptions, AnyPoolOptions},
 };
 
-use super::{Journal, fence, writer};
+use super::{Journal, downtime, fence, writer};
 use crate::{Error, Result};
 
 /// Which database a journal is kept in.
@@ -38,6 +38,11 @@ impl Backend {
 const SQLITE_CONNECTIONS: u32 = 4;
 const POSTGRES_CONNECTIONS: u32 = 8;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A SQLite connection is a thread of this process: sqlx's ping before each acquire only asks that
+/// thread to answer (it reads nothing of the file), a round trip per read that proves nothing
+/// the read would not. A connection whose thread died fails its query, and the pool replaces it.
+/// (PostgreSQL keeps the ping: a server restart leaves pooled connections dead.)
+const SQLITE_TEST_BEFORE_ACQUIRE: bool = false;
 /// A PostgreSQL server that is down makes every acquire wait for this long, reconnecting, before
 /// the write fails: short enough that `/readyz` and `eru_journal_up` report the outage within a
 /// few seconds (at 10 s a 10 s restart went unreported: the waits outlasted it), long enough
@@ -255,6 +260,7 @@ impl Journal {
         let pool = AnyPoolOptions::new()
             .max_connections(SQLITE_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            .test_before_acquire(SQLITE_TEST_BEFORE_ACQUIRE)
             .after_connect(|conn, _| Box::pin(async move { conn.execute(SQLITE_PRAGMAS).await.map(|_| ()) }))
             .connect_with(options.clone())
             .await
@@ -285,12 +291,14 @@ impl Journal {
         };
         let readers = AnyPoolOptions::new().max_connections(connections);
         let readers = match self.backend {
-            Backend::Sqlite => readers.acquire_timeout(ACQUIRE_TIMEOUT).after_connect(|conn, _| {
-                Box::pin(async move {
-                    conn.execute(SQLITE_PRAGMAS).await?;
-                    conn.execute(READER_PRAGMAS).await.map(|_| ())
-                })
-            }),
+            Backend::Sqlite => (readers.acquire_timeout(ACQUIRE_TIMEOUT))
+                .test_before_acquire(SQLITE_TEST_BEFORE_ACQUIRE)
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        conn.execute(SQLITE_PRAGMAS).await?;
+                        conn.execute(READER_PRAGMAS).await.map(|_| ())
+                    })
+                }),
             Backend::Postgres => readers
                 .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
                 .after_connect(|conn, _| bounded(conn)),
@@ -366,17 +374,19 @@ impl Journal {
     fn on(pool: AnyPool, backend: Backend) -> Self {
         let outages = std::sync::Arc::default();
         let fence = std::sync::Arc::new(fence::Fence::default());
+        let downtime = std::sync::Arc::<downtime::Downtime>::default();
         let writer = writer::Writer::spawn(
             pool.clone(),
             backend,
             std::sync::Arc::clone(&outages),
-            std::sync::Arc::clone(&fence),
+            (std::sync::Arc::clone(&fence), std::sync::Arc::clone(&downtime)),
         );
         Self {
             pool,
             writer,
             outages,
             fence,
+            downtime,
             backend,
             options: None,
         }

@@ -121,15 +121,17 @@ impl Journal {
     pub(super) async fn commit_fenced(&self, mut tx: Transaction<'static, Any>, what: &str) -> Result<()> {
         self.fence.allowed(what)?;
         self.fence.check(&mut tx, self.backend, what).await?;
-        tx.commit().await?;
-        Ok(())
+        let committed = tx.commit().await;
+        self.downtime.written();
+        Ok(committed?)
     }
 
     /// Commits `tx` if this process's epoch still holds, without asking the write guard: for the
     /// writes that start a term, before the leadership deadline says it leads.
     pub(super) async fn commit_in_term(&self, mut tx: Transaction<'static, Any>, what: &str) -> Result<()> {
         self.fence.check(&mut tx, self.backend, what).await?;
-        tx.commit().await?;
-        Ok(())
+        let committed = tx.commit().await;
+        self.downtime.written();
+        Ok(committed?)
     }
 }

@@ -143,6 +143,7 @@ impl PartialEq<&str> for Ts {
 
 mod columns;
 mod connect;
+mod downtime;
 mod fence;
 mod lock;
 mod notices;
@@ -152,6 +153,8 @@ mod pauses;
 pub use outbox::PendingOf;
 pub use pauses::{EndedRow, PauseChange, PauseRow};
 mod read;
+mod reader;
+pub use reader::Reader;
 mod retention;
 mod rows;
 mod runs;
@@ -179,6 +182,8 @@ pub struct Journal {
     outages: Arc<outage::Outages>,
     /// The leader epoch this process writes under, and its write guard.
     fence: Arc<fence::Fence>,
+    /// The operator runs and journal outages read last, until this process commits again.
+    downtime: Arc<downtime::Downtime>,
     backend: Backend,
     /// The database's connection options, for [`Journal::with_own_readers`] (none in memory).
     options: Option<sqlx::any::AnyConnectOptions>,
@@ -265,24 +270,9 @@ impl Journal {
         self.commit_fenced(tx, STOPPING).await
     }
 
-    /// The operator runs that were alive at or after `since`, and the last one before it (whose
-    /// heartbeat starts a downtime), oldest first. Bounded by what happened since `since`.
+    /// [`Reader::runs_since`] on a connection of its own.
     pub async fn runs_since(&self, since: DateTime<Utc>) -> Result<Vec<OperatorRun>> {
-        read_made();
-        let mut runs: Vec<OperatorRun> = self
-            .reached(
-                sqlx::query_as::<_, Keyed<OperatorRun>>(
-                    "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
-                                    ORDER BY heartbeat_at DESC LIMIT 1) AS before
-                     UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
-                )
-                .bind(ts(since))
-                .fetch_all(&self.pool),
-            )
-            .await
-            .map(Keyed::all)?;
-        runs.sort_by(|a, b| (&a.started_at, a.id).cmp(&(&b.started_at, b.id)));
-        Ok(runs)
+        self.reader().await?.runs_since(since).await
     }
 
     /// Runs one of a reconcile's reads. One that cannot reach the database (down, unreachable, no

@@ -94,43 +94,18 @@ pub(super) async fn pauses_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
 }
 
 impl Journal {
-    /// This Eru's latest pause on failure, if it ever paused.
+    /// [`Reader::latest_pause`] on a connection of its own.
     pub async fn latest_pause(&self, uid: &str) -> Result<Option<PauseRow>> {
-        super::read_made();
-        self.reached(
-            sqlx::query_as("SELECT * FROM failure_pauses WHERE uid = $1 ORDER BY since DESC LIMIT 1")
-                .bind(uid)
-                .fetch_optional(&self.pool),
-        )
-        .await
-        .map(Keyed::one)
+        self.reader().await?.latest_pause(uid).await
     }
 
-    /// This Eru's latest `limit` restarts whose patch landed and that ended (succeeded, failed or
-    /// abandoned), decided at or after `after` if given (a resume: a restart decided in the pass
-    /// that resumed counts), newest first.
+    /// [`Reader::ended_restarts`] on a connection of its own.
     pub async fn ended_restarts(
         &self,
         uid: &str,
         after: Option<DateTime<Utc>>,
         limit: i64,
     ) -> Result<Vec<EndedRow>> {
-        super::read_made();
-        let rows = self
-            .reached(
-                sqlx::query_as(
-                    "SELECT slot, outcome, reason FROM restarts
-                     WHERE uid = $1 AND patched_at IS NOT NULL
-                       AND outcome IN ('succeeded', 'failed', 'abandoned')
-                       AND ($2 IS NULL OR decided_at >= $2)
-                     ORDER BY slot DESC LIMIT $3",
-                )
-                .bind(uid)
-                .bind(after.map(ts))
-                .bind(limit)
-                .fetch_all(&self.pool),
-            )
-            .await?;
-        Ok(Keyed::all(rows))
+        self.reader().await?.ended_restarts(uid, after, limit).await
     }
 }

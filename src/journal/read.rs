@@ -7,75 +7,29 @@ use sqlx::{AnyPool, Arguments, any::AnyArguments};
 use super::*;
 
 impl Journal {
-    /// This Eru's ledger row (cursor and counters), if the journal has one.
+    /// [`Reader::ledger`] on a connection of its own.
     pub async fn ledger(&self, uid: &str) -> Result<Option<LedgerRow>> {
-        super::read_made();
-        self.reached(
-            sqlx::query_as("SELECT * FROM eru_ledger WHERE uid = $1")
-                .bind(uid)
-                .fetch_optional(&self.pool),
-        )
-        .await
-        .map(Keyed::one)
+        self.reader().await?.ledger(uid).await
     }
 
-    /// This Eru's spec epochs that matter from `since` on: the one in force at `since` and every
-    /// later one, oldest first.
+    /// [`Reader::epochs`] on a connection of its own.
     pub async fn epochs(&self, uid: &str, since: DateTime<Utc>) -> Result<Vec<EpochRow>> {
-        super::read_made();
-        let mut rows: Vec<EpochRow> = self
-            .reached(
-                sqlx::query_as::<_, Keyed<EpochRow>>(
-                    "SELECT * FROM (SELECT * FROM spec_epochs WHERE uid = $1 AND effective_from <= $2
-                                    ORDER BY effective_from DESC, generation DESC LIMIT 1) AS in_force
-                     UNION ALL SELECT * FROM spec_epochs WHERE uid = $1 AND effective_from > $2",
-                )
-                .bind(uid)
-                .bind(ts(since))
-                .fetch_all(&self.pool),
-            )
-            .await
-            .map(Keyed::all)?;
-        rows.sort_by(|a, b| (&a.effective_from, a.generation).cmp(&(&b.effective_from, b.generation)));
-        Ok(rows)
+        self.reader().await?.epochs(uid, since).await
     }
 
-    /// The journal outages that ended after `since` (those that can hold a slot after it), oldest
-    /// first. Bounded by what happened since `since`.
+    /// [`Reader::outages_since`] on a connection of its own.
     pub async fn outages_since(&self, since: DateTime<Utc>) -> Result<Vec<OutageRow>> {
-        super::read_made();
-        self.reached(
-            sqlx::query_as("SELECT * FROM journal_outages WHERE ended_at > $1 ORDER BY started_at, id")
-                .bind(ts(since))
-                .fetch_all(&self.pool),
-        )
-        .await
-        .map(Keyed::all)
+        self.reader().await?.outages_since(since).await
     }
 
-    /// The restart recorded for this object's slot, if any.
+    /// [`Reader::restart`] on a connection of its own.
     pub async fn restart(&self, uid: &str, slot: DateTime<Utc>) -> Result<Option<RestartRow>> {
-        Ok(Keyed::one(
-            sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")
-                .bind(uid)
-                .bind(ts(slot))
-                .fetch_optional(&self.pool)
-                .await?,
-        ))
+        self.reader().await?.restart(uid, slot).await
     }
 
-    /// This object's restart still in progress, if any.
+    /// [`Reader::open_restart`] on a connection of its own.
     pub async fn open_restart(&self, uid: &str) -> Result<Option<RestartRow>> {
-        super::read_made();
-        self.reached(
-            sqlx::query_as(
-                "SELECT * FROM restarts WHERE uid = $1 AND outcome = 'in_progress' ORDER BY slot DESC LIMIT 1",
-            )
-            .bind(uid)
-            .fetch_optional(&self.pool),
-        )
-        .await
-        .map(Keyed::one)
+        self.reader().await?.open_restart(uid).await
     }
 
     /// Every restart still in progress (of the objects in `namespace`, or of all).
@@ -91,42 +45,9 @@ impl Journal {
         ))
     }
 
-    /// What an Eru's status shows of its history: its ledger row, latest restart and latest slot
-    /// records.
+    /// [`Reader::eru_summary`] on a connection of its own.
     pub async fn eru_summary(&self, uid: &str) -> Result<EruSummary> {
-        let ledger = self.ledger(uid).await?;
-        let last_slot = ledger.as_ref().and_then(|l| l.last_restart_slot);
-        let last_restart = match last_slot {
-            Some(slot) => {
-                super::read_made();
-                Keyed::one(
-                    sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")
-                        .bind(uid)
-                        .bind(slot)
-                        .fetch_optional(&self.pool)
-                        .await?,
-                )
-            }
-            None => None,
-        };
-        // newest slot first, a range of the (uid, last_slot) index: a pass never sorts an Eru's
-        // whole history (a 5-second schedule journals 17,280 records a day)
-        super::read_made();
-        let recent = Keyed::all(
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "{SLOT_RECORDS} AND s.uid = $1 ORDER BY s.last_slot DESC, s.slot DESC LIMIT {RECENT}"
-            )))
-            .bind(uid)
-            .fetch_all(&self.pool)
-            .await?,
-        );
-        let last_run = self.last_manual_run(uid).await?;
-        Ok(EruSummary {
-            ledger,
-            last_restart,
-            recent,
-            last_run,
-        })
+        self.reader().await?.eru_summary(uid).await
     }
 
     /// Journaled transitions, newest first (by id), `limit + 1` rows at most.
@@ -277,7 +198,7 @@ impl Journal {
 }
 
 /// Slot records with their slot's restart attempt, up to a WHERE clause that takes `AND ...`.
-const SLOT_RECORDS: &str = "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at, \
+pub(super) const SLOT_RECORDS: &str = "SELECT s.*, r.decided_at AS restart_decided_at, r.patched_at AS restart_patched_at, \
                             r.finished_at AS restart_finished_at, r.outcome AS restart_outcome, \
                             r.reason AS restart_reason, r.attempts AS restart_attempts, \
                             r.reverted_at AS restart_reverted_at \

@@ -211,31 +211,14 @@ fn requested<'q>(
 }
 
 impl Journal {
-    /// The manual run of this Eru's `token`, if the journal has it.
+    /// [`Reader::manual_run`] on a connection of its own.
     pub async fn manual_run(&self, uid: &str, token: &str) -> Result<Option<RunRow>> {
-        super::read_made();
-        self.reached(
-            sqlx::query_as("SELECT * FROM manual_runs WHERE uid = $1 AND token = $2")
-                .bind(uid)
-                .bind(token)
-                .fetch_optional(&self.pool),
-        )
-        .await
-        .map(Keyed::one)
+        self.reader().await?.manual_run(uid, token).await
     }
 
-    /// This Eru's manual run in progress, if any (at most one: a run starts only when none is).
+    /// [`Reader::open_manual_run`] on a connection of its own.
     pub async fn open_manual_run(&self, uid: &str) -> Result<Option<RunRow>> {
-        super::read_made();
-        self.reached(
-            sqlx::query_as(
-                "SELECT * FROM manual_runs WHERE uid = $1 AND outcome = 'in_progress' ORDER BY id DESC LIMIT 1",
-            )
-            .bind(uid)
-            .fetch_optional(&self.pool),
-        )
-        .await
-        .map(Keyed::one)
+        self.reader().await?.open_manual_run(uid).await
     }
 
     /// The manual runs not ended (waiting or in progress) of the Eru `uid` (or of every Eru) in
@@ -271,15 +254,9 @@ impl Journal {
         ))
     }
 
-    /// This Eru's latest manual run, if any.
+    /// [`Reader::last_manual_run`] on a connection of its own.
     pub async fn last_manual_run(&self, uid: &str) -> Result<Option<RunRow>> {
-        super::read_made();
-        Ok(Keyed::one(
-            sqlx::query_as("SELECT * FROM manual_runs WHERE uid = $1 ORDER BY id DESC LIMIT 1")
-                .bind(uid)
-                .fetch_optional(&self.pool)
-                .await?,
-        ))
+        self.reader().await?.last_manual_run(uid).await
     }
 
     /// The manual runs requested in `[from, to)` (of the Erus in `namespace`, or of all), newest

@@ -55,6 +55,7 @@ on_both!(
     a_seed_starts_an_empty_ledger_once_and_advances_move_the_cursor,
     epochs_from_the_one_in_force,
     runs_since_are_bounded_to_the_span_and_the_run_before_it,
+    kept_runs_and_outages_read_as_the_query_until_a_commit,
     transition_detail_round_trips,
     runs_record_start_heartbeat_and_stop,
     a_runs_last_sign_of_life_is_its_latest_heartbeat_or_commit,
@@ -548,6 +549,56 @@ async fn runs_since_are_bounded_to_the_span_and_the_run_before_it(journal: Journ
         "the run before the span (its heartbeat starts a downtime), and those alive since"
     );
     assert_eq!(starts(journal.runs_since(at(40)).await.unwrap()), [ts(at(30))]);
+}
+
+/// The runs and outages a pass reads are kept until this process commits (downtime.rs): from a
+/// read kept at an earlier cursor, each later cursor gets what the query returns for it.
+async fn kept_runs_and_outages_read_as_the_query_until_a_commit(journal: Journal) {
+    let mut last = 0;
+    for (start, end) in [(0, 5), (10, 15), (20, 25), (30, 35)] {
+        last = journal.start_run("0.1.0", "test", at(start)).await.unwrap();
+        journal.heartbeat(last, at(end)).await.unwrap();
+    }
+    for (from, to) in [(3, 4), (12, 18), (26, 29)] {
+        sqlx::query("INSERT INTO journal_outages (run_id, started_at, ended_at) VALUES (1, $1, $2)")
+            .bind(ts(at(from)))
+            .bind(ts(at(to)))
+            .execute(&journal.pool)
+            .await
+            .unwrap();
+    }
+    let mut reader = journal.reader().await.unwrap();
+    let just_after = |m| at(m) + chrono::Duration::microseconds(400);
+    let cursors = [1, 4, 5, 10, 14, 15, 18, 22, 25, 29, 35, 40].map(at);
+    for cursor in cursors.into_iter().chain([just_after(15), just_after(18)]) {
+        // (rows written around this process's commits, above: a commit drops what was kept)
+        journal.downtime.written();
+        let (_, reads) = counting_reads(async { reader.runs_since(at(0)).await.unwrap() }).await;
+        let (_, reads_outages) = counting_reads(async { reader.outages_since(at(0)).await.unwrap() }).await;
+        assert_eq!((reads, reads_outages), (1, 1), "read, then kept");
+        let (kept, reads) = counting_reads(async {
+            let runs = reader.runs_since(cursor).await.unwrap();
+            (runs, reader.outages_since(cursor).await.unwrap())
+        })
+        .await;
+        assert_eq!(reads, 0, "{cursor}: from the read kept at an earlier cursor");
+        journal.downtime.written();
+        let read = (
+            reader.runs_since(cursor).await.unwrap(),
+            reader.outages_since(cursor).await.unwrap(),
+        );
+        assert_eq!(kept, read, "{cursor}: as the query reads");
+    }
+    drop(reader);
+    // a commit of this process (a heartbeat) drops what was kept: the next pass reads it
+    let mut reader = journal.reader().await.unwrap();
+    let _ = reader.runs_since(at(40)).await.unwrap();
+    drop(reader);
+    journal.heartbeat(last, at(50)).await.unwrap();
+    let mut reader = journal.reader().await.unwrap();
+    let (runs, reads) = counting_reads(async { reader.runs_since(at(40)).await.unwrap() }).await;
+    assert_eq!(reads, 1);
+    assert_eq!(runs.last().map(|r| r.heartbeat_at.to_string()), Some(ts(at(50))));
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ use tracing::{info, warn};
 
 use super::{
     Appended, Backend, Entry,
+    downtime::Downtime,
     fence::Fence,
     outage::{Open, Outages},
     ts, write,
@@ -72,11 +73,22 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    /// Starts the writer task on `pool`; it keeps `outages` up to date and commits under `fence`.
-    pub(super) fn spawn(pool: AnyPool, backend: Backend, outages: Arc<Outages>, fence: Arc<Fence>) -> Self {
+    /// Starts the writer task on `pool`; it keeps `outages` up to date, commits under `fence`,
+    /// and tells `downtime` of each commit.
+    pub(super) fn spawn(
+        pool: AnyPool,
+        backend: Backend,
+        outages: Arc<Outages>,
+        (fence, downtime): (Arc<Fence>, Arc<Downtime>),
+    ) -> Self {
         let (jobs, rx) = mpsc::unbounded_channel();
         let observer = Arc::new(OnceLock::new());
-        let db = Db { pool, backend, fence };
+        let db = Db {
+            pool,
+            backend,
+            fence,
+            downtime,
+        };
         tokio::spawn(run(db, rx, observer.clone(), outages));
         Self { jobs, observer }
     }
@@ -104,11 +116,13 @@ impl Writer {
     }
 }
 
-/// Where the writer commits: the pool, its backend, and the fence every commit goes through.
+/// Where the writer commits: the pool, its backend, the fence every commit goes through, and
+/// what is kept of the runs and outages until a commit.
 struct Db {
     pool: AnyPool,
     backend: Backend,
     fence: Arc<Fence>,
+    downtime: Arc<Downtime>,
 }
 
 async fn run(
@@ -208,6 +222,8 @@ async fn commit(db: &Db, jobs: &[Job], close: Close) -> Committed<Result<Appende
         Err(refused @ Error::NotLeader(_)) => Err(refused),
         Err(_) => commit_each(&mut conn, db, jobs, close).await,
     };
+    // before any caller hears back (downtime.rs)
+    db.downtime.written();
     if results.is_err() {
         // SQLite keeps a transaction whose COMMIT failed (disk full) open, holding the write
         // lock, and sqlx's rollback on drop does not end it: every later write would find the

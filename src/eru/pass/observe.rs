@@ -226,13 +226,15 @@ async fn journaled(
     let uid = eru.uid().unwrap_or_default();
     // the open outage before the journaled ones (see `Journal::outage_now`)
     let open_outage = journal.outage_now(now);
-    let ledger = (journal.ledger(&uid).await?).map(|row| Ledger {
+    // every read of the pass on one connection (`Reader`)
+    let mut reads = journal.reader().await?;
+    let ledger = (reads.ledger(&uid).await?).map(|row| Ledger {
         accounted_through: row.accounted_through.map(|at| *at),
     });
     let since = (ledger.as_ref().and_then(|l| l.accounted_through))
         .or(known.and_then(|s| s.accounted_through))
         .unwrap_or(created);
-    let epochs = (journal.epochs(&uid, since).await?.into_iter())
+    let epochs = (reads.epochs(&uid, since).await?.into_iter())
         .map(|row| {
             let spec = serde_json::from_value(row.spec.0).map_err(|e| crate::Error::JournalRow {
                 row: format!("spec_epochs (uid {}, generation {})", row.uid, row.generation),
@@ -245,11 +247,11 @@ async fn journaled(
             })
         })
         .collect::<Result<Vec<Epoch>>>()?;
-    let open_restart = journal.open_restart(&uid).await?.as_ref().map(open_restart);
+    let open_restart = reads.open_restart(&uid).await?.as_ref().map(open_restart);
     // a run is read only when the Eru asks for one or its status shows one in flight
     let asked = asked(eru).and_then(Result::ok);
     let run = match &asked {
-        Some(asked) => (journal.manual_run(&uid, &asked.token).await?).map(|row| match row.outcome {
+        Some(asked) => (reads.manual_run(&uid, &asked.token).await?).map(|row| match row.outcome {
             RunOutcome::Waiting => RunSeen::Waiting {
                 run: manual_run(&row),
                 waited: row.reason.clone(),
@@ -263,16 +265,16 @@ async fn journaled(
     // pass read none and no pass committed since (`journal_memo`)
     let open_run = match asked.is_none() && context.journal_memo.no_open_run(&uid) {
         true => None,
-        false => (journal.open_manual_run(&uid).await?).map(|row| OpenRun {
+        false => (reads.open_manual_run(&uid).await?).map(|row| OpenRun {
             run: manual_run(&row),
             patched_at: row.patched_at.map(|at| *at),
         }),
     };
-    let pauses = pauses(journal, eru, known, &uid).await?;
-    let runs = (journal.runs_since(since).await?.iter())
+    let pauses = pauses(&mut reads, eru, known, &uid).await?;
+    let runs = (reads.runs_since(since).await?.iter())
         .map(|r| (*r.started_at, *r.heartbeat_at))
         .collect();
-    let mut outages: Vec<Window> = (journal.outages_since(since).await?.iter())
+    let mut outages: Vec<Window> = (reads.outages_since(since).await?.iter())
         .map(|o| (*o.started_at, *o.ended_at))
         .collect();
     // an outage that ended between the two reads is in both: its journaled window, which ends
@@ -296,7 +298,7 @@ async fn journaled(
 /// shows a pause (no other can hold one); and, when a pause may trip (a policy, none holding),
 /// the restarts ended since the latest resume (one indexed read of at most `pauseAfter` rows).
 async fn pauses(
-    journal: &crate::journal::Journal,
+    reads: &mut crate::journal::Reader<'_>,
     eru: &CachedEru,
     known: Option<&EruStatus>,
     uid: &str,
@@ -306,7 +308,7 @@ async fn pauses(
     if policy.is_none() && shown.is_none() {
         return Ok(Pauses::default());
     }
-    let latest = (journal.latest_pause(uid).await?).map(|row| {
+    let latest = (reads.latest_pause(uid).await?).map(|row| {
         let pause = Pause {
             since: *row.since,
             why: row.why,
@@ -317,7 +319,7 @@ async fn pauses(
     let ended = match policy {
         Some(p) if !holds => {
             let after = latest.as_ref().and_then(|(_, resumed)| *resumed);
-            (journal
+            (reads
                 .ended_restarts(uid, after, i64::from(p.pause_after))
                 .await?
                 .into_iter())
