@@ -40,8 +40,10 @@ const POSTGRES_CONNECTIONS: u32 = 8;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A SQLite connection is a thread of this process: sqlx's ping before each acquire only asks that
 /// thread to answer (it reads nothing of the file), a round trip per read that proves nothing
-/// the read would not. A connection whose thread died fails its query, and the pool replaces it.
-/// (PostgreSQL keeps the ping: a server restart leaves pooled connections dead.)
+/// the read would not. A connection whose thread died (never seen) fails the statement that
+/// uses it instead, which opens an outage as an unreachable journal does, and the ping on its
+/// return drops it from the pool. (PostgreSQL keeps the ping: a server restart leaves pooled
+/// connections dead.)
 const SQLITE_TEST_BEFORE_ACQUIRE: bool = false;
 /// A PostgreSQL server that is down makes every acquire wait for this long, reconnecting, before
 /// the write fails: short enough that `/readyz` and `eru_journal_up` report the outage within a

@@ -296,7 +296,7 @@ async fn operator_rows(
 ) -> Result<(Vec<OperatorRun>, Vec<OutageRow>)> {
     let mut runs = sqlx::query_as::<_, Keyed<OperatorRun>>(
         "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
-                        ORDER BY heartbeat_at DESC LIMIT 1) AS before
+                        ORDER BY heartbeat_at DESC, id DESC LIMIT 1) AS before
          UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
     )
     .bind(ts(since))

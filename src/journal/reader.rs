@@ -174,7 +174,7 @@ impl Reader<'_> {
             .reached(
                 sqlx::query_as::<_, Keyed<OperatorRun>>(
                     "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
-                                    ORDER BY heartbeat_at DESC LIMIT 1) AS before
+                                    ORDER BY heartbeat_at DESC, id DESC LIMIT 1) AS before
                      UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
                 )
                 .bind(ts(since))
