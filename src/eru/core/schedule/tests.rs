@@ -757,3 +757,37 @@ mod hashed {
         assert!(Schedule::parse_for("@H", None, "default/web").is_err());
     }
 }
+
+/// Parses are kept by expression, zone and (hashed fields only) seed: a kept parse is never
+/// another Eru's or another zone's.
+#[test]
+fn a_kept_parse_is_that_of_its_expression_zone_and_seed() {
+    let from = utc(2026, 1, 1, 0, 0, 0);
+    let slots = |expr: &str, tz: Option<&str>, seed: &str| {
+        let schedule = Schedule::parse_for(expr, tz, seed).unwrap();
+        (0..3)
+            .scan(from, |t, _| {
+                *t = schedule.next_after(*t)?;
+                Some(*t)
+            })
+            .collect::<Vec<_>>()
+    };
+    // each seed its own slots, the second parse (kept) the same as the first
+    let seeds: Vec<Vec<_>> = ["ns/a", "ns/b", "ns/c"]
+        .iter()
+        .map(|seed| slots("H H * * *", None, seed))
+        .collect();
+    assert_ne!(seeds[0], seeds[1]);
+    assert_ne!(seeds[1], seeds[2]);
+    for (seed, first) in ["ns/a", "ns/b", "ns/c"].iter().zip(&seeds) {
+        assert_eq!(&slots("H H * * *", None, seed), first);
+    }
+    // the zone is part of it
+    assert_ne!(slots("0 3 * * *", Some("Asia/Tokyo"), "x"), slots("0 3 * * *", None, "x"));
+    assert_eq!(slots("0 3 * * *", None, "x")[0], utc(2026, 1, 1, 3, 0, 0));
+    // a refused expression stays refused, and names itself
+    for _ in 0..2 {
+        let e = Schedule::parse_for("61 * * * *", None, "x").unwrap_err();
+        assert!(e.to_string().contains("61 * * * *"), "{e}");
+    }
+}
