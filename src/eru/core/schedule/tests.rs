@@ -783,7 +783,10 @@ fn a_kept_parse_is_that_of_its_expression_zone_and_seed() {
         assert_eq!(&slots("H H * * *", None, seed), first);
     }
     // the zone is part of it
-    assert_ne!(slots("0 3 * * *", Some("Asia/Tokyo"), "x"), slots("0 3 * * *", None, "x"));
+    assert_ne!(
+        slots("0 3 * * *", Some("Asia/Tokyo"), "x"),
+        slots("0 3 * * *", None, "x")
+    );
     assert_eq!(slots("0 3 * * *", None, "x")[0], utc(2026, 1, 1, 3, 0, 0));
     // a refused expression stays refused, and names itself
     for _ in 0..2 {
