@@ -80,13 +80,16 @@ impl Reader<'_> {
 
     /// The restart recorded for this object's slot, if any.
     pub async fn restart(&mut self, uid: &str, slot: DateTime<Utc>) -> Result<Option<RestartRow>> {
-        Ok(Keyed::one(
-            sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")
-                .bind(uid)
-                .bind(ts(slot))
-                .fetch_optional(&mut *self.conn)
-                .await?,
-        ))
+        read_made();
+        self.journal
+            .reached(
+                sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")
+                    .bind(uid)
+                    .bind(ts(slot))
+                    .fetch_optional(&mut *self.conn),
+            )
+            .await
+            .map(Keyed::one)
     }
 
     /// The manual run of this Eru's `token`, if the journal has it.
@@ -216,29 +219,22 @@ impl Reader<'_> {
         let ledger = self.ledger(uid).await?;
         let last_slot = ledger.as_ref().and_then(|l| l.last_restart_slot);
         let last_restart = match last_slot {
-            Some(slot) => {
-                read_made();
-                Keyed::one(
-                    sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")
-                        .bind(uid)
-                        .bind(slot)
-                        .fetch_optional(&mut *self.conn)
-                        .await?,
-                )
-            }
+            Some(slot) => self.restart(uid, *slot).await?,
             None => None,
         };
         // newest slot first, a range of the (uid, last_slot) index: a pass never sorts an Eru's
         // whole history (a 5-second schedule journals 17,280 records a day)
         read_made();
-        let recent = Keyed::all(
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "{SLOT_RECORDS} AND s.uid = $1 ORDER BY s.last_slot DESC, s.slot DESC LIMIT {RECENT}"
-            )))
-            .bind(uid)
-            .fetch_all(&mut *self.conn)
-            .await?,
-        );
+        let recent = (self.journal)
+            .reached(
+                sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "{SLOT_RECORDS} AND s.uid = $1 ORDER BY s.last_slot DESC, s.slot DESC LIMIT {RECENT}"
+                )))
+                .bind(uid)
+                .fetch_all(&mut *self.conn),
+            )
+            .await
+            .map(Keyed::all)?;
         let last_run = self.last_manual_run(uid).await?;
         Ok(EruSummary {
             ledger,
@@ -251,11 +247,13 @@ impl Reader<'_> {
     /// This Eru's latest manual run, if any.
     pub async fn last_manual_run(&mut self, uid: &str) -> Result<Option<RunRow>> {
         read_made();
-        Ok(Keyed::one(
-            sqlx::query_as("SELECT * FROM manual_runs WHERE uid = $1 ORDER BY id DESC LIMIT 1")
-                .bind(uid)
-                .fetch_optional(&mut *self.conn)
-                .await?,
-        ))
+        self.journal
+            .reached(
+                sqlx::query_as("SELECT * FROM manual_runs WHERE uid = $1 ORDER BY id DESC LIMIT 1")
+                    .bind(uid)
+                    .fetch_optional(&mut *self.conn),
+            )
+            .await
+            .map(Keyed::one)
     }
 }

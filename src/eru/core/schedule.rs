@@ -353,18 +353,21 @@ impl Schedule {
 
     /// `parse` (no seed: `H` refused) and `parse_for`, through [`PARSED`].
     fn build(expr: &str, tz: Option<&str>, seed: Option<&str>) -> Result<Self, ScheduleError> {
-        // the seed changes only a schedule with hashed fields (`H`, any case)
-        let seed = seed.filter(|_| expr.contains(['H', 'h']));
+        // the seed changes only a schedule with hashed fields (`H`; a macro has none)
+        let hashed = !expr.trim().starts_with('@') && expr.contains('H');
+        let seed = seed.filter(|_| hashed);
         let key = (expr.to_string(), tz.map(str::to_string), seed.map(str::to_string));
-        let mut parsed = PARSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(known) = parsed.get(&key) {
+        let parsed = || PARSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(known) = parsed().get(&key) {
             return known.clone();
         }
+        // parsed without the lock: two passes may parse the same expression at once, alike
         let built = Self::build_anew(expr, tz, seed);
-        if parsed.len() >= PARSED_AT_MOST {
-            parsed.clear();
+        let mut kept = parsed();
+        if kept.len() >= PARSED_AT_MOST {
+            kept.clear();
         }
-        parsed.insert(key, built.clone());
+        kept.insert(key, built.clone());
         built
     }
 
