@@ -52,23 +52,13 @@ impl Downtime {
     /// What [`Reader::runs_since`](super::Reader::runs_since) would read, if a read that
     /// serves `since` is kept.
     pub(super) fn runs_since(&self, since: DateTime<Utc>) -> Option<Vec<OperatorRun>> {
-        let since = millis(since);
-        let kept = self.runs.lock().expect("kept runs lock");
-        let kept = kept
-            .as_ref()
-            .filter(|k| k.writes == self.writes() && k.since <= since)?;
-        Some(runs_from(&kept.rows, since))
+        served(&self.runs, self.writes(), since, runs_from)
     }
 
     /// What [`Reader::outages_since`](super::Reader::outages_since) would read, if a read that
     /// serves `since` is kept.
     pub(super) fn outages_since(&self, since: DateTime<Utc>) -> Option<Vec<OutageRow>> {
-        let since = millis(since);
-        let kept = self.outages.lock().expect("kept outages lock");
-        let kept = kept
-            .as_ref()
-            .filter(|k| k.writes == self.writes() && k.since <= since)?;
-        Some(outages_from(&kept.rows, since))
+        served(&self.outages, self.writes(), since, outages_from)
     }
 
     /// Keeps the runs read from `since` with the commit count `writes` taken before the read.
@@ -96,6 +86,20 @@ impl Downtime {
             },
         );
     }
+}
+
+/// What the read kept in `slot` gives for `since` through `from`, if no commit came since it
+/// (`now`: the count now) and it was made from `since` or earlier.
+fn served<T>(
+    slot: &Mutex<Option<Kept<T>>>,
+    now: u64,
+    since: DateTime<Utc>,
+    from: fn(&[T], DateTime<Utc>) -> Vec<T>,
+) -> Option<Vec<T>> {
+    let since = millis(since);
+    let kept = slot.lock().expect("kept read lock");
+    let kept = kept.as_ref().filter(|k| k.writes == now && k.since <= since)?;
+    Some(from(&kept.rows, since))
 }
 
 /// Keeps `read` unless a commit came since it began (`now`: the count now), or a read as fresh
