@@ -76,9 +76,14 @@ where
 
 /// Requeue policy after a failed reconcile: soon for conflicts, later for the rest.
 pub fn retry_after(error: &Error) -> Action {
+    Action::requeue(retry_delay(error))
+}
+
+/// How long after a failed reconcile its object is reconciled again ([`retry_after`]).
+pub fn retry_delay(error: &Error) -> Duration {
     match error.category() {
-        crate::error::Category::Conflict => Action::requeue(Duration::from_millis(500)),
-        _ => Action::requeue(Duration::from_secs(5)),
+        crate::error::Category::Conflict => Duration::from_millis(500),
+        _ => Duration::from_secs(5),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod events;
 pub mod leader;
 pub mod lean;
 pub mod pass;
+pub mod runner;
 pub mod status;
 pub mod throttle;
 pub mod urgent;

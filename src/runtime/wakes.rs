@@ -1,10 +1,12 @@
-//! Far wake-ups, kept compactly outside kube's controller. A requeued object waits in the
-//! controller's scheduler: two copies of its reference (name, namespace, uid, resource version)
-//! in a map and a delay queue, ~0.75 KB an object (massif, 10,000 Erus each waiting for a yearly
-//! slot). Most objects wait hours or months; they wait here instead (~0.1 KB each) and are handed
-//! back to the controller [`LEAD`] before their instant, so the pass then requeues itself through
-//! the scheduler to the millisecond. The instants are wall-clock times, checked at least every
-//! [`TICK`]: a clock that jumps while an object waits months moves its wake-up with it.
+//! The wake-ups of a controller run by [`super::runner`]: each object's next instant (a slot,
+//! a retry, a rollout's deadline), kept compactly in one timer (~0.1 KB an object: the instant,
+//! a hash of its name, `namespace/name` once). kube's controller kept them in its scheduler: two
+//! copies of each object's reference, and the capacity of its largest moment (the initial listing,
+//! every slot many objects share) for as long as the process ran, ~0.75 KB an object at 10,000.
+//!
+//! The instants are wall-clock times (a slot is one): the timer sleeps until the earliest, is
+//! woken when a sooner one comes, and looks at the clock at least every [`TICK`], so a clock that
+//! jumps moves every wake-up with it.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -15,37 +17,12 @@ use std::{
 use chrono::{DateTime, Utc};
 use futures::Stream;
 use kube::{Resource, runtime::reflector::ObjectRef};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use crate::memory::{key_hash, shrink_after_burst};
 
-/// A wake-up at most this far ahead is left to the controller's scheduler.
-pub const HORIZON: Duration = Duration::from_secs(5 * 60);
-
-/// How long before its instant a far wake-up hands its object back to the controller.
-pub const LEAD: Duration = Duration::from_secs(60);
-
 /// How often the timer looks at the clock at least.
 const TICK: Duration = Duration::from_secs(15);
-
-/// When a pass that wants to run again at `at` should come back, seen at `now`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wake {
-    /// Soon: requeue through the controller's scheduler in this long.
-    Requeue(Duration),
-    /// Far: hand the object back at this instant ([`LEAD`] before `at`).
-    Far(DateTime<Utc>),
-}
-
-/// [`Wake`] for an instant `at`, seen at `now`. Pure.
-pub fn wake(now: DateTime<Utc>, at: DateTime<Utc>) -> Wake {
-    let ahead = (at - now).to_std().unwrap_or_default();
-    if ahead <= HORIZON {
-        Wake::Requeue(ahead)
-    } else {
-        Wake::Far(at - chrono::Duration::from_std(LEAD).expect("a minute"))
-    }
-}
 
 /// One waiting object.
 #[derive(Debug)]
@@ -64,18 +41,29 @@ struct Inner {
     queue: BTreeSet<(i64, u64)>,
 }
 
-/// The far wake-ups of one controller; cheap to clone.
+#[derive(Debug, Default)]
+struct Timer {
+    inner: Mutex<Inner>,
+    /// Told when a wake-up comes sooner than every other: the timer sleeps until the earliest.
+    sooner: Notify,
+}
+
+/// The wake-ups of one controller; cheap to clone.
 #[derive(Clone, Debug, Default)]
-pub struct FarWakes(Arc<Mutex<Inner>>);
+pub struct Wakes(Arc<Timer>);
 
 fn key(namespace: &str, name: &str) -> u64 {
     key_hash((namespace, name))
 }
 
-impl FarWakes {
+impl Wakes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.inner.lock().expect("wakes lock")
+    }
+
     /// Wakes the object `name` in `namespace` at `at` (instead of any earlier wish).
     pub fn wake_at(&self, namespace: &str, name: &str, at: DateTime<Utc>) {
-        let mut inner = self.0.lock().expect("far wakes lock");
+        let mut inner = self.lock();
         let k = key(namespace, name);
         let at = at.timestamp_millis();
         let old = inner.by_object.insert(
@@ -89,11 +77,16 @@ impl FarWakes {
             inner.queue.remove(&(old.at, k));
         }
         inner.queue.insert((at, k));
+        let soonest = inner.queue.first() == Some(&(at, k));
+        drop(inner);
+        if soonest {
+            self.0.sooner.notify_one();
+        }
     }
 
     /// Forgets the wake-up of the object `name` in `namespace`, if it has one.
     pub fn cancel(&self, namespace: &str, name: &str) {
-        let mut inner = self.0.lock().expect("far wakes lock");
+        let mut inner = self.lock();
         let k = key(namespace, name);
         if let Some(old) = inner.by_object.remove(&k) {
             inner.queue.remove(&(old.at, k));
@@ -102,7 +95,7 @@ impl FarWakes {
 
     /// How many objects wait.
     pub fn len(&self) -> usize {
-        self.0.lock().expect("far wakes lock").by_object.len()
+        self.lock().by_object.len()
     }
 
     /// Whether none waits.
@@ -112,7 +105,7 @@ impl FarWakes {
 
     /// Takes out the objects due at `now`, earliest first, as `namespace/name`.
     fn due(&self, now: DateTime<Utc>) -> Vec<Box<str>> {
-        let mut inner = self.0.lock().expect("far wakes lock");
+        let mut inner = self.lock();
         let now = now.timestamp_millis();
         let mut due = Vec::new();
         while let Some(&(at, k)) = inner.queue.first() {
@@ -130,14 +123,12 @@ impl FarWakes {
 
     /// How long until the earliest wake-up after `now`, at most [`TICK`].
     fn sleep_for(&self, now: DateTime<Utc>) -> Duration {
-        let inner = self.0.lock().expect("far wakes lock");
-        inner.queue.first().map_or(TICK, |&(at, _)| {
+        self.lock().queue.first().map_or(TICK, |&(at, _)| {
             Duration::from_millis((at - now.timestamp_millis()).max(0) as u64).min(TICK)
         })
     }
 
-    /// The objects as they come due, for `Controller::reconcile_on`. The timer runs as long as
-    /// the stream is held.
+    /// The objects as they come due. The timer runs as long as the stream is held.
     pub fn due_stream<K>(&self) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
     where
         K: Resource<DynamicType = ()> + 'static,
@@ -153,10 +144,11 @@ impl FarWakes {
                         return;
                     }
                 }
-                if tx.is_closed() {
-                    return;
+                tokio::select! {
+                    () = tokio::time::sleep(wakes.sleep_for(Utc::now())) => {}
+                    () = wakes.0.sooner.notified() => {}
+                    () = tx.closed() => return,
                 }
-                tokio::time::sleep(wakes.sleep_for(Utc::now())).await;
             }
         });
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) })
@@ -172,30 +164,8 @@ mod tests {
     }
 
     #[test]
-    fn near_instants_stay_with_the_scheduler_far_ones_come_back_a_lead_early() {
-        let now = t("2026-11-24T03:00:00Z");
-        assert_eq!(
-            wake(now, t("2026-11-24T03:00:00.250Z")),
-            Wake::Requeue(Duration::from_millis(250))
-        );
-        assert_eq!(
-            wake(now, t("2026-11-24T02:59:00Z")),
-            Wake::Requeue(Duration::ZERO)
-        );
-        assert_eq!(
-            wake(now, t("2026-11-24T03:05:00Z")),
-            Wake::Requeue(HORIZON),
-            "the horizon itself is near"
-        );
-        assert_eq!(
-            wake(now, t("2027-01-01T00:00:00Z")),
-            Wake::Far(t("2026-12-31T23:59:00Z"))
-        );
-    }
-
-    #[test]
     fn each_object_waits_once_for_its_latest_wish_and_comes_due_in_order() {
-        let wakes = FarWakes::default();
+        let wakes = Wakes::default();
         wakes.wake_at("ns", "a", t("2026-12-01T00:00:00Z"));
         wakes.wake_at("ns", "b", t("2026-11-30T00:00:00Z"));
         wakes.wake_at("ns", "a", t("2026-11-29T00:00:00Z"));
@@ -215,7 +185,7 @@ mod tests {
 
     #[test]
     fn the_timer_sleeps_until_the_earliest_wake_up_at_most_a_tick() {
-        let wakes = FarWakes::default();
+        let wakes = Wakes::default();
         let now = t("2026-11-24T03:00:00Z");
         assert_eq!(wakes.sleep_for(now), TICK);
         wakes.wake_at("ns", "a", t("2026-11-24T03:00:02Z"));
@@ -226,7 +196,7 @@ mod tests {
     #[tokio::test]
     async fn due_objects_are_handed_to_the_stream() {
         use futures::StreamExt;
-        let wakes = FarWakes::default();
+        let wakes = Wakes::default();
         wakes.wake_at("ns", "past", t("2020-01-01T00:00:00Z"));
         wakes.wake_at("ns", "future", t("2100-01-01T00:00:00Z"));
         let mut due = Box::pin(wakes.due_stream::<k8s_openapi::api::core::v1::ConfigMap>());
@@ -239,5 +209,24 @@ mod tests {
             ("past", Some("ns"))
         );
         assert_eq!(wakes.len(), 1, "the future one still waits");
+    }
+
+    /// A wake-up sooner than the one the timer sleeps for wakes it (not the next look at the
+    /// clock, up to a [`TICK`] late: a retry or a slot under 15 s away would come late).
+    #[tokio::test]
+    async fn a_sooner_wake_up_wakes_the_sleeping_timer() {
+        use futures::StreamExt;
+        let wakes = Wakes::default();
+        wakes.wake_at("ns", "later", Utc::now() + chrono::Duration::hours(1));
+        let mut due = Box::pin(wakes.due_stream::<k8s_openapi::api::core::v1::ConfigMap>());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let at = Utc::now() + chrono::Duration::milliseconds(200);
+        wakes.wake_at("ns", "soon", at);
+        let soon = tokio::time::timeout(Duration::from_secs(5), due.next())
+            .await
+            .expect("woken before the next tick")
+            .expect("an object");
+        assert_eq!(soon.name, "soon");
+        assert!(Utc::now() >= at, "not before its instant");
     }
 }

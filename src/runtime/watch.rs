@@ -261,7 +261,7 @@ pub struct Shared<K: Watchable> {
 
 /// The senders of a [`Shared`] cache's subscriptions (see [`Subscription`]). A subscription's
 /// channel is unbounded: a relist queues every object once (a reference: its name and namespace)
-/// until the controller's scheduler takes them, which it does at once.
+/// until the controller's runner takes them, which it does at once.
 type Subscribers<K> = std::sync::Mutex<Vec<mpsc::UnboundedSender<ObjectRef<K>>>>;
 
 /// A controller's trigger on a [`Shared`] cache: the objects applied, and every object after

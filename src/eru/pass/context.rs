@@ -17,7 +17,7 @@ use crate::eru::{
 };
 use crate::runtime::{
     Context,
-    wakes::FarWakes,
+    wakes::Wakes,
     watch::{Shared, Synced},
 };
 
@@ -156,8 +156,8 @@ pub struct EruContext {
     pub fleet: Fleet,
     /// Set once the restarts in flight were counted from the journal.
     pub fleet_loaded: tokio::sync::OnceCell<()>,
-    /// Erus waiting for a wake-up beyond the scheduler's horizon (most wait for their next slot).
-    pub far: FarWakes,
+    /// Each Eru's next wake-up (most wait for their next slot).
+    pub wakes: Wakes,
     /// Asks the health gates.
     pub gatekeeper: crate::eru::gates::Gatekeeper,
     /// uid → the slot a health gate holds (the status has it too, for a restarted operator).

@@ -58,7 +58,7 @@ pub async fn follow(
         let namesake = erus.get(&ObjectRef::new(&g.name).within(&g.namespace));
         if namesake.is_none() {
             context.metrics.forget(&g.namespace, &g.name);
-            context.far.cancel(&g.namespace, &g.name);
+            context.wakes.cancel(&g.namespace, &g.name);
         }
         let deleted = Entry {
             deleted: vec![(g.uid.clone(), Utc::now())],

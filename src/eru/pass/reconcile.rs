@@ -4,21 +4,19 @@
 //! [`act`](super::act) (restart patch, fleet place, Events; results fed back to the plan) →
 //! [`status`](super::status) → requeue at the plan's one wake-up instant.
 
-use std::{future::Future, sync::Arc, time::Duration as StdDuration};
+use std::{future::Future, sync::Arc};
 
-use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
+use futures::{
+    StreamExt,
+    stream::{BoxStream, SelectAll},
+};
 use kube::{
     Resource, ResourceExt,
-    runtime::{
-        Controller,
-        controller::{self, Action},
-        reflector::ObjectRef,
-        watcher,
-    },
+    runtime::{controller::Action, reflector::ObjectRef, watcher},
 };
 use tokio::sync::watch;
+use tracing::warn;
 
 use super::{
     act::act,
@@ -47,23 +45,29 @@ use crate::{
     journal::counting_reads,
     machine::Phase,
     runtime::{
-        Context, drive,
+        Context,
+        driver::{instrumented, retry_delay},
         pass::{self, Steps},
-        shutdown_requested,
+        runner, shutdown_requested,
         status::status_digest,
-        wakes::{self, FarWakes, Wake},
+        wakes::Wakes,
         watch::{Shared, only_changes},
     },
 };
 
 /// Requeue margin after a slot: timers fire at or after their instant (millisecond rounding), so
 /// the slot is due when the pass runs.
-const SLOT_MARGIN: StdDuration = StdDuration::from_millis(2);
+const SLOT_MARGIN: chrono::Duration = chrono::Duration::milliseconds(2);
+
+/// How soon a pass that left a backlog (more records than one pass journals) comes back.
+const BACKLOG: chrono::Duration = chrono::Duration::milliseconds(10);
 
 /// Builds the Eru controller on the shared Eru and workload caches; returns it and a future that
 /// resolves once its caches synced. Erus are reconciled when their spec or their run-now token
 /// changes (not when the operator writes their status), when a Deployment, StatefulSet or
-/// DaemonSet they target changes, and at their slots.
+/// DaemonSet they target changes, when the fleet gives them a place, at the wake-up their last
+/// pass set (a slot, a retry, a rollout's deadline), and all of them when this process becomes
+/// the leader. The controller runs on the runtime's own [`runner`].
 pub fn controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
@@ -73,7 +77,7 @@ pub fn controller(
     holds: Holds,
 ) -> (impl Future<Output = ()> + use<>, impl Future<Output = ()> + use<>) {
     let (fleet, freed) = Fleet::new(options.limits);
-    let far = FarWakes::default();
+    let wakes = Wakes::default();
     let freed = futures::stream::unfold(freed, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     let targets = Targets::default();
     let index = targets.clone();
@@ -90,15 +94,7 @@ pub fn controller(
         }
     });
     let gone = erus.deletions();
-    let spec_changes = only_changes(erus.subscribe(), spec_or_run);
-    let controller = Controller::for_shared_stream(spec_changes, erus.store.clone())
-        .watches_shared_stream(seen(workloads.deployments), erus_of::<Deployment>(&targets))
-        .watches_shared_stream(seen(workloads.statefulsets), erus_of::<StatefulSet>(&targets))
-        .watches_shared_stream(seen(workloads.daemonsets), erus_of::<DaemonSet>(&targets))
-        .reconcile_on(freed)
-        .reconcile_on(far.due_stream())
-        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
-        .graceful_shutdown_on(shutdown_requested(shutdown.clone()));
+    let triggers = triggers(&ctx, erus, &workloads, &targets, freed.boxed());
     let target_caches = TargetCaches::of(&workloads);
     let synced = {
         let (erus_synced, targets_synced) = (erus.synced.clone(), target_caches.clone());
@@ -121,7 +117,7 @@ pub fn controller(
         fleet,
         fleet_loaded: Default::default(),
         journal_memo: Default::default(),
-        far,
+        wakes: wakes.clone(),
         options: options.clone(),
     });
     let reload = options
@@ -129,20 +125,58 @@ pub fn controller(
         .clone()
         .follow(shutdown_requested(shutdown.clone()));
     let deletions = deleted::follow(context.clone(), erus.store.clone(), erus.synced.clone(), gone);
-    let pacer = pacer(context.clone(), shutdown);
-    let run = drive(
-        controller,
-        KIND,
-        context.ctx.clone(),
-        context,
-        pass::run::<EruContext>,
-    );
+    let pacer = pacer(context.clone(), shutdown.clone());
+    context.ctx.metrics.init_kind(KIND);
+    let run = {
+        let erus_synced = erus.synced.clone();
+        runner::run(
+            erus.store.clone(),
+            wakes,
+            triggers,
+            usize::from(context.ctx.settings.concurrency),
+            async move { erus_synced.wait().await },
+            shutdown_requested(shutdown.clone()),
+            move |eru| one_pass(eru, context.clone()),
+        )
+    };
     (
         async move {
             futures::join!(run, deletions, reload, pacer);
         },
         synced,
     )
+}
+
+/// What brings an Eru to its pass, but for its own wake-ups: a change of its spec, run-now token
+/// or resume annotation; a change of a workload it targets; a place the fleet freed for it; and
+/// every Eru when this process becomes the leader.
+fn triggers(
+    ctx: &Context,
+    erus: &mut Shared<CachedEru>,
+    workloads: &Workloads<'_>,
+    targets: &Targets,
+    freed: BoxStream<'static, ObjectRef<CachedEru>>,
+) -> SelectAll<BoxStream<'static, ObjectRef<CachedEru>>> {
+    let all_of = erus.store.clone();
+    futures::stream::select_all([
+        only_changes(erus.subscribe(), spec_or_run)
+            .map(|eru| runner::key(eru.as_ref()))
+            .boxed(),
+        erus_of(seen(workloads.deployments), targets),
+        erus_of(seen(workloads.statefulsets), targets),
+        erus_of(seen(workloads.daemonsets), targets),
+        freed,
+        (ctx.leadership.promoted())
+            .flat_map(move |()| {
+                let all = all_of
+                    .state()
+                    .iter()
+                    .map(|eru| runner::key(eru.as_ref()))
+                    .collect::<Vec<_>>();
+                futures::stream::iter(all)
+            })
+            .boxed(),
+    ])
 }
 
 /// What a change of an Eru must change to trigger a pass: its generation (a spec change), its
@@ -167,17 +201,37 @@ fn seen<K: Workload>(cache: &Shared<K>) -> impl futures::Stream<Item = Arc<K>> +
         .filter(|workload| futures::future::ready(!workload.awaits_controller()))
 }
 
-/// The Erus that target a workload of kind `K`, from the index.
+/// The Erus that target each changed workload of kind `K`, from the index.
 fn erus_of<K: Workload>(
+    changes: impl futures::Stream<Item = Arc<K>> + Send + 'static,
     targets: &Targets,
-) -> impl Fn(Arc<K>) -> Vec<ObjectRef<CachedEru>> + Send + Sync + 'static {
+) -> BoxStream<'static, ObjectRef<CachedEru>> {
     let targets = targets.clone();
-    move |workload| {
-        targets.erus_of(
-            &workload.namespace().unwrap_or_default(),
-            K::KIND,
-            &workload.name_any(),
-        )
+    changes
+        .flat_map(move |workload| {
+            futures::stream::iter(targets.erus_of(
+                &workload.namespace().unwrap_or_default(),
+                K::KIND,
+                &workload.name_any(),
+            ))
+        })
+        .boxed()
+}
+
+/// One Eru pass as the runner runs it: only the leader acts (a standby's caches stay warm, and
+/// it passes every Eru when promoted); the pass is instrumented, and a failed one is passed again
+/// after the runtime's retry delay. A pass that ends sets its Eru's next wake-up itself
+/// ([`requeue`]), so the pass's `Action` says nothing more.
+async fn one_pass(eru: Arc<CachedEru>, context: Arc<EruContext>) {
+    let ctx = context.ctx.clone();
+    if !ctx.leadership.is_leader() {
+        return;
+    }
+    if let Err(error) = instrumented(&ctx, KIND, pass::run(eru.clone(), context.clone())).await {
+        let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
+        warn!(kind = KIND, %namespace, %name, error = %error, "reconcile failed");
+        let again = Utc::now() + chrono::Duration::from_std(retry_delay(&error)).expect("seconds");
+        context.wakes.wake_at(&namespace, &name, again);
     }
 }
 
@@ -364,28 +418,19 @@ fn remember_hold(context: &EruContext, eru: &CachedEru, plan: &Plan) {
 
 /// When to come back: at once with a backlog; else at the next slot, or when the restart in
 /// flight needs a look (a retry, its deadline, its rollout's timeout: no Deployment event may come
-/// when a rollout stalls) if that is sooner. A wake-up beyond the scheduler's horizon waits in
-/// the far timer ([`crate::runtime::wakes`]), which hands the Eru back a minute early for a
-/// pass that requeues it to the millisecond.
+/// when a rollout stalls) if that is sooner. The wake-up waits in the controller's timer
+/// ([`crate::runtime::wakes`]); the runner ignores the returned `Action`.
 fn requeue(context: &EruContext, eru: &CachedEru, backlog: bool, at: Option<DateTime<Utc>>) -> Action {
-    if backlog {
-        return Action::requeue(StdDuration::from_millis(10));
-    }
     let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
-    match at.map(|t| wakes::wake(Utc::now(), t)) {
-        Some(Wake::Far(at)) => {
-            context.far.wake_at(&namespace, &name, at);
-            Action::await_change()
-        }
-        Some(Wake::Requeue(after)) => {
-            context.far.cancel(&namespace, &name);
-            Action::requeue(after + SLOT_MARGIN)
-        }
-        None => {
-            context.far.cancel(&namespace, &name);
-            Action::await_change()
-        }
+    let at = match backlog {
+        true => Some(Utc::now() + BACKLOG),
+        false => at.map(|at| at + SLOT_MARGIN),
+    };
+    match at {
+        Some(at) => context.wakes.wake_at(&namespace, &name, at),
+        None => context.wakes.cancel(&namespace, &name),
     }
+    Action::await_change()
 }
 
 /// Whether `eru` left the cache (or was replaced by a namesake) while its pass ran.
@@ -403,7 +448,7 @@ fn forget(context: &EruContext, eru: &CachedEru) {
     let held = context.holds.set(&eru.uid().unwrap_or_default(), None);
     (context.metrics).set_held(&eru.namespace().unwrap_or_default(), &eru.name_any(), None, held);
     context
-        .far
+        .wakes
         .cancel(&eru.namespace().unwrap_or_default(), &eru.name_any());
     context.ctx.forget(KIND, eru);
     context
@@ -414,6 +459,7 @@ fn forget(context: &EruContext, eru: &CachedEru) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::lean::Deployment;
 
     /// What triggers a pass (mutation: the resume annotation left out, so a resume waits for the
     /// Eru's next slot, a day for a daily one): a new generation, a run-now token, a resume value.

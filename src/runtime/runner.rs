@@ -1,0 +1,189 @@
+//! A controller's runner of its own, in place of kube-runtime's `Controller` (the Eru controller
+//! runs on it). kube's scheduler keeps every trigger and requeue in a delay queue, a map and a
+//! set that never shrink: after the initial listing or one slot that 10,000 Erus share, ~7.4 MB
+//! stayed allocated for as long as the process ran. Here an object waits for its instant in
+//! [`Wakes`], and the queue of objects due holds each once and gives its capacity back after a
+//! burst.
+//!
+//! What it keeps of kube's runner: an object is passed at most once at a time (a trigger that
+//! comes while its pass runs queues one pass more, after it), at most `concurrency` passes run at
+//! once, a trigger for an object gone from the cache is dropped, and on shutdown no pass starts
+//! while those running finish. Unlike kube's, each pass is a task of its own, so every worker
+//! thread runs passes, and a pass that panics is logged and retried, not the controller's end.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    future::Future,
+    sync::Arc,
+    time::Duration,
+};
+
+use chrono::Utc;
+use futures::{Stream, StreamExt};
+use kube::{
+    Resource,
+    runtime::reflector::{ObjectRef, Store},
+};
+use tokio::task::{Id, JoinSet};
+use tracing::{debug, error};
+
+use super::wakes::Wakes;
+use crate::memory::shrink_after_burst;
+
+/// How long after a pass that panicked its object is passed again.
+const AFTER_PANIC: Duration = Duration::from_secs(5);
+
+/// The reference a runner keys an object by: its namespace and name (no uid, no version).
+pub fn key<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectRef<K> {
+    let meta = obj.meta();
+    let reference = ObjectRef::new(meta.name.as_deref().unwrap_or_default());
+    match meta.namespace.as_deref() {
+        Some(namespace) => reference.within(namespace),
+        None => reference,
+    }
+}
+
+/// The objects due and the passes running, by object. Pure bookkeeping.
+#[derive(Debug)]
+struct Queue<K: Resource<DynamicType = ()>> {
+    /// Objects due, in the order they came; each once (`queued`).
+    order: VecDeque<ObjectRef<K>>,
+    queued: HashSet<ObjectRef<K>>,
+    /// The running passes' objects, by task.
+    running: HashMap<Id, ObjectRef<K>>,
+    busy: HashSet<ObjectRef<K>>,
+    /// Running objects that came due again meanwhile: passed once more after.
+    again: HashSet<ObjectRef<K>>,
+}
+
+impl<K: Resource<DynamicType = ()>> Default for Queue<K> {
+    fn default() -> Self {
+        Self {
+            order: VecDeque::new(),
+            queued: HashSet::new(),
+            running: HashMap::new(),
+            busy: HashSet::new(),
+            again: HashSet::new(),
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> Queue<K> {
+    /// `object` is due (once, however often it comes before its pass starts).
+    fn push(&mut self, object: ObjectRef<K>) {
+        if self.queued.insert(object.clone()) {
+            self.order.push_back(object);
+        }
+    }
+
+    /// The next object whose pass may start: not one running (that one is kept for after).
+    fn next(&mut self) -> Option<ObjectRef<K>> {
+        while let Some(object) = self.order.pop_front() {
+            self.queued.remove(&object);
+            if self.busy.contains(&object) {
+                self.again.insert(object);
+                continue;
+            }
+            return Some(object);
+        }
+        // the burst is over: give back what it took
+        if self.order.capacity() > 64 {
+            self.order.shrink_to_fit();
+        }
+        shrink_set(&mut self.queued);
+        shrink_set(&mut self.again);
+        None
+    }
+
+    fn started(&mut self, task: Id, object: ObjectRef<K>) {
+        self.busy.insert(object.clone());
+        self.running.insert(task, object);
+    }
+
+    /// The pass of `task` ended; returns its object.
+    fn finished(&mut self, task: Id) -> Option<ObjectRef<K>> {
+        let object = self.running.remove(&task)?;
+        self.busy.remove(&object);
+        if self.again.remove(&object) {
+            self.push(object.clone());
+        }
+        shrink_after_burst(&mut self.running);
+        Some(object)
+    }
+
+    fn running(&self) -> usize {
+        self.running.len()
+    }
+}
+
+fn shrink_set<T: Eq + std::hash::Hash>(set: &mut HashSet<T>) {
+    if set.capacity() > 2 * set.len() + 64 {
+        set.shrink_to_fit();
+    }
+}
+
+/// Runs `pass` on the objects of `store` as `triggers` and `wakes` bring them, at most
+/// `concurrency` at once, until `shutdown` resolves and the passes running have finished. No
+/// pass starts before `ready` resolves (the caches' initial listings). A pass sets its object's
+/// next wake-up itself ([`Wakes::wake_at`]).
+pub async fn run<K, Fut>(
+    store: Store<K>,
+    wakes: Wakes,
+    triggers: impl Stream<Item = ObjectRef<K>> + Send,
+    concurrency: usize,
+    ready: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()>,
+    pass: impl Fn(Arc<K>) -> Fut,
+) where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let concurrency = concurrency.max(1);
+    let mut triggers = std::pin::pin!(futures::stream::select(triggers, wakes.due_stream::<K>()));
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut queue = Queue::<K>::default();
+    let mut passes = JoinSet::new();
+    tokio::select! {
+        () = ready => {}
+        () = &mut shutdown => return,
+    }
+    let mut open = true;
+    loop {
+        while open && queue.running() < concurrency {
+            let Some(object) = queue.next() else { break };
+            match store.get(&object) {
+                Some(obj) => {
+                    let task = passes.spawn(pass(obj)).id();
+                    queue.started(task, object);
+                }
+                None => debug!(object = %object, "gone before its queued pass"),
+            }
+        }
+        if !open && passes.is_empty() {
+            return;
+        }
+        tokio::select! {
+            Some(done) = passes.join_next_with_id(), if !passes.is_empty() => {
+                let (task, panicked) = match done {
+                    Ok((task, ())) => (task, None),
+                    Err(failed) => (failed.id(), Some(failed)),
+                };
+                let object = queue.finished(task);
+                if let (Some(failed), Some(object)) = (panicked, object) {
+                    error!(object = %object, error = %failed, "a pass panicked; passed again in 5 s");
+                    let namespace = object.namespace.as_deref().unwrap_or_default();
+                    let again = Utc::now() + chrono::Duration::from_std(AFTER_PANIC).expect("seconds");
+                    wakes.wake_at(namespace, &object.name, again);
+                }
+            }
+            trigger = triggers.next(), if open => match trigger {
+                Some(object) => queue.push(object),
+                None => open = false,
+            },
+            () = &mut shutdown, if open => open = false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
