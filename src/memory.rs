@@ -7,7 +7,7 @@
 //! malloc (its page cache, statements: 1–2 MB). The glibc knobs below now only concern the latter.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     hash::{BuildHasher, Hash},
     time::Duration,
 };
@@ -32,6 +32,13 @@ pub fn key_hash(value: impl Hash) -> u64 {
 pub fn shrink_after_burst<K: Eq + Hash, V, S: BuildHasher>(map: &mut HashMap<K, V, S>) {
     if map.capacity() > 2 * map.len() + 64 {
         map.shrink_to_fit();
+    }
+}
+
+/// [`shrink_after_burst`] for a set.
+pub fn shrink_set_after_burst<T: Eq + Hash, S: BuildHasher>(set: &mut HashSet<T, S>) {
+    if set.capacity() > 2 * set.len() + 64 {
+        set.shrink_to_fit();
     }
 }
 

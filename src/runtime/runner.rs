@@ -18,7 +18,6 @@ use std::{
     time::Duration,
 };
 
-use chrono::Utc;
 use futures::{Stream, StreamExt};
 use kube::{
     Resource,
@@ -28,20 +27,10 @@ use tokio::task::{Id, JoinSet};
 use tracing::{debug, error};
 
 use super::wakes::Wakes;
-use crate::memory::shrink_after_burst;
+use crate::memory::{shrink_after_burst, shrink_set_after_burst};
 
 /// How long after a pass that panicked its object is passed again.
 const AFTER_PANIC: Duration = Duration::from_secs(5);
-
-/// The reference a runner keys an object by: its namespace and name (no uid, no version).
-pub fn key<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectRef<K> {
-    let meta = obj.meta();
-    let reference = ObjectRef::new(meta.name.as_deref().unwrap_or_default());
-    match meta.namespace.as_deref() {
-        Some(namespace) => reference.within(namespace),
-        None => reference,
-    }
-}
 
 /// The objects due and the passes running, by object. Pure bookkeeping.
 #[derive(Debug)]
@@ -90,8 +79,8 @@ impl<K: Resource<DynamicType = ()>> Queue<K> {
         if self.order.capacity() > 64 {
             self.order.shrink_to_fit();
         }
-        shrink_set(&mut self.queued);
-        shrink_set(&mut self.again);
+        shrink_set_after_burst(&mut self.queued);
+        shrink_set_after_burst(&mut self.again);
         None
     }
 
@@ -116,12 +105,6 @@ impl<K: Resource<DynamicType = ()>> Queue<K> {
     }
 }
 
-fn shrink_set<T: Eq + std::hash::Hash>(set: &mut HashSet<T>) {
-    if set.capacity() > 2 * set.len() + 64 {
-        set.shrink_to_fit();
-    }
-}
-
 /// Runs `pass` on the objects of `store` as `triggers` and `wakes` bring them, at most
 /// `concurrency` at once, until `shutdown` resolves and the passes running have finished. No
 /// pass starts before `ready` resolves (the caches' initial listings). A pass sets its object's
@@ -140,16 +123,13 @@ pub async fn run<K, Fut>(
 {
     let concurrency = concurrency.max(1);
     let mut triggers = std::pin::pin!(futures::stream::select(triggers, wakes.due_stream::<K>()));
-    let mut shutdown = std::pin::pin!(shutdown);
+    let (mut ready, mut shutdown) = (std::pin::pin!(ready), std::pin::pin!(shutdown));
     let mut queue = Queue::<K>::default();
     let mut passes = JoinSet::new();
-    tokio::select! {
-        () = ready => {}
-        () = &mut shutdown => return,
-    }
-    let mut open = true;
+    // triggers are taken (and each object queued once) from the start; passes wait for `ready`
+    let (mut open, mut started) = (true, false);
     loop {
-        while open && queue.running() < concurrency {
+        while started && open && queue.running() < concurrency {
             let Some(object) = queue.next() else { break };
             match store.get(&object) {
                 Some(obj) => {
@@ -172,14 +152,14 @@ pub async fn run<K, Fut>(
                 if let (Some(failed), Some(object)) = (panicked, object) {
                     error!(object = %object, error = %failed, "a pass panicked; passed again in 5 s");
                     let namespace = object.namespace.as_deref().unwrap_or_default();
-                    let again = Utc::now() + chrono::Duration::from_std(AFTER_PANIC).expect("seconds");
-                    wakes.wake_at(namespace, &object.name, again);
+                    wakes.wake_in(namespace, &object.name, AFTER_PANIC);
                 }
             }
             trigger = triggers.next(), if open => match trigger {
                 Some(object) => queue.push(object),
                 None => open = false,
             },
+            () = &mut ready, if !started => started = true,
             () = &mut shutdown, if open => open = false,
         }
     }

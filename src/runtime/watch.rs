@@ -346,7 +346,7 @@ fn triggered<K: Resource<DynamicType = ()> + Clone>(
 
 /// The store's key of `obj`: its namespace and name (the uid and version would only add bytes to
 /// each queued reference).
-fn key_of<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectRef<K> {
+pub fn key_of<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectRef<K> {
     let meta = obj.meta();
     let mut key = ObjectRef::new(meta.name.as_deref().unwrap_or_default());
     key.namespace = meta.namespace.clone();

@@ -51,16 +51,17 @@ use crate::{
         runner, shutdown_requested,
         status::status_digest,
         wakes::Wakes,
-        watch::{Shared, only_changes},
+        watch::{Shared, key_of, only_changes},
     },
 };
 
-/// Requeue margin after a slot: timers fire at or after their instant (millisecond rounding), so
-/// the slot is due when the pass runs.
+/// Wake-up margin after a slot: the timer compares milliseconds, truncated, so an instant with
+/// a fraction of a millisecond could wake its Eru just before it; with the margin the slot is
+/// due when the pass reads the clock.
 const SLOT_MARGIN: chrono::Duration = chrono::Duration::milliseconds(2);
 
 /// How soon a pass that left a backlog (more records than one pass journals) comes back.
-const BACKLOG: chrono::Duration = chrono::Duration::milliseconds(10);
+const BACKLOG: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Builds the Eru controller on the shared Eru and workload caches; returns it and a future that
 /// resolves once its caches synced. Erus are reconciled when their spec or their run-now token
@@ -160,7 +161,7 @@ fn triggers(
     let all_of = erus.store.clone();
     futures::stream::select_all([
         only_changes(erus.subscribe(), spec_or_run)
-            .map(|eru| runner::key(eru.as_ref()))
+            .map(|eru| key_of(eru.as_ref()))
             .boxed(),
         erus_of(seen(workloads.deployments), targets),
         erus_of(seen(workloads.statefulsets), targets),
@@ -171,7 +172,7 @@ fn triggers(
                 let all = all_of
                     .state()
                     .iter()
-                    .map(|eru| runner::key(eru.as_ref()))
+                    .map(|eru| key_of(eru.as_ref()))
                     .collect::<Vec<_>>();
                 futures::stream::iter(all)
             })
@@ -227,11 +228,13 @@ async fn one_pass(eru: Arc<CachedEru>, context: Arc<EruContext>) {
     if !ctx.leadership.is_leader() {
         return;
     }
-    if let Err(error) = instrumented(&ctx, KIND, pass::run(eru.clone(), context.clone())).await {
-        let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
+    let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
+    // the span kube's controller gave each pass: the pass's own log lines name their Eru
+    let span = tracing::info_span!("reconciling object", object = %format_args!("{namespace}/{name}"));
+    let pass = instrumented(&ctx, KIND, pass::run(eru.clone(), context.clone()));
+    if let Err(error) = tracing::Instrument::instrument(pass, span).await {
         warn!(kind = KIND, %namespace, %name, error = %error, "reconcile failed");
-        let again = Utc::now() + chrono::Duration::from_std(retry_delay(&error)).expect("seconds");
-        context.wakes.wake_at(&namespace, &name, again);
+        context.wakes.wake_in(&namespace, &name, retry_delay(&error));
     }
 }
 
@@ -422,13 +425,10 @@ fn remember_hold(context: &EruContext, eru: &CachedEru, plan: &Plan) {
 /// ([`crate::runtime::wakes`]); the runner ignores the returned `Action`.
 fn requeue(context: &EruContext, eru: &CachedEru, backlog: bool, at: Option<DateTime<Utc>>) -> Action {
     let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
-    let at = match backlog {
-        true => Some(Utc::now() + BACKLOG),
-        false => at.map(|at| at + SLOT_MARGIN),
-    };
-    match at {
-        Some(at) => context.wakes.wake_at(&namespace, &name, at),
-        None => context.wakes.cancel(&namespace, &name),
+    match (backlog, at) {
+        (true, _) => context.wakes.wake_in(&namespace, &name, BACKLOG),
+        (false, Some(at)) => context.wakes.wake_at(&namespace, &name, at + SLOT_MARGIN),
+        (false, None) => context.wakes.cancel(&namespace, &name),
     }
     Action::await_change()
 }

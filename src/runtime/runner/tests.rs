@@ -3,6 +3,7 @@ use std::sync::{
     atomic::{AtomicUsize, Ordering},
 };
 
+use chrono::Utc;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{reflector, watcher};
 use tokio::sync::{mpsc, oneshot};
@@ -235,7 +236,9 @@ async fn wake_ups_and_panicked_passes_bring_the_object_back() {
 async fn shutdown_lets_the_running_passes_finish_and_starts_none() {
     let store = store_of(&["a", "b"]);
     let (tx, stream) = triggers();
+    // b waits behind a (one pass at a time)
     tx.send(reference("a")).unwrap();
+    tx.send(reference("b")).unwrap();
     let finished = Arc::new(Mutex::new(Vec::<String>::new()));
     let (stop, runner) = start(
         store,
@@ -247,10 +250,9 @@ async fn shutdown_lets_the_running_passes_finish_and_starts_none() {
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
     stop.send(()).unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    tx.send(reference("b")).unwrap();
     runner.await.unwrap();
     assert_eq!(*finished.lock().unwrap(), ["a"], "a finished, b never started");
+    drop(tx);
 }
 
 /// No pass starts before the caches are ready; the triggers meanwhile wait.
@@ -284,4 +286,36 @@ async fn no_pass_starts_before_ready() {
     assert_eq!(passes.load(Ordering::SeqCst), 1);
     stop.send(()).unwrap();
     runner.await.unwrap();
+}
+
+/// Triggers are taken before the caches are ready (each object queued once, not a backlog in
+/// the channel: with a bounded one the sender would block), no pass starts, and a runner
+/// stopped then returns.
+#[tokio::test]
+async fn before_ready_triggers_are_taken_no_pass_starts_and_a_stop_returns() {
+    let store = store_of(&["a"]);
+    let (tx, rx) = mpsc::channel::<ObjectRef<ConfigMap>>(8);
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+    let passes = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (stop, runner) = start(
+        store,
+        Wakes::default(),
+        stream,
+        1,
+        futures::future::pending(),
+        recorder(&passes, Duration::ZERO),
+    );
+    let sent = tokio::time::timeout(Duration::from_secs(5), async {
+        for _ in 0..1000 {
+            tx.send(reference("a")).await.unwrap();
+        }
+    })
+    .await;
+    assert!(sent.is_ok(), "the runner took the triggers before it was ready");
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), runner)
+        .await
+        .expect("returns though never ready")
+        .unwrap();
+    assert!(passes.lock().unwrap().is_empty());
 }
