@@ -104,6 +104,23 @@ fn an_object_due_twice_before_its_pass_is_passed_once_and_one_due_while_running_
     assert_eq!(queue.next(), None);
 }
 
+/// A burst's queue gives its capacity back once it drained (mutations: the shrink's comparisons;
+/// at exactly 64 `>` and `>=` do the same).
+#[test]
+fn the_queue_gives_back_a_bursts_capacity() {
+    let mut queue = Queue::<ConfigMap>::default();
+    for i in 0..10_000 {
+        queue.push(reference(&format!("o{i}")));
+    }
+    while queue.next().is_some() {}
+    assert!(queue.order.capacity() <= 64, "order: {}", queue.order.capacity());
+    assert!(
+        queue.queued.capacity() < 1_000,
+        "queued: {}",
+        queue.queued.capacity()
+    );
+}
+
 #[tokio::test]
 async fn at_most_concurrency_passes_run_and_each_object_at_most_once_at_a_time() {
     let names: Vec<String> = (0..12).map(|i| format!("o{i}")).collect();
