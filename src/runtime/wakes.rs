@@ -242,6 +242,7 @@ mod tests {
         wakes.wake_at("ns", "a", t("2026-11-29T00:00:00Z"));
         wakes.wake_at("other", "a", t("2027-01-01T00:00:00Z"));
         assert_eq!(wakes.len(), 3, "a rescheduled object waits once");
+        assert!(!wakes.is_empty());
         assert!(wakes.due(wall("2026-11-28T23:59:59Z")).is_empty());
         let due = wakes.due(wall("2026-11-30T00:00:00Z"));
         assert_eq!(
@@ -343,5 +344,22 @@ mod tests {
             "due though the wall clock went back an hour"
         );
         assert!(wakes.is_empty(), "once");
+    }
+
+    /// A delay sooner than every wake-up wakes the sleeping timer too (mutation: the monotonic
+    /// queue's "soonest" reversed, so a 5 s retry would wait for the next look at the clock).
+    #[tokio::test]
+    async fn a_sooner_delay_wakes_the_sleeping_timer() {
+        use futures::StreamExt;
+        let wakes = Wakes::default();
+        wakes.wake_at("ns", "later", Utc::now() + chrono::Duration::hours(1));
+        let mut due = Box::pin(wakes.due_stream::<k8s_openapi::api::core::v1::ConfigMap>());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        wakes.wake_in("ns", "retry", Duration::from_millis(200));
+        let retry = tokio::time::timeout(Duration::from_secs(5), due.next())
+            .await
+            .expect("woken before the next tick")
+            .expect("an object");
+        assert_eq!(retry.name, "retry");
     }
 }
