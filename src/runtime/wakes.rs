@@ -4,9 +4,10 @@
 //! copies of each object's reference, and the capacity of its largest moment (the initial listing,
 //! every slot many objects share) for as long as the process ran, ~0.75 KB an object at 10,000.
 //!
-//! A slot or a deadline is a wall-clock instant ([`Wakes::wake_at`]): a clock that jumps moves it.
-//! A retry or a backlog is a delay ([`Wakes::wake_in`]) on the monotonic clock: a clock stepped
-//! back an hour does not put it off an hour. The timer sleeps until the earliest of both, is woken
+//! A slot, a deadline or a restart patch's retry is a wall-clock instant the pass decided
+//! ([`Wakes::wake_at`]): a clock that jumps moves it. A failed pass's retry or a backlog is a
+//! delay ([`Wakes::wake_in`]) on the monotonic clock: a clock stepped back an hour does not put
+//! it off an hour. The timer sleeps until the earliest of both, is woken
 //! when a sooner one comes, and looks at the clocks at least every [`TICK`].
 
 use std::{
@@ -29,7 +30,7 @@ use crate::memory::{key_hash, shrink_after_burst};
 const TICK: Duration = Duration::from_secs(15);
 
 /// When an object wakes: at a wall-clock instant (a slot, a deadline: moved with a clock that
-/// jumps) or after a delay (a retry, a backlog: on the monotonic clock, never moved).
+/// jumps) or after a delay (a failed pass's retry, a backlog: on the monotonic clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum At {
     /// Milliseconds since the epoch.
@@ -173,11 +174,14 @@ impl Wakes {
     fn due(&self, now: Now) -> Vec<Box<str>> {
         let mut inner = self.lock();
         let mut due = Vec::new();
-        while let Some(&(_, k)) = inner.wall.first().filter(|(at, _)| *at <= now.wall) {
-            due.extend(inner.remove(k).map(|w| w.object));
+        // each round pops an entry, so the loops end whatever the map holds
+        while inner.wall.first().is_some_and(|(at, _)| *at <= now.wall) {
+            let (_, k) = inner.wall.pop_first().expect("a first entry");
+            due.extend(inner.by_object.remove(&k).map(|w| w.object));
         }
-        while let Some(&(_, k)) = inner.mono.first().filter(|(at, _)| *at <= now.mono) {
-            due.extend(inner.remove(k).map(|w| w.object));
+        while inner.mono.first().is_some_and(|(at, _)| *at <= now.mono) {
+            let (_, k) = inner.mono.pop_first().expect("a first entry");
+            due.extend(inner.by_object.remove(&k).map(|w| w.object));
         }
         shrink_after_burst(&mut inner.by_object);
         due
@@ -299,7 +303,9 @@ mod tests {
             .expect("woken before the next tick")
             .expect("an object");
         assert_eq!(soon.name, "soon");
-        assert!(Utc::now() >= at, "not before its instant");
+        // the timer compares milliseconds, truncated
+        let millis = Utc::now().timestamp_millis();
+        assert!(millis >= at.timestamp_millis(), "not before its instant");
     }
 
     /// A pass's wish replaces the last one, a later one too: the earlier instant no longer wakes
@@ -344,6 +350,22 @@ mod tests {
             "due though the wall clock went back an hour"
         );
         assert!(wakes.is_empty(), "once");
+    }
+
+    /// A pass's wall-clock wish replaces a pending delay (a retry): the delay's instant no longer
+    /// wakes the object.
+    #[tokio::test(start_paused = true)]
+    async fn a_wish_replaces_a_pending_delay() {
+        let wakes = Wakes::default();
+        wakes.wake_in("ns", "a", Duration::from_millis(10));
+        let now = Now::current();
+        wakes.wake_at("ns", "a", Utc::now() + chrono::Duration::hours(1));
+        let after_the_delay = Now {
+            wall: now.wall + 20,
+            mono: now.mono + Duration::from_millis(20),
+        };
+        assert!(wakes.due(after_the_delay).is_empty());
+        assert_eq!(wakes.len(), 1);
     }
 
     /// A delay sooner than every wake-up wakes the sleeping timer too (mutation: the monotonic
