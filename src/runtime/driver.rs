@@ -12,11 +12,11 @@ use super::Context;
 use crate::{Error, Result};
 
 /// Runs one reconcile with its duration, result and error category recorded.
-pub async fn instrumented(
+pub async fn instrumented<T>(
     ctx: &Context,
     kind: &'static str,
-    reconcile: impl Future<Output = Result<Action>>,
-) -> Result<Action> {
+    reconcile: impl Future<Output = Result<T>>,
+) -> Result<T> {
     let _timer = ctx.metrics.reconcile_timer(kind);
     let result = reconcile.await;
     ctx.metrics

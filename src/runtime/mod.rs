@@ -6,6 +6,7 @@
 //! Imports point one way: `app` → kinds (`eru`, `podset`, `memcached`) → `runtime` →
 //! `journal`/`metrics`/`machine`.
 
+pub mod cache;
 pub mod context;
 pub mod deployment;
 pub mod driver;

@@ -19,14 +19,17 @@ use std::{
 };
 
 use futures::{Stream, StreamExt};
-use kube::{
-    Resource,
-    runtime::reflector::{ObjectRef, Store},
-};
+use kube::{Resource, runtime::reflector::ObjectRef};
 use tokio::task::{Id, JoinSet};
-use tracing::{debug, error};
+use tracing::{debug, error, warn};
 
-use super::wakes::Wakes;
+use super::{
+    Context,
+    cache::Cache,
+    driver::{instrumented, retry_delay},
+    wakes::Wakes,
+};
+use crate::Result;
 use crate::memory::{shrink_after_burst, shrink_set_after_burst};
 
 /// How long after a pass that panicked its object is passed again.
@@ -110,7 +113,7 @@ impl<K: Resource<DynamicType = ()>> Queue<K> {
 /// pass starts before `ready` resolves (the caches' initial listings). A pass sets its object's
 /// next wake-up itself ([`Wakes::wake_at`]).
 pub async fn run<K, Fut>(
-    store: Store<K>,
+    store: Cache<K>,
     wakes: Wakes,
     triggers: impl Stream<Item = ObjectRef<K>> + Send,
     concurrency: usize,
@@ -161,6 +164,32 @@ pub async fn run<K, Fut>(
             },
             () = &mut ready, if !started => started = true,
             () = &mut shutdown, if open => open = false,
+        }
+    }
+}
+
+/// One pass of `namespace`/`name` as a runner runs it: only the leader acts (a standby's caches
+/// stay warm, and it passes every object when promoted); the pass runs in the span kube's
+/// controller gave each (its log lines name their object) and is instrumented; a failed one is
+/// passed again after the runtime's retry delay, and one that asks to be passed again after a
+/// delay is.
+pub async fn guarded(
+    ctx: &Context,
+    kind: &'static str,
+    wakes: &Wakes,
+    (namespace, name): (&str, &str),
+    pass: impl Future<Output = Result<Option<Duration>>>,
+) {
+    if !ctx.leadership.is_leader() {
+        return;
+    }
+    let span = tracing::info_span!("reconciling object", object = %format_args!("{namespace}/{name}"));
+    match tracing::Instrument::instrument(instrumented(ctx, kind, pass), span).await {
+        Ok(None) => {}
+        Ok(Some(after)) => wakes.wake_in(namespace, name, after),
+        Err(error) => {
+            warn!(kind, %namespace, %name, error = %error, "reconcile failed");
+            wakes.wake_in(namespace, name, retry_delay(&error));
         }
     }
 }

@@ -7,7 +7,10 @@
 //!
 //! Caches are lean: objects lose their managedFields (but for the entries a caller keeps, without
 //! their field sets) and the last-applied annotation before they enter a store, and a [`Shared`]
-//! cache is one watch and one store that several controllers subscribe to.
+//! cache is one watch and one store that several controllers subscribe to. A [`Shared`] cache's
+//! store is the runtime's own [`Cache`] (no key beside each object); the PodSet and Memcached
+//! controllers' watches ([`watched`]) keep kube's reflector `Store`, which kube's `Controller`
+//! reads (they hold only their own objects).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -22,14 +25,17 @@ use kube::{
     Api, Client, Resource,
     runtime::{
         WatchStreamExt,
-        reflector::{self, ObjectRef, Store, store::Writer},
+        reflector::{self, ObjectRef, Store},
         watcher,
     },
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 
-use super::shutdown_requested;
+use super::{
+    cache::{Cache, Filler},
+    shutdown_requested,
+};
 use crate::memory::key_hash;
 
 /// The annotation `kubectl apply` keeps the whole last applied object in; no controller reads it.
@@ -123,20 +129,20 @@ impl<K> Default for Seen<K> {
 }
 
 impl<K: Resource<DynamicType = ()> + Clone> Seen<K> {
-    /// Feeds one watch event (after the reflector applied it to `store`); returns what left.
-    fn observe(&mut self, event: &watcher::Event<K>, store: &Store<K>) -> Vec<Gone> {
+    /// Feeds one watch event, after its store applied it (`listed` reads that store); returns
+    /// what left.
+    fn observe(&mut self, event: &watcher::Event<K>, listed: impl FnOnce() -> Vec<Arc<K>>) -> Vec<Gone> {
         match event {
             watcher::Event::Apply(_) | watcher::Event::InitApply(_) => vec![],
             watcher::Event::Delete(obj) => vec![Gone::of(obj)],
             // the store swaps the new listing in at `InitDone`: until then it holds the old one
             watcher::Event::Init => {
-                self.0 = Some(store.state());
+                self.0 = Some(listed());
                 vec![]
             }
             watcher::Event::InitDone => {
                 let before = self.0.take().unwrap_or_default();
-                let live: HashSet<u64> = store
-                    .state()
+                let live: HashSet<u64> = listed()
                     .iter()
                     .map(|o| uid_hash(o.meta().uid.as_deref().unwrap_or_default()))
                     .collect();
@@ -231,7 +237,7 @@ where
                 let _ = tx.send(true);
             }
             if let Some(deletions) = &deletions {
-                for gone in seen.observe(event, &reader) {
+                for gone in seen.observe(event, || reader.state()) {
                     // the receiver outlives the stream unless the operator is shutting down
                     let _ = deletions.send(gone);
                 }
@@ -245,12 +251,12 @@ where
     }
 }
 
-/// A cache several controllers share: one watch, one lean store, a subscription per controller.
+/// A cache several controllers share: one watch, one lean [`Cache`], a subscription per controller.
 /// Subscribe (and ask for deletions or events) before [`Shared::run`] polls the watch.
 pub struct Shared<K: Watchable> {
-    pub store: Store<K>,
+    pub store: Cache<K>,
     pub synced: Synced,
-    writer: Writer<K>,
+    filler: Filler<K>,
     source: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
     ready: watch::Sender<bool>,
     gone: Vec<mpsc::UnboundedSender<Gone>>,
@@ -274,7 +280,7 @@ type Subscribers<K> = std::sync::Mutex<Vec<mpsc::UnboundedSender<ObjectRef<K>>>>
 /// not reconciled for 30 s in an e2e test; on a quiet cluster, until another Eru's slot.
 pub struct Subscription<K: Resource<DynamicType = ()> + 'static> {
     refs: mpsc::UnboundedReceiver<ObjectRef<K>>,
-    store: Store<K>,
+    store: Cache<K>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> Stream for Subscription<K> {
@@ -335,7 +341,7 @@ pub fn relevant_changes<K: Resource + Send + Sync + 'static>(
 /// (re)list is swapped in, as kube's own dispatcher does; none for the rest.
 fn triggered<K: Resource<DynamicType = ()> + Clone>(
     event: &watcher::Event<K>,
-    store: &Store<K>,
+    store: &Cache<K>,
 ) -> Vec<ObjectRef<K>> {
     match event {
         watcher::Event::Apply(obj) => vec![key_of(obj)],
@@ -374,12 +380,12 @@ where
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
-        let (store, writer) = reflector::store();
+        let (store, filler) = Cache::new();
         let (ready, rx) = watch::channel(false);
         Self {
             store,
             synced: Synced(rx),
-            writer,
+            filler,
             source: watcher(api, config).default_backoff().modify(lean).boxed(),
             ready,
             gone: Vec::new(),
@@ -421,7 +427,7 @@ where
     pub async fn run(self, shutdown: watch::Receiver<bool>) {
         let Self {
             store,
-            writer,
+            mut filler,
             source,
             ready,
             gone,
@@ -449,16 +455,16 @@ where
                     hooks.iter_mut().for_each(|hook| hook(event));
                 }
             })
-            .reflect(writer)
             .inspect(move |event| {
                 let Ok(event) = event else { return };
+                filler.apply(event);
                 stored.iter_mut().for_each(|hook| hook(event));
                 tell(event);
                 if let watcher::Event::InitDone = event {
                     let _ = ready.send(true);
                 }
                 if track {
-                    for g in seen.observe(event, &store) {
+                    for g in seen.observe(event, || store.state()) {
                         gone.iter().for_each(|tx| drop(tx.send(g.clone())));
                     }
                 }
@@ -492,7 +498,7 @@ mod tests {
         let mut gone = Vec::new();
         for event in events {
             writer.apply_watcher_event(&event);
-            gone.extend(seen.observe(&event, &store).into_iter().map(|g| g.uid));
+            gone.extend(seen.observe(&event, || store.state()).into_iter().map(|g| g.uid));
         }
         gone
     }
@@ -558,18 +564,18 @@ mod tests {
     /// without a waker: the next object waited for an unrelated wake-up).
     #[tokio::test]
     async fn a_subscription_skips_an_object_deleted_meanwhile_and_wakes_for_the_next() {
-        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let (store, mut writer) = Cache::<ConfigMap>::new();
         let (tx, refs) = mpsc::unbounded_channel();
         let mut subscription = Subscription { refs, store };
         let (deleted, created) = (object("deleted"), object("created"));
-        writer.apply_watcher_event(&watcher::Event::Apply(deleted.clone()));
+        writer.apply(&watcher::Event::Apply(deleted.clone()));
         tx.send(key_of(&deleted)).unwrap();
-        writer.apply_watcher_event(&watcher::Event::Delete(deleted));
+        writer.apply(&watcher::Event::Delete(deleted));
         let next = tokio::spawn(async move { subscription.next().await.map(|cm| cm.name_any()) });
         // the task took the deleted one's reference and waits
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(!next.is_finished());
-        writer.apply_watcher_event(&watcher::Event::Apply(created.clone()));
+        writer.apply(&watcher::Event::Apply(created.clone()));
         tx.send(key_of(&created)).unwrap();
         let taken = tokio::time::timeout(std::time::Duration::from_secs(5), next).await;
         assert_eq!(taken.expect("woken").unwrap().as_deref(), Some("cm-created"));
@@ -579,9 +585,9 @@ mod tests {
     /// nothing of a deletion.
     #[test]
     fn a_subscription_is_told_each_applied_object_and_every_one_after_a_relist() {
-        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let (store, mut writer) = Cache::<ConfigMap>::new();
         let mut told = |event: watcher::Event<ConfigMap>| {
-            writer.apply_watcher_event(&event);
+            writer.apply(&event);
             let mut names: Vec<String> = triggered(&event, &store).into_iter().map(|r| r.name).collect();
             names.sort();
             names

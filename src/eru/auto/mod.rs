@@ -23,18 +23,17 @@ use std::{
     future::Future,
     hash::{DefaultHasher, Hash, Hasher},
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
-use futures::StreamExt;
+use futures::{
+    StreamExt,
+    stream::{BoxStream, SelectAll},
+};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ObjectMeta, Patch, PatchParams},
-    runtime::{
-        Controller,
-        controller::{self, Action},
-        events::EventType,
-        reflector::{ObjectRef, Store},
-    },
+    runtime::{events::EventType, reflector::ObjectRef},
 };
 use tokio::sync::watch;
 use tracing::info;
@@ -48,8 +47,11 @@ use super::{
 use crate::{
     Result,
     runtime::{
-        Context, MANAGER, drive, shutdown_requested,
-        watch::{Shared, Synced, only_changes, relevant_changes},
+        Context, MANAGER,
+        cache::Cache,
+        runner, shutdown_requested,
+        wakes::Wakes,
+        watch::{Shared, Synced, key_of, only_changes, relevant_changes},
     },
 };
 
@@ -199,7 +201,7 @@ pub fn decide<K: Workload>(
 
 struct AutoContext {
     ctx: Arc<Context>,
-    erus: Store<CachedEru>,
+    erus: Cache<CachedEru>,
     erus_synced: Synced,
     /// Per workload uid, the problem last reported (a conflict, or the apply the API refused):
     /// reported again only when it changes. Entries exist only while a problem does.
@@ -261,10 +263,11 @@ fn named_by<K: Workload>(eru: &str, namespace: &str) -> Vec<ObjectRef<K>> {
         .collect()
 }
 
-/// The controller of the automatic Erus of kind `K`. A workload is reconciled when its
-/// `mtsre.meitu.com/eru*` annotations change (not on every status update) and when an Eru that
-/// may be its automatic one ([`named_by`]) is edited or deleted; workloads with neither such
-/// annotations nor an automatic Eru are never looked at.
+/// The controller of the automatic Erus of kind `K`, on the runtime's [`runner`]. A workload is
+/// reconciled when its `mtsre.meitu.com/eru*` annotations change (not on every status update),
+/// when an Eru that may be its automatic one ([`named_by`]) is edited or deleted, and every
+/// workload when this process becomes the leader; workloads with neither such annotations nor an
+/// automatic Eru are otherwise never looked at.
 fn controller_of<K: Workload>(
     context: Arc<AutoContext>,
     shutdown: watch::Receiver<bool>,
@@ -274,17 +277,53 @@ fn controller_of<K: Workload>(
     impl Future<Output = ()> + use<K>,
     impl Future<Output = ()> + use<K>,
 ) {
+    let triggers = triggers(&context.ctx, workloads, erus);
+    let (workloads_synced, erus_synced) = (workloads.synced.clone(), erus.synced.clone());
+    let ready = {
+        let workloads_synced = workloads_synced.clone();
+        async move { workloads_synced.wait().await }
+    };
+    context.ctx.metrics.init_kind(KIND);
+    let wakes = Wakes::default();
+    let run = runner::run(
+        workloads.store.clone(),
+        wakes.clone(),
+        triggers,
+        usize::from(context.ctx.settings.concurrency),
+        ready,
+        shutdown_requested(shutdown),
+        move |workload: Arc<K>| {
+            let (context, wakes) = (context.clone(), wakes.clone());
+            async move {
+                let (namespace, name) = (workload.namespace().unwrap_or_default(), workload.name_any());
+                let pass = reconcile(workload, context.clone());
+                runner::guarded(&context.ctx, KIND, &wakes, (&namespace, &name), pass).await;
+            }
+        },
+    );
+    let synced = async move {
+        futures::join!(workloads_synced.wait(), erus_synced.wait());
+    };
+    (run, synced)
+}
+
+/// What brings a workload of kind `K` to its pass ([`controller_of`]).
+fn triggers<K: Workload>(
+    ctx: &Context,
+    workloads: &Shared<K>,
+    erus: &mut Shared<CachedEru>,
+) -> SelectAll<BoxStream<'static, ObjectRef<K>>> {
     // A workload is looked at only when it has automatic-Eru annotations or an automatic Eru:
-    // with thousands of plain workloads a start costs no pass (and no controller slot) for each.
-    let erus_store = erus.store.clone();
+    // with thousands of plain workloads a start costs no pass for each.
+    let eru_cache = erus.store.clone();
     let relevant = relevant_changes(workloads.subscribe(), move |w: &K| {
         let has_eru = || {
+            let namespace = w.namespace().unwrap_or_default();
             [w.name_any(), suffixed(K::KIND, &w.name_any())]
                 .iter()
                 .any(|name| {
-                    let namespace = w.namespace().unwrap_or_default();
-                    erus_store
-                        .get(&ObjectRef::new(name).within(&namespace))
+                    eru_cache
+                        .find(&namespace, name)
                         .is_some_and(|eru| is_ours(&eru, w))
                 })
         };
@@ -302,7 +341,7 @@ fn controller_of<K: Workload>(
     });
     // of the workloads an Eru may belong to, those that exist and to which it matters: an
     // automatic Eru to every one (it may be theirs), another Eru to annotated ones (a conflict)
-    let existing = |store: Store<K>| {
+    let existing = |store: Cache<K>| {
         move |refs: Vec<ObjectRef<K>>, automatic: bool| -> Vec<ObjectRef<K>> {
             refs.into_iter()
                 .filter(|r| store.get(r).is_some_and(|w| automatic || annotated(w.as_ref())))
@@ -317,44 +356,46 @@ fn controller_of<K: Workload>(
     })
     .flat_map(move |refs| futures::stream::iter(in_store(refs, false)));
     let in_store = existing(workloads.store.clone());
-    let controller = Controller::for_shared_stream(relevant, workloads.store.clone())
-        .watches_shared_stream(spec_changes, move |eru: Arc<CachedEru>| {
-            in_store(
-                named_by::<K>(&eru.name_any(), &eru.namespace().unwrap_or_default()),
-                is_automatic(&eru),
-            )
-        })
-        .reconcile_on(deleted)
-        .with_config(controller::Config::default().concurrency(context.ctx.settings.concurrency))
-        .graceful_shutdown_on(shutdown_requested(shutdown));
-    let synced = {
-        let (workloads_synced, erus_synced) = (workloads.synced.clone(), erus.synced.clone());
-        async move {
-            futures::join!(workloads_synced.wait(), erus_synced.wait());
-        }
-    };
-    let run = drive(
-        controller,
-        "EruAutoCreate",
-        context.ctx.clone(),
-        context,
-        reconcile::<K>,
-    );
-    (run, synced)
+    let edited = spec_changes.flat_map(move |eru| {
+        futures::stream::iter(in_store(
+            named_by::<K>(&eru.name_any(), &eru.namespace().unwrap_or_default()),
+            is_automatic(&eru),
+        ))
+    });
+    let all_of = workloads.store.clone();
+    let promoted = ctx.leadership.promoted().flat_map(move |()| {
+        futures::stream::iter(
+            all_of
+                .state()
+                .iter()
+                .map(|w| key_of(w.as_ref()))
+                .collect::<Vec<_>>(),
+        )
+    });
+    futures::stream::select_all([
+        relevant.map(|w| key_of(w.as_ref())).boxed(),
+        edited.boxed(),
+        deleted.boxed(),
+        promoted.boxed(),
+    ])
 }
 
-async fn reconcile<K: Workload>(workload: Arc<K>, context: Arc<AutoContext>) -> Result<Action> {
+/// The kind the automatic-Eru controllers' passes are counted under (`eru_reconcile_*`).
+const KIND: &str = "EruAutoCreate";
+
+/// Returns how soon the workload must be looked at again, if it must.
+async fn reconcile<K: Workload>(workload: Arc<K>, context: Arc<AutoContext>) -> Result<Option<Duration>> {
     let ctx = &context.ctx;
     // an unsynced Eru cache would hide a user's Eru, which must never be overwritten
     context.erus_synced.wait().await;
     if workload.meta().deletion_timestamp.is_some() {
         context.resolved(workload.as_ref());
-        return Ok(Action::await_change()); // its Eru goes with it (owner reference)
+        return Ok(None); // its Eru goes with it (owner reference)
     }
     let namespace = workload.namespace().unwrap_or_default();
     let workload_name = workload.name_any();
     let kind = K::KIND.as_str();
-    let existing = |name: &str| context.erus.get(&ObjectRef::new(name).within(&namespace));
+    let existing = |name: &str| context.erus.find(&namespace, name);
     let (name, action) = decide(workload.as_ref(), existing, &ctx.settings.default_schedule);
     let api: Api<Eru> = ctx.api(&namespace);
     match action {
@@ -362,7 +403,7 @@ async fn reconcile<K: Workload>(workload: Arc<K>, context: Arc<AutoContext>) -> 
             // created meanwhile, e.g. by the controller of a workload of another kind and the same
             // name, and not cached yet: the apply would take it over. Decided again once cached.
             info!(kind, workload = %workload_name, eru = %name, "Eru exists but is not cached yet; deciding again in 1 s");
-            return Ok(Action::requeue(std::time::Duration::from_secs(1)));
+            return Ok(Some(Duration::from_secs(1)));
         }
         AutoAction::Apply(eru) => {
             // an apply the API refused is not retried until the annotations (the spec) change
@@ -374,7 +415,7 @@ async fn reconcile<K: Workload>(workload: Arc<K>, context: Arc<AutoContext>) -> 
                 .get(&workload.uid().unwrap_or_default())
                 .is_some_and(|p| p.starts_with(&attempt));
             if refused_before {
-                return Ok(Action::await_change());
+                return Ok(None);
             }
             match api
                 .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&*eru))
@@ -418,7 +459,7 @@ async fn reconcile<K: Workload>(workload: Arc<K>, context: Arc<AutoContext>) -> 
         }
         AutoAction::Nothing => context.resolved(workload.as_ref()),
     }
-    Ok(Action::await_change())
+    Ok(None)
 }
 
 #[cfg(test)]

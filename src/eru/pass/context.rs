@@ -4,8 +4,10 @@
 
 use std::sync::Arc;
 
-use crate::runtime::lean::{DaemonSet, Deployment, StatefulSet};
-use kube::runtime::reflector::{ObjectRef, Store};
+use crate::runtime::{
+    cache::Cache,
+    lean::{DaemonSet, Deployment, StatefulSet},
+};
 
 use crate::eru::{
     CachedEru, Target, TargetKind,
@@ -95,9 +97,9 @@ pub struct Workloads<'a> {
 /// The stores of the workload caches, one per kind, as the Eru pass reads its targets.
 #[derive(Clone)]
 pub struct TargetCaches {
-    pub deployments: Store<Deployment>,
-    pub statefulsets: Store<StatefulSet>,
-    pub daemonsets: Store<DaemonSet>,
+    pub deployments: Cache<Deployment>,
+    pub statefulsets: Cache<StatefulSet>,
+    pub daemonsets: Cache<DaemonSet>,
     synced: [Synced; 3],
 }
 
@@ -130,10 +132,8 @@ impl TargetCaches {
     /// The view of the workload a journal key ([`Target::key`]) names in `namespace`, if it is
     /// cached (else it does not exist).
     pub fn view(&self, namespace: &str, key: &str) -> Option<TargetView> {
-        fn get<K: Workload>(store: &Store<K>, namespace: &str, name: &str) -> Option<TargetView> {
-            store
-                .get(&ObjectRef::new(name).within(namespace))
-                .map(|k| k.view())
+        fn get<K: Workload>(store: &Cache<K>, namespace: &str, name: &str) -> Option<TargetView> {
+            store.find(namespace, name).map(|k| k.view())
         }
         let Target { kind, name } = Target::from_key(key)?;
         match kind {
@@ -149,7 +149,7 @@ pub struct EruContext {
     pub ctx: Arc<Context>,
     pub metrics: EruMetrics,
     /// The Erus' own cache (a reconcile checks its Eru is still there before it keeps series).
-    pub erus: Store<CachedEru>,
+    pub erus: Cache<CachedEru>,
     pub targets: TargetCaches,
     pub options: Options,
     /// Restart places and the queue for them.

@@ -12,10 +12,7 @@
 use std::{collections::HashSet, sync::Arc};
 
 use chrono::Utc;
-use kube::{
-    ResourceExt,
-    runtime::reflector::{ObjectRef, Store},
-};
+use kube::ResourceExt;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -31,7 +28,10 @@ use crate::eru::{
 use crate::vocab::{Outcome, RunOutcome};
 use crate::{
     journal::{Entry, ObjectKey, RestartRow, RunRow},
-    runtime::watch::{Gone, Synced},
+    runtime::{
+        cache::Cache,
+        watch::{Gone, Synced},
+    },
 };
 
 /// The reason of a restart whose Eru was deleted before its rollout was seen to end.
@@ -40,7 +40,7 @@ pub const ERU_DELETED: Reason = Reason::EruDeleted;
 /// Follows Eru deletions until the watch ends.
 pub async fn follow(
     context: Arc<EruContext>,
-    erus: Store<CachedEru>,
+    erus: Cache<CachedEru>,
     synced: Synced,
     mut gone: mpsc::UnboundedReceiver<Gone>,
 ) {
@@ -55,7 +55,7 @@ pub async fn follow(
         // counted (and announced) before its series go
         abandon_open(&context, &g.uid).await;
         // per-Eru series are labelled by name: keep them if a namesake was created meanwhile
-        let namesake = erus.get(&ObjectRef::new(&g.name).within(&g.namespace));
+        let namesake = erus.find(&g.namespace, &g.name);
         if namesake.is_none() {
             context.metrics.forget(&g.namespace, &g.name);
             context.wakes.cancel(&g.namespace, &g.name);
@@ -73,7 +73,7 @@ pub async fn follow(
 /// Ends what the Erus deleted while no operator ran left open: their restarts in progress and
 /// manual runs not ended. The set of live uids (~80 bytes an Eru) is dropped when it returns, not
 /// kept for as long as deletions are followed.
-async fn sweep(context: &EruContext, erus: &Store<CachedEru>) {
+async fn sweep(context: &EruContext, erus: &Cache<CachedEru>) {
     let live: HashSet<String> = erus.state().iter().filter_map(|e| e.uid()).collect();
     let namespace = context.ctx.settings.namespace.clone();
     match context.ctx.journal.open_restarts(namespace.as_deref()).await {
@@ -179,11 +179,7 @@ async fn abandon(context: &EruContext, rows: Vec<RestartRow>) {
                 warn!(error = %e, "could not journal the restart of a deleted Eru (retried at the next start)")
             }
         }
-        if context
-            .erus
-            .get(&ObjectRef::new(&row.name).within(&row.namespace))
-            .is_none()
-        {
+        if context.erus.find(&row.namespace, &row.name).is_none() {
             context.metrics.forget(&row.namespace, &row.name);
         }
     }

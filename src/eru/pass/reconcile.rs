@@ -16,7 +16,6 @@ use kube::{
     runtime::{controller::Action, reflector::ObjectRef, watcher},
 };
 use tokio::sync::watch;
-use tracing::warn;
 
 use super::{
     act::act,
@@ -46,7 +45,6 @@ use crate::{
     machine::Phase,
     runtime::{
         Context,
-        driver::{instrumented, retry_delay},
         pass::{self, Steps},
         runner, shutdown_requested,
         status::status_digest,
@@ -219,23 +217,13 @@ fn erus_of<K: Workload>(
         .boxed()
 }
 
-/// One Eru pass as the runner runs it: only the leader acts (a standby's caches stay warm, and
-/// it passes every Eru when promoted); the pass is instrumented, and a failed one is passed again
-/// after the runtime's retry delay. A pass that ends sets its Eru's next wake-up itself
-/// ([`requeue`]), so the pass's `Action` says nothing more.
+/// One Eru pass as the runner runs it ([`runner::guarded`]: the leader's only, instrumented, a
+/// failed one passed again after the retry delay). A pass that ends sets its Eru's next wake-up
+/// itself ([`requeue`]), so the pass's `Action` says nothing more.
 async fn one_pass(eru: Arc<CachedEru>, context: Arc<EruContext>) {
-    let ctx = context.ctx.clone();
-    if !ctx.leadership.is_leader() {
-        return;
-    }
     let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
-    // the span kube's controller gave each pass: the pass's own log lines name their Eru
-    let span = tracing::info_span!("reconciling object", object = %format_args!("{namespace}/{name}"));
-    let pass = instrumented(&ctx, KIND, pass::run(eru.clone(), context.clone()));
-    if let Err(error) = tracing::Instrument::instrument(pass, span).await {
-        warn!(kind = KIND, %namespace, %name, error = %error, "reconcile failed");
-        context.wakes.wake_in(&namespace, &name, retry_delay(&error));
-    }
+    let pass = async { pass::run(eru.clone(), context.clone()).await.map(|_| None) };
+    runner::guarded(&context.ctx, KIND, &context.wakes, (&namespace, &name), pass).await;
 }
 
 /// One Eru pass as the runtime's steps carry it: the core's plan, and the status the pass

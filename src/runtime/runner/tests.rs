@@ -5,7 +5,7 @@ use std::sync::{
 
 use chrono::Utc;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::runtime::{reflector, watcher};
+use kube::runtime::watcher;
 use tokio::sync::{mpsc, oneshot};
 
 use super::*;
@@ -23,13 +23,11 @@ fn reference(name: &str) -> ObjectRef<ConfigMap> {
 }
 
 /// A store holding `names`.
-fn store_of(names: &[&str]) -> Store<ConfigMap> {
-    let (store, mut writer) = reflector::store::<ConfigMap>();
+fn store_of(names: &[&str]) -> Cache<ConfigMap> {
+    let (store, mut filler) = Cache::<ConfigMap>::new();
     for name in names {
-        writer.apply_watcher_event(&watcher::Event::Apply(object(name)));
+        filler.apply(&watcher::Event::Apply(object(name)));
     }
-    // kept alive: a dropped writer is no concern of `get`
-    std::mem::forget(writer);
     store
 }
 
@@ -44,7 +42,7 @@ fn triggers() -> (
 
 /// Runs `pass` on `store` in a task of its own until the returned sender fires.
 fn start<Fut>(
-    store: Store<ConfigMap>,
+    store: Cache<ConfigMap>,
     wakes: Wakes,
     triggers: impl Stream<Item = ObjectRef<ConfigMap>> + Send + 'static,
     concurrency: usize,
