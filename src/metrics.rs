@@ -44,7 +44,7 @@ pub struct Metrics {
 }
 
 /// Where a [`TextSeries`] family continues: the key of the last object rendered.
-pub type Cursor = (String, String);
+pub type Cursor = Box<str>;
 
 /// Families with a few series per object (thousands of objects): rendered straight to text on
 /// each scrape, a chunk of objects at a time, instead of being gathered as `prometheus` protobuf
