@@ -8,22 +8,27 @@
 //! gathered aside and swapped in once complete, so until then readers see the old listing (the
 //! deletion tracking relies on it, [`super::watch`]).
 
-use std::sync::{Arc, RwLock};
+use std::{
+    hash::{BuildHasher, RandomState},
+    sync::{Arc, RwLock},
+};
 
 use hashbrown::HashTable;
 use kube::{Resource, runtime::watcher};
 
-use crate::memory::key_hash;
-
 /// Objects of kind `K` by namespace and name; cloning shares it. Read side of [`Filler`].
 pub struct Cache<K> {
     table: Arc<RwLock<HashTable<Arc<K>>>>,
+    /// Keyed at random per cache: names are chosen by namespace editors, who must not be able to
+    /// pile their objects into one bucket.
+    keys: Arc<RandomState>,
 }
 
 impl<K> Clone for Cache<K> {
     fn clone(&self) -> Self {
         Self {
             table: self.table.clone(),
+            keys: self.keys.clone(),
         }
     }
 }
@@ -35,11 +40,6 @@ impl<K> std::fmt::Debug for Cache<K> {
     }
 }
 
-/// The key of a cached object: its namespace (empty for a cluster-wide one) and name.
-fn hash(namespace: &str, name: &str) -> u64 {
-    key_hash((namespace, name))
-}
-
 fn key_of<K: Resource>(obj: &K) -> (&str, &str) {
     let meta = obj.meta();
     (
@@ -48,26 +48,33 @@ fn key_of<K: Resource>(obj: &K) -> (&str, &str) {
     )
 }
 
-/// Inserts `obj` in `table`, replacing the object of its namespace and name.
-fn insert<K: Resource>(table: &mut HashTable<Arc<K>>, obj: Arc<K>) {
-    let (namespace, name) = key_of(obj.as_ref());
-    let at = hash(namespace, name);
-    match table.find_mut(at, |o| key_of(o.as_ref()) == (namespace, name)) {
-        Some(slot) => *slot = obj,
-        None => {
-            table.insert_unique(at, obj, |o| {
-                let (namespace, name) = key_of(o.as_ref());
-                hash(namespace, name)
-            });
+impl<K: Resource> Cache<K> {
+    /// The hash of the key of a cached object: its namespace (empty for a cluster-wide one) and
+    /// name.
+    fn hash(&self, namespace: &str, name: &str) -> u64 {
+        self.keys.hash_one((namespace, name))
+    }
+
+    /// Inserts `obj` in `table`, replacing the object of its namespace and name.
+    fn insert(&self, table: &mut HashTable<Arc<K>>, obj: Arc<K>) {
+        let (namespace, name) = key_of(obj.as_ref());
+        let at = self.hash(namespace, name);
+        match table.find_mut(at, |o| key_of(o.as_ref()) == (namespace, name)) {
+            Some(slot) => *slot = obj,
+            None => {
+                table.insert_unique(at, obj, |o| {
+                    let (namespace, name) = key_of(o.as_ref());
+                    self.hash(namespace, name)
+                });
+            }
         }
     }
-}
 
-impl<K: Resource> Cache<K> {
     /// An empty cache and the [`Filler`] that applies a watch's events to it.
     pub fn new() -> (Self, Filler<K>) {
         let cache = Self {
             table: Arc::default(),
+            keys: Arc::default(),
         };
         let filler = Filler {
             cache: cache.clone(),
@@ -80,7 +87,9 @@ impl<K: Resource> Cache<K> {
     pub fn find(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
         let table = self.table.read().expect("cache lock");
         table
-            .find(hash(namespace, name), |o| key_of(o.as_ref()) == (namespace, name))
+            .find(self.hash(namespace, name), |o| {
+                key_of(o.as_ref()) == (namespace, name)
+            })
             .cloned()
     }
 
@@ -123,23 +132,24 @@ impl<K: Resource + Clone> Filler<K> {
     pub fn apply(&mut self, event: &watcher::Event<K>) {
         match event {
             watcher::Event::Apply(obj) => {
-                insert(
-                    &mut self.cache.table.write().expect("cache lock"),
+                let cache = &self.cache;
+                cache.insert(
+                    &mut cache.table.write().expect("cache lock"),
                     Arc::new(obj.clone()),
                 );
             }
             watcher::Event::Delete(obj) => {
                 let (namespace, name) = key_of(obj);
+                let at = self.cache.hash(namespace, name);
                 let mut table = self.cache.table.write().expect("cache lock");
-                if let Ok(entry) =
-                    table.find_entry(hash(namespace, name), |o| key_of(o.as_ref()) == (namespace, name))
-                {
+                if let Ok(entry) = table.find_entry(at, |o| key_of(o.as_ref()) == (namespace, name)) {
                     entry.remove();
                 }
             }
             watcher::Event::Init => self.listing = Some(HashTable::new()),
             watcher::Event::InitApply(obj) => {
-                insert(self.listing.get_or_insert_default(), Arc::new(obj.clone()));
+                let listing = self.listing.get_or_insert_default();
+                self.cache.insert(listing, Arc::new(obj.clone()));
             }
             watcher::Event::InitDone => {
                 let listing = self.listing.take().unwrap_or_default();

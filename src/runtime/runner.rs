@@ -1,5 +1,6 @@
-//! A controller's runner of its own, in place of kube-runtime's `Controller` (the Eru controller
-//! runs on it). kube's scheduler keeps every trigger and requeue in a delay queue, a map and a
+//! A controller's runner of its own, in place of kube-runtime's `Controller` (the Eru and the
+//! automatic-Eru controllers run on it; kube's reads kube's reflector `Store`, and the shared
+//! caches are on the runtime's own [`Cache`]). kube's scheduler keeps every trigger and requeue in a delay queue, a map and a
 //! set that never shrink: after the initial listing or one slot that 10,000 Erus share, ~7.4 MB
 //! stayed allocated for as long as the process ran. Here an object waits for its instant in
 //! [`Wakes`], and the queue of objects due holds each once and gives its capacity back after a
