@@ -35,7 +35,7 @@ use kube::{
     api::{DeleteParams, ObjectMeta, Patch, PatchParams},
     runtime::{events::EventType, reflector::ObjectRef},
 };
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tracing::info;
 
 use super::{
@@ -238,14 +238,41 @@ pub fn controller(
         erus_synced: erus.synced.clone(),
         reported: Mutex::default(),
     });
-    let (deployments, deployments_synced) =
-        controller_of(context.clone(), shutdown.clone(), workloads.deployments, erus);
-    let (statefulsets, statefulsets_synced) =
-        controller_of(context.clone(), shutdown.clone(), workloads.statefulsets, erus);
-    let (daemonsets, daemonsets_synced) = controller_of(context, shutdown, workloads.daemonsets, erus);
+    // one filter of the Erus' spec changes (a map of every Eru's generation), told to all three
+    let told: [_; 3] = std::array::from_fn(|_| mpsc::unbounded_channel::<Arc<CachedEru>>());
+    let [
+        (to_deployments, for_deployments),
+        (to_statefulsets, for_statefulsets),
+        (to_daemonsets, for_daemonsets),
+    ] = told;
+    let edits = only_changes(erus.subscribe(), |eru: &CachedEru| {
+        eru.metadata.generation.unwrap_or(0) as u64
+    })
+    .for_each(move |eru| {
+        for tx in [&to_deployments, &to_statefulsets, &to_daemonsets] {
+            let _ = tx.send(eru.clone()); // a controller gone (shutdown) takes nothing
+        }
+        futures::future::ready(())
+    });
+    let (deployments, deployments_synced) = controller_of(
+        context.clone(),
+        shutdown.clone(),
+        workloads.deployments,
+        erus,
+        for_deployments,
+    );
+    let (statefulsets, statefulsets_synced) = controller_of(
+        context.clone(),
+        shutdown.clone(),
+        workloads.statefulsets,
+        erus,
+        for_statefulsets,
+    );
+    let (daemonsets, daemonsets_synced) =
+        controller_of(context, shutdown, workloads.daemonsets, erus, for_daemonsets);
     (
         async move {
-            futures::join!(deployments, statefulsets, daemonsets);
+            futures::join!(deployments, statefulsets, daemonsets, edits);
         },
         async move {
             futures::join!(deployments_synced, statefulsets_synced, daemonsets_synced);
@@ -273,11 +300,12 @@ fn controller_of<K: Workload>(
     shutdown: watch::Receiver<bool>,
     workloads: &Shared<K>,
     erus: &mut Shared<CachedEru>,
+    edited: mpsc::UnboundedReceiver<Arc<CachedEru>>,
 ) -> (
     impl Future<Output = ()> + use<K>,
     impl Future<Output = ()> + use<K>,
 ) {
-    let triggers = triggers(&context.ctx, workloads, erus);
+    let triggers = triggers(&context.ctx, workloads, erus, edited);
     let (workloads_synced, erus_synced) = (workloads.synced.clone(), erus.synced.clone());
     let ready = {
         let workloads_synced = workloads_synced.clone();
@@ -307,11 +335,13 @@ fn controller_of<K: Workload>(
     (run, synced)
 }
 
-/// What brings a workload of kind `K` to its pass ([`controller_of`]).
+/// What brings a workload of kind `K` to its pass ([`controller_of`]); `edited` are the Erus whose
+/// spec changed.
 fn triggers<K: Workload>(
     ctx: &Context,
     workloads: &Shared<K>,
     erus: &mut Shared<CachedEru>,
+    edited: mpsc::UnboundedReceiver<Arc<CachedEru>>,
 ) -> SelectAll<BoxStream<'static, ObjectRef<K>>> {
     // A workload is looked at only when it has automatic-Eru annotations or an automatic Eru:
     // with thousands of plain workloads a start costs no pass for each.
@@ -336,9 +366,8 @@ fn triggers<K: Workload>(
             hasher.finish()
         })
     });
-    let spec_changes = only_changes(erus.subscribe(), |eru: &CachedEru| {
-        eru.metadata.generation.unwrap_or(0) as u64
-    });
+    let spec_changes =
+        futures::stream::unfold(edited, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
     // of the workloads an Eru may belong to, those that exist and to which it matters: an
     // automatic Eru to every one (it may be theirs), another Eru to annotated ones (a conflict)
     let existing = |store: Cache<K>| {
