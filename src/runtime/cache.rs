@@ -55,17 +55,19 @@ impl<K: Resource> Cache<K> {
         self.keys.hash_one((namespace, name))
     }
 
-    /// Inserts `obj` in `table`, replacing the object of its namespace and name.
-    fn insert(&self, table: &mut HashTable<Arc<K>>, obj: Arc<K>) {
+    /// Inserts `obj` in `table`, replacing the object of its namespace and name; returns that
+    /// one (for the caller to drop once it let go of the lock).
+    fn insert(&self, table: &mut HashTable<Arc<K>>, obj: Arc<K>) -> Option<Arc<K>> {
         let (namespace, name) = key_of(obj.as_ref());
         let at = self.hash(namespace, name);
         match table.find_mut(at, |o| key_of(o.as_ref()) == (namespace, name)) {
-            Some(slot) => *slot = obj,
+            Some(slot) => Some(std::mem::replace(slot, obj)),
             None => {
                 table.insert_unique(at, obj, |o| {
                     let (namespace, name) = key_of(o.as_ref());
                     self.hash(namespace, name)
                 });
+                None
             }
         }
     }
@@ -128,33 +130,35 @@ pub struct Filler<K> {
 
 impl<K: Resource + Clone> Filler<K> {
     /// Applies `event`: an object applied replaces its namesake, one deleted leaves; a listing is
-    /// gathered aside and replaces the whole cache once complete.
+    /// gathered aside and replaces the whole cache once complete. Readers wait only for the
+    /// table's change: objects are copied before the lock is taken and dropped after.
     pub fn apply(&mut self, event: &watcher::Event<K>) {
+        let cache = &self.cache;
         match event {
             watcher::Event::Apply(obj) => {
-                let cache = &self.cache;
-                cache.insert(
-                    &mut cache.table.write().expect("cache lock"),
-                    Arc::new(obj.clone()),
-                );
+                let obj = Arc::new(obj.clone());
+                let replaced = cache.insert(&mut cache.table.write().expect("cache lock"), obj);
+                drop(replaced);
             }
             watcher::Event::Delete(obj) => {
                 let (namespace, name) = key_of(obj);
-                let at = self.cache.hash(namespace, name);
-                let mut table = self.cache.table.write().expect("cache lock");
-                if let Ok(entry) = table.find_entry(at, |o| key_of(o.as_ref()) == (namespace, name)) {
-                    entry.remove();
-                }
+                let at = cache.hash(namespace, name);
+                let removed = {
+                    let mut table = cache.table.write().expect("cache lock");
+                    let found = table.find_entry(at, |o| key_of(o.as_ref()) == (namespace, name));
+                    found.ok().map(|entry| entry.remove().0)
+                };
+                drop(removed);
             }
             watcher::Event::Init => self.listing = Some(HashTable::new()),
             watcher::Event::InitApply(obj) => {
                 let listing = self.listing.get_or_insert_default();
-                self.cache.insert(listing, Arc::new(obj.clone()));
+                cache.insert(listing, Arc::new(obj.clone()));
             }
             watcher::Event::InitDone => {
                 let listing = self.listing.take().unwrap_or_default();
                 // the old listing is dropped outside the lock
-                let _old = std::mem::replace(&mut *self.cache.table.write().expect("cache lock"), listing);
+                let _old = std::mem::replace(&mut *cache.table.write().expect("cache lock"), listing);
             }
         }
     }
@@ -232,7 +236,35 @@ mod tests {
         assert!(cache.get(&reference).is_some());
     }
 
-    /// Many objects whose hashes share table groups are each found by their own name.
+    /// An object deleted while a relist is gathered leaves the cache at once, and the listing
+    /// decides at its end; a cluster-wide object (no namespace) is found with an empty one.
+    #[test]
+    fn a_delete_during_a_relist_and_a_cluster_wide_object() {
+        let (cache, mut filler) = Cache::new();
+        filler.apply(&Apply(object("a", "x", "1")));
+        filler.apply(&Apply(object("a", "y", "1")));
+        filler.apply(&Init);
+        filler.apply(&InitApply(object("a", "y", "2")));
+        filler.apply(&Delete(object("a", "x", "2")));
+        assert_eq!(
+            version(&cache, "a", "x"),
+            None,
+            "gone from the cache the readers see"
+        );
+        assert_eq!(version(&cache, "a", "y").as_deref(), Some("1"));
+        filler.apply(&InitDone);
+        assert_eq!(version(&cache, "a", "y").as_deref(), Some("2"));
+        assert_eq!(cache.len(), 1);
+        let mut cluster_wide = object("", "z", "1");
+        cluster_wide.metadata.namespace = None;
+        filler.apply(&Apply(cluster_wide));
+        assert_eq!(version(&cache, "", "z").as_deref(), Some("1"));
+        let reference = kube::runtime::reflector::ObjectRef::<ConfigMap>::new("z");
+        assert!(cache.get(&reference).is_some());
+    }
+
+    /// Every object of a listing large enough to grow the table a few times is found by its own
+    /// namespace and name.
     #[test]
     fn every_object_of_a_large_listing_is_found_by_its_name() {
         let (cache, mut filler) = Cache::new();

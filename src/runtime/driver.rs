@@ -48,7 +48,7 @@ where
         .run(
             // boxed: the controller keeps a slot per reconcile in flight, and its table keeps the
             // capacity of the largest burst (every object at start), so a slot is a pointer, not
-            // the whole future (about 1 KB for the automatic-Eru controllers)
+            // the whole future
             move |obj, context| {
                 let ctx = ctx.clone();
                 Box::pin(async move {

@@ -1,6 +1,6 @@
-//! A controller's runner of its own, in place of kube-runtime's `Controller` (the Eru and the
-//! automatic-Eru controllers run on it; kube's reads kube's reflector `Store`, and the shared
-//! caches are on the runtime's own [`Cache`]). kube's scheduler keeps every trigger and requeue in a delay queue, a map and a
+//! A controller's runner of its own, in place of kube-runtime's `Controller`, for the Eru and the
+//! automatic-Eru controllers: their shared caches are the runtime's own [`Cache`], and kube's
+//! `Controller` reads only kube's reflector `Store`. kube's scheduler keeps every trigger and requeue in a delay queue, a map and a
 //! set that never shrink: after the initial listing or one slot that 10,000 Erus share, ~7.4 MB
 //! stayed allocated for as long as the process ran. Here an object waits for its instant in
 //! [`Wakes`], and the queue of objects due holds each once and gives its capacity back after a
@@ -112,7 +112,7 @@ impl<K: Resource<DynamicType = ()>> Queue<K> {
 /// Runs `pass` on the objects of `store` as `triggers` and `wakes` bring them, at most
 /// `concurrency` at once, until `shutdown` resolves and the passes running have finished. No
 /// pass starts before `ready` resolves (the caches' initial listings). A pass sets its object's
-/// next wake-up itself ([`Wakes::wake_at`]).
+/// next wake-up itself ([`Wakes::wake_at`], or [`guarded`] after a failure).
 pub async fn run<K, Fut>(
     store: Cache<K>,
     wakes: Wakes,

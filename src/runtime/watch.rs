@@ -491,13 +491,13 @@ mod tests {
         .unwrap()
     }
 
-    /// Feeds events through a reflector store and [`Seen`], as the watch stream does.
+    /// Feeds events through a cache and [`Seen`], as a [`Shared`] watch does.
     fn feed(events: Vec<watcher::Event<ConfigMap>>) -> Vec<String> {
-        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let (store, mut filler) = Cache::<ConfigMap>::new();
         let mut seen = Seen::default();
         let mut gone = Vec::new();
         for event in events {
-            writer.apply_watcher_event(&event);
+            filler.apply(&event);
             gone.extend(seen.observe(&event, || store.state()).into_iter().map(|g| g.uid));
         }
         gone

@@ -324,6 +324,9 @@ fn controller_of<K: Workload>(
             let (context, wakes) = (context.clone(), wakes.clone());
             async move {
                 let (namespace, name) = (workload.namespace().unwrap_or_default(), workload.name_any());
+                // this pass makes a retry still waiting for the workload moot (kube's scheduler
+                // dropped it too); a failure sets a new one
+                wakes.cancel(&namespace, &name);
                 let pass = reconcile(workload, context.clone());
                 runner::guarded(&context.ctx, KIND, &wakes, (&namespace, &name), pass).await;
             }
