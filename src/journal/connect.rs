@@ -83,16 +83,21 @@ const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 5000;
     PRAGMA synchronous = FULL;
     PRAGMA temp_store = MEMORY;";
 
-/// What a connection to a journal file adds (the operator's pool and the readers' own,
-/// [`Journal::with_own_readers`]): the file's pages read through a memory map instead of a
-/// `pread` and a copy each into the connection's page cache. An audit's window (a day of 1,000
+/// What the readers' own connections add ([`Journal::with_own_readers`]): the file's pages read
+/// through a memory map instead of a `pread` and a copy each. An audit's window (a day of 1,000
 /// hourly Erus: 24,000 records, each fetched by rowid from the slots' index, and its restart's)
 /// touches thousands of pages no 2 MB page cache keeps: the reads were three quarters of the
-/// audit page's time (perf). The passes' reads filled the four operator connections' page caches
-/// with 3.2 MB of glibc heap at 10,000 Erus (`malloc_stats`); mapped, the pages are the kernel's
-/// page cache, shared and reclaimable, not the process's heap (they show in RSS as file pages
-/// while in use). Writes still go through the page cache and the WAL.
-const MAPPED_PRAGMAS: &str = "PRAGMA mmap_size = 268435456;";
+/// audit page's time (perf). The mapped pages are the kernel's page cache, shared and
+/// reclaimable, not the process's heap (they show in RSS as file pages while in use).
+const READER_PRAGMAS: &str = "PRAGMA mmap_size = 268435456;";
+
+/// What the operator's own connections add (the passes' reads and the writer): a page cache of
+/// 512 KiB each instead of SQLite's 2 MB. The passes' reads filled the four connections' caches
+/// with 3.2 MB of glibc heap at 10,000 Erus (`malloc_stats`, 85 s after the start); a page a
+/// pass misses is read again from the kernel's page cache. Not mapped, as the readers' are: on a
+/// mapped file a disk's read error is a SIGBUS that ends the process, where a `pread`'s is an
+/// error the writer records as a journal outage.
+const OPERATOR_PRAGMAS: &str = "PRAGMA cache_size = -512;";
 
 /// True when `target` names a PostgreSQL database rather than a SQLite file.
 pub fn is_postgres_url(target: &str) -> bool {
@@ -269,7 +274,7 @@ impl Journal {
             .after_connect(|conn, _| {
                 Box::pin(async move {
                     conn.execute(SQLITE_PRAGMAS).await?;
-                    conn.execute(MAPPED_PRAGMAS).await.map(|_| ())
+                    conn.execute(OPERATOR_PRAGMAS).await.map(|_| ())
                 })
             })
             .connect_with(options.clone())
@@ -306,7 +311,7 @@ impl Journal {
                 .after_connect(|conn, _| {
                     Box::pin(async move {
                         conn.execute(SQLITE_PRAGMAS).await?;
-                        conn.execute(MAPPED_PRAGMAS).await.map(|_| ())
+                        conn.execute(READER_PRAGMAS).await.map(|_| ())
                     })
                 }),
             Backend::Postgres => readers
