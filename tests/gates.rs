@@ -559,6 +559,10 @@ async fn a_need_query_restarts_only_above_its_threshold_and_says_when_it_cannot_
     let mut prometheus = Prometheus::start();
     // labelled `namespace`: the operator confines every selector of the query by that label
     prometheus.record(0.1, json!({"namespace": ns.name}));
+    // the rule's first evaluation: a slot before it has no sample to judge ("returned no sample")
+    wait_for_sync("the recorded need", || {
+        (prometheus.query("eru_test_need").as_deref() == Some("0.1")).then_some(())
+    });
     let url = prometheus.url();
     let flags = ["--prometheus-url", &url, "--gate-cache-ttl", "1s"];
     let operator = Operator::start(&client, &ns.name, &flags).await;

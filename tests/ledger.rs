@@ -199,7 +199,15 @@ async fn a_new_schedule_has_no_slots_before_it_was_edited_in() {
         missed.iter().all(|m| time(&m["slot"]) > editing - SECOND),
         "no slot of the new schedule before the edit is recorded: {missed:?}"
     );
-    assert!(missed.iter().all(|m| m["reason"] == "suspended"), "{missed:?}");
+    // settling suspends the Eru; a restart that outlasts the 5-s period on a loaded machine gives
+    // a slot up honestly (ON_SCHEDULE, which the ledger check above held each record to)
+    assert!(
+        missed.iter().all(|m| {
+            let reason = m["reason"].as_str().unwrap_or_default();
+            reason == "suspended" || ON_SCHEDULE.contains(&reason)
+        }),
+        "{missed:?}"
+    );
 }
 
 #[tokio::test]
