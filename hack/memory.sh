@@ -18,11 +18,16 @@ bin="$CARGO_TARGET_DIR/release/eru-operator"
 hack/cluster.sh status --name mem >/dev/null 2>&1 || hack/cluster.sh up --name mem --controller-qps 500
 eval "$(hack/cluster.sh env --name mem)"
 kubectl apply -f crds/ >/dev/null
+kubectl wait --for condition=established --timeout=60s crd/erus.mtsre.meitu.com >/dev/null
 # how many Erus the namespace holds, from one short list call (remainingItemCount: a listing of
-# 10,000 rows can time out, and a recount of 0 would apply all 20,000 objects again)
-erus=$(kubectl get --raw "/apis/mtsre.meitu.com/v1/namespaces/$ns/erus?limit=1" 2>/dev/null |
-  python3 -c 'import json, sys; d = json.load(sys.stdin); print(len(d["items"]) + d["metadata"].get("remainingItemCount", 0))' \
-  2>/dev/null || echo 0)
+# 10,000 rows can time out); a count that fails stops the script rather than apply all 20,000
+# objects again and measure the operator right after
+erus=$(kubectl get --raw "/apis/mtsre.meitu.com/v1/namespaces/$ns/erus?limit=1" |
+  python3 -c 'import json, sys
+d = json.load(sys.stdin); meta = d["metadata"]
+if meta.get("continue") and "remainingItemCount" not in meta:
+    sys.exit("the API server gave no remainingItemCount: cannot count the Erus")
+print(len(d["items"]) + meta.get("remainingItemCount", 0))')
 if [ "$erus" -lt "$n" ]; then
   kubectl create ns "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   echo "creating $n Deployments and $n Erus in $ns"
