@@ -145,6 +145,8 @@ mod columns;
 mod connect;
 mod downtime;
 mod fence;
+mod first;
+pub use first::FirstRead;
 mod lock;
 mod notices;
 mod outage;
@@ -272,7 +274,7 @@ impl Journal {
 
     /// [`Reader::runs_since`] on a connection of its own.
     pub async fn runs_since(&self, since: DateTime<Utc>) -> Result<Vec<OperatorRun>> {
-        self.reader().await?.runs_since(since).await
+        self.reader().runs_since(since).await
     }
 
     /// Runs one of a reconcile's reads. One that cannot reach the database (down, unreachable, no

@@ -96,7 +96,7 @@ pub(super) async fn pauses_on(conn: &mut sqlx::AnyConnection, entry: &Entry) -> 
 impl Journal {
     /// [`Reader::latest_pause`] on a connection of its own.
     pub async fn latest_pause(&self, uid: &str) -> Result<Option<PauseRow>> {
-        self.reader().await?.latest_pause(uid).await
+        self.reader().latest_pause(uid).await
     }
 
     /// [`Reader::ended_restarts`] on a connection of its own.
@@ -106,6 +106,6 @@ impl Journal {
         after: Option<DateTime<Utc>>,
         limit: i64,
     ) -> Result<Vec<EndedRow>> {
-        self.reader().await?.ended_restarts(uid, after, limit).await
+        self.reader().ended_restarts(uid, after, limit).await
     }
 }

@@ -9,27 +9,27 @@ use super::*;
 impl Journal {
     /// [`Reader::ledger`] on a connection of its own.
     pub async fn ledger(&self, uid: &str) -> Result<Option<LedgerRow>> {
-        self.reader().await?.ledger(uid).await
+        self.reader().ledger(uid).await
     }
 
     /// [`Reader::epochs`] on a connection of its own.
     pub async fn epochs(&self, uid: &str, since: DateTime<Utc>) -> Result<Vec<EpochRow>> {
-        self.reader().await?.epochs(uid, since).await
+        self.reader().epochs(uid, since).await
     }
 
     /// [`Reader::outages_since`] on a connection of its own.
     pub async fn outages_since(&self, since: DateTime<Utc>) -> Result<Vec<OutageRow>> {
-        self.reader().await?.outages_since(since).await
+        self.reader().outages_since(since).await
     }
 
     /// [`Reader::restart`] on a connection of its own.
     pub async fn restart(&self, uid: &str, slot: DateTime<Utc>) -> Result<Option<RestartRow>> {
-        self.reader().await?.restart(uid, slot).await
+        self.reader().restart(uid, slot).await
     }
 
     /// [`Reader::open_restart`] on a connection of its own.
     pub async fn open_restart(&self, uid: &str) -> Result<Option<RestartRow>> {
-        self.reader().await?.open_restart(uid).await
+        self.reader().open_restart(uid).await
     }
 
     /// Every restart still in progress (of the objects in `namespace`, or of all).
@@ -47,7 +47,12 @@ impl Journal {
 
     /// [`Reader::eru_summary`] on a connection of its own.
     pub async fn eru_summary(&self, uid: &str) -> Result<EruSummary> {
-        self.reader().await?.eru_summary(uid).await
+        self.reader().eru_summary(uid).await
+    }
+
+    /// [`Reader::recent`] on a connection of its own.
+    pub async fn recent(&self, uid: &str) -> Result<Vec<SlotRecordRow>> {
+        self.reader().recent(uid).await
     }
 
     /// Journaled transitions, newest first (by id), `limit + 1` rows at most.

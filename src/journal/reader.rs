@@ -5,8 +5,10 @@
 //! reads take one hand-off each, plus one for the connection's return (issue 57: at 10,000 Erus
 //! due together those hand-offs were the largest share of the operator's CPU).
 //!
-//! Hold a reader for reads in a row only, never across a wait on anything else: the pool has
-//! few connections, and the writer task takes its own from it.
+//! A reader takes its connection at its first read, so a pass whose reads are all answered
+//! without SQL (the downtime kept between passes, the term's first reads) takes none. Hold a
+//! reader for reads in a row only, never across a wait on anything else: the pool has few
+//! connections, and the writer task takes its own from it.
 
 use chrono::{DateTime, Utc};
 use sqlx::{Any, pool::PoolConnection};
@@ -16,27 +18,40 @@ use super::{read::SLOT_RECORDS, *};
 /// One connection of the journal's pool, for several reads in a row.
 pub struct Reader<'j> {
     journal: &'j Journal,
-    conn: PoolConnection<Any>,
+    conn: Option<PoolConnection<Any>>,
 }
 
 impl Journal {
-    /// A connection for several reads in a row (see the module's documentation). One that cannot
-    /// be had opens an outage as a failed read does.
-    pub async fn reader(&self) -> Result<Reader<'_>> {
-        let conn = self.reached(self.pool.acquire()).await?;
-        Ok(Reader { journal: self, conn })
+    /// A connection for several reads in a row, taken at the first read (see the module's
+    /// documentation).
+    pub fn reader(&self) -> Reader<'_> {
+        Reader {
+            journal: self,
+            conn: None,
+        }
     }
 }
 
-impl Reader<'_> {
+impl<'j> Reader<'j> {
+    /// The journal, and the reader's connection: taken from the pool at the first read. One that
+    /// cannot be had opens an outage as a failed read does.
+    async fn conn(&mut self) -> Result<(&'j Journal, &mut PoolConnection<Any>)> {
+        let journal = self.journal;
+        if self.conn.is_none() {
+            self.conn = Some(journal.reached(journal.pool.acquire()).await?);
+        }
+        Ok((journal, self.conn.as_mut().expect("taken above")))
+    }
+
     /// This Eru's ledger row (cursor and counters), if the journal has one.
     pub async fn ledger(&mut self, uid: &str) -> Result<Option<LedgerRow>> {
         read_made();
-        self.journal
+        let (journal, conn) = self.conn().await?;
+        journal
             .reached(
                 sqlx::query_as("SELECT * FROM eru_ledger WHERE uid = $1")
                     .bind(uid)
-                    .fetch_optional(&mut *self.conn),
+                    .fetch_optional(&mut **conn),
             )
             .await
             .map(Keyed::one)
@@ -46,8 +61,8 @@ impl Reader<'_> {
     /// later one, oldest first.
     pub async fn epochs(&mut self, uid: &str, since: DateTime<Utc>) -> Result<Vec<EpochRow>> {
         read_made();
-        let mut rows: Vec<EpochRow> = self
-            .journal
+        let (journal, conn) = self.conn().await?;
+        let mut rows: Vec<EpochRow> = journal
             .reached(
                 sqlx::query_as::<_, Keyed<EpochRow>>(
                     "SELECT * FROM (SELECT * FROM spec_epochs WHERE uid = $1 AND effective_from <= $2
@@ -56,7 +71,7 @@ impl Reader<'_> {
                 )
                 .bind(uid)
                 .bind(ts(since))
-                .fetch_all(&mut *self.conn),
+                .fetch_all(&mut **conn),
             )
             .await
             .map(Keyed::all)?;
@@ -67,12 +82,13 @@ impl Reader<'_> {
     /// This object's restart still in progress, if any.
     pub async fn open_restart(&mut self, uid: &str) -> Result<Option<RestartRow>> {
         read_made();
-        self.journal.reached(
+        let (journal, conn) = self.conn().await?;
+        journal.reached(
             sqlx::query_as(
                 "SELECT * FROM restarts WHERE uid = $1 AND outcome = 'in_progress' ORDER BY slot DESC LIMIT 1",
             )
             .bind(uid)
-            .fetch_optional(&mut *self.conn),
+            .fetch_optional(&mut **conn),
         )
         .await
         .map(Keyed::one)
@@ -81,12 +97,13 @@ impl Reader<'_> {
     /// The restart recorded for this object's slot, if any.
     pub async fn restart(&mut self, uid: &str, slot: DateTime<Utc>) -> Result<Option<RestartRow>> {
         read_made();
-        self.journal
+        let (journal, conn) = self.conn().await?;
+        journal
             .reached(
                 sqlx::query_as("SELECT * FROM restarts WHERE uid = $1 AND slot = $2")
                     .bind(uid)
                     .bind(ts(slot))
-                    .fetch_optional(&mut *self.conn),
+                    .fetch_optional(&mut **conn),
             )
             .await
             .map(Keyed::one)
@@ -95,12 +112,13 @@ impl Reader<'_> {
     /// The manual run of this Eru's `token`, if the journal has it.
     pub async fn manual_run(&mut self, uid: &str, token: &str) -> Result<Option<RunRow>> {
         read_made();
-        self.journal
+        let (journal, conn) = self.conn().await?;
+        journal
             .reached(
                 sqlx::query_as("SELECT * FROM manual_runs WHERE uid = $1 AND token = $2")
                     .bind(uid)
                     .bind(token)
-                    .fetch_optional(&mut *self.conn),
+                    .fetch_optional(&mut **conn),
             )
             .await
             .map(Keyed::one)
@@ -109,12 +127,13 @@ impl Reader<'_> {
     /// This Eru's manual run in progress, if any (at most one: a run starts only when none is).
     pub async fn open_manual_run(&mut self, uid: &str) -> Result<Option<RunRow>> {
         read_made();
-        self.journal.reached(
+        let (journal, conn) = self.conn().await?;
+        journal.reached(
             sqlx::query_as(
                 "SELECT * FROM manual_runs WHERE uid = $1 AND outcome = 'in_progress' ORDER BY id DESC LIMIT 1",
             )
             .bind(uid)
-            .fetch_optional(&mut *self.conn),
+            .fetch_optional(&mut **conn),
         )
         .await
         .map(Keyed::one)
@@ -123,11 +142,12 @@ impl Reader<'_> {
     /// This Eru's latest pause on failure, if it ever paused.
     pub async fn latest_pause(&mut self, uid: &str) -> Result<Option<PauseRow>> {
         read_made();
-        self.journal
+        let (journal, conn) = self.conn().await?;
+        journal
             .reached(
                 sqlx::query_as("SELECT * FROM failure_pauses WHERE uid = $1 ORDER BY since DESC LIMIT 1")
                     .bind(uid)
-                    .fetch_optional(&mut *self.conn),
+                    .fetch_optional(&mut **conn),
             )
             .await
             .map(Keyed::one)
@@ -143,8 +163,8 @@ impl Reader<'_> {
         limit: i64,
     ) -> Result<Vec<EndedRow>> {
         read_made();
-        let rows = self
-            .journal
+        let (journal, conn) = self.conn().await?;
+        let rows = journal
             .reached(
                 sqlx::query_as(
                     "SELECT slot, outcome, reason FROM restarts
@@ -156,7 +176,7 @@ impl Reader<'_> {
                 .bind(uid)
                 .bind(after.map(ts))
                 .bind(limit)
-                .fetch_all(&mut *self.conn),
+                .fetch_all(&mut **conn),
             )
             .await?;
         Ok(Keyed::all(rows))
@@ -172,8 +192,8 @@ impl Reader<'_> {
         }
         let writes = kept.writes();
         read_made();
-        let mut runs: Vec<OperatorRun> = self
-            .journal
+        let (journal, conn) = self.conn().await?;
+        let mut runs: Vec<OperatorRun> = journal
             .reached(
                 sqlx::query_as::<_, Keyed<OperatorRun>>(
                     "SELECT * FROM (SELECT * FROM operator_runs WHERE heartbeat_at < $1
@@ -181,7 +201,7 @@ impl Reader<'_> {
                      UNION ALL SELECT * FROM operator_runs WHERE heartbeat_at >= $1",
                 )
                 .bind(ts(since))
-                .fetch_all(&mut *self.conn),
+                .fetch_all(&mut **conn),
             )
             .await
             .map(Keyed::all)?;
@@ -200,12 +220,12 @@ impl Reader<'_> {
         }
         let writes = kept.writes();
         read_made();
-        let outages = self
-            .journal
+        let (journal, conn) = self.conn().await?;
+        let outages = journal
             .reached(
                 sqlx::query_as("SELECT * FROM journal_outages WHERE ended_at > $1 ORDER BY started_at, id")
                     .bind(ts(since))
-                    .fetch_all(&mut *self.conn),
+                    .fetch_all(&mut **conn),
             )
             .await
             .map(Keyed::all)?;
@@ -222,19 +242,7 @@ impl Reader<'_> {
             Some(slot) => self.restart(uid, *slot).await?,
             None => None,
         };
-        // newest slot first, a range of the (uid, last_slot) index: a pass never sorts an Eru's
-        // whole history (a 5-second schedule journals 17,280 records a day)
-        read_made();
-        let recent = (self.journal)
-            .reached(
-                sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                    "{SLOT_RECORDS} AND s.uid = $1 ORDER BY s.last_slot DESC, s.slot DESC LIMIT {RECENT}"
-                )))
-                .bind(uid)
-                .fetch_all(&mut *self.conn),
-            )
-            .await
-            .map(Keyed::all)?;
+        let recent = self.recent(uid).await?;
         let last_run = self.last_manual_run(uid).await?;
         Ok(EruSummary {
             ledger,
@@ -244,14 +252,33 @@ impl Reader<'_> {
         })
     }
 
+    /// This Eru's latest slot records, newest slot first, at most [`RECENT`]: a range of the
+    /// (uid, last_slot) index, so a pass never sorts an Eru's whole history (a 5-second schedule
+    /// journals 17,280 records a day).
+    pub async fn recent(&mut self, uid: &str) -> Result<Vec<SlotRecordRow>> {
+        read_made();
+        let (journal, conn) = self.conn().await?;
+        journal
+            .reached(
+                sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "{SLOT_RECORDS} AND s.uid = $1 ORDER BY s.last_slot DESC, s.slot DESC LIMIT {RECENT}"
+                )))
+                .bind(uid)
+                .fetch_all(&mut **conn),
+            )
+            .await
+            .map(Keyed::all)
+    }
+
     /// This Eru's latest manual run, if any.
     pub async fn last_manual_run(&mut self, uid: &str) -> Result<Option<RunRow>> {
         read_made();
-        self.journal
+        let (journal, conn) = self.conn().await?;
+        journal
             .reached(
                 sqlx::query_as("SELECT * FROM manual_runs WHERE uid = $1 ORDER BY id DESC LIMIT 1")
                     .bind(uid)
-                    .fetch_optional(&mut *self.conn),
+                    .fetch_optional(&mut **conn),
             )
             .await
             .map(Keyed::one)

@@ -213,12 +213,12 @@ fn requested<'q>(
 impl Journal {
     /// [`Reader::manual_run`] on a connection of its own.
     pub async fn manual_run(&self, uid: &str, token: &str) -> Result<Option<RunRow>> {
-        self.reader().await?.manual_run(uid, token).await
+        self.reader().manual_run(uid, token).await
     }
 
     /// [`Reader::open_manual_run`] on a connection of its own.
     pub async fn open_manual_run(&self, uid: &str) -> Result<Option<RunRow>> {
-        self.reader().await?.open_manual_run(uid).await
+        self.reader().open_manual_run(uid).await
     }
 
     /// The manual runs not ended (waiting or in progress) of the Eru `uid` (or of every Eru) in
@@ -256,7 +256,7 @@ impl Journal {
 
     /// [`Reader::last_manual_run`] on a connection of its own.
     pub async fn last_manual_run(&self, uid: &str) -> Result<Option<RunRow>> {
-        self.reader().await?.last_manual_run(uid).await
+        self.reader().last_manual_run(uid).await
     }
 
     /// The manual runs requested in `[from, to)` (of the Erus in `namespace`, or of all), newest

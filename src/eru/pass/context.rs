@@ -156,6 +156,8 @@ pub struct EruContext {
     pub fleet: Fleet,
     /// Set once the restarts in flight were counted from the journal.
     pub fleet_loaded: tokio::sync::OnceCell<()>,
+    /// Set once the term's first reads were read, or failed (`read_first`).
+    pub first_read: tokio::sync::OnceCell<()>,
     /// Each Eru's next wake-up (most wait for their next slot).
     pub wakes: Wakes,
     /// Asks the health gates.

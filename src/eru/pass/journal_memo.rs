@@ -17,10 +17,15 @@
 //! does the first pass of each Eru in a process (a new leader starts empty: a leader that loses
 //! its Lease exits). What retention prunes is not seen until the Eru's next commit: a status
 //! may show a recent record a little longer than the journal keeps it.
+//!
+//! Those first passes read less too: the term's first pass reads every Eru's rows at once
+//! ([`Journal::first_reads`](crate::journal::Journal::first_reads)), and each Eru's first pass
+//! takes its own here. No pass has committed before they are read, and only an Eru's own
+//! passes write its rows, so they are as its first pass would read them.
 
 use std::{collections::HashMap, sync::Mutex};
 
-use crate::memory::key_hash;
+use crate::{journal::FirstRead, memory::key_hash};
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Memo {
@@ -30,13 +35,18 @@ struct Memo {
     no_open_run: bool,
 }
 
-/// uid (hashed) → what its last pass saw of its journal.
+/// What this process remembers of each Eru's journal.
 #[derive(Debug, Default)]
-pub struct JournalMemo(Mutex<HashMap<u64, Memo>>);
+pub struct JournalMemo {
+    /// uid (hashed) → what its last pass saw of its journal.
+    memos: Mutex<HashMap<u64, Memo>>,
+    /// uid → its rows as the term's first reads found them, until its first pass takes them.
+    first: Mutex<HashMap<String, FirstRead>>,
+}
 
 impl JournalMemo {
     fn get(&self, uid: &str) -> Memo {
-        let memos = self.0.lock().expect("journal memo lock");
+        let memos = self.memos.lock().expect("journal memo lock");
         memos.get(&key_hash(uid)).copied().unwrap_or_default()
     }
 
@@ -58,7 +68,7 @@ impl JournalMemo {
             status: Some(status),
             no_open_run,
         };
-        self.0
+        self.memos
             .lock()
             .expect("journal memo lock")
             .insert(key_hash(uid), memo);
@@ -66,9 +76,24 @@ impl JournalMemo {
 
     /// A pass of `uid` committed to the journal, or the Eru is gone: nothing is remembered.
     pub fn forget(&self, uid: &str) {
-        let mut memos = self.0.lock().expect("journal memo lock");
+        let mut memos = self.memos.lock().expect("journal memo lock");
         memos.remove(&key_hash(uid));
         crate::memory::shrink_after_burst(&mut *memos);
+        drop(memos);
+        self.take_first_read(uid);
+    }
+
+    /// Keeps the term's first reads (read before any pass of the term committed).
+    pub fn keep_first_reads(&self, reads: HashMap<String, FirstRead>) {
+        *self.first.lock().expect("journal memo lock") = reads;
+    }
+
+    /// The Eru's rows as the term's first reads found them, once: for its first pass.
+    pub fn take_first_read(&self, uid: &str) -> Option<FirstRead> {
+        let mut first = self.first.lock().expect("journal memo lock");
+        let read = first.remove(uid);
+        crate::memory::shrink_after_burst(&mut *first);
+        read
     }
 }
 
@@ -96,5 +121,40 @@ mod tests {
         memo.remember("u", 7, false);
         assert!(!memo.current("v", Some(7)));
         assert!(!memo.no_open_run("u"));
+    }
+
+    /// The term's first reads (mutations: a read taken twice, a deleted Eru's read kept): each
+    /// Eru's own, once, and none once the Eru is forgotten.
+    #[test]
+    fn a_first_read_is_taken_once_by_its_own_eru() {
+        let read = |uid: &str| {
+            FirstRead::new(crate::journal::LedgerRow {
+                uid: uid.into(),
+                namespace: "ns".into(),
+                name: uid.into(),
+                accounted_through: None,
+                missed_slots: 0,
+                last_missed: None,
+                fired_slots: 0,
+                succeeded: 0,
+                failed: 0,
+                abandoned: 0,
+                last_success: None,
+                last_failure: None,
+                last_restart_slot: None,
+                deleted_at: None,
+            })
+        };
+        let memo = JournalMemo::default();
+        memo.keep_first_reads(["u", "v", "w"].map(|uid| (uid.to_string(), read(uid))).into());
+        assert_eq!(memo.take_first_read("u"), Some(read("u")));
+        assert_eq!(memo.take_first_read("u"), None, "taken once");
+        memo.forget("v");
+        assert_eq!(
+            memo.take_first_read("v"),
+            None,
+            "a forgotten Eru's read is dropped"
+        );
+        assert_eq!(memo.take_first_read("w"), Some(read("w")));
     }
 }

@@ -25,13 +25,13 @@ use crate::eru::{
 };
 use crate::{
     Result,
-    journal::{RestartRow, RunRow},
+    journal::{EpochRow, EruSummary, Reader, RestartRow, RunRow},
     runtime::{status::status_digest, time_of},
     vocab::RunOutcome,
 };
 
 /// A restart the journal holds in progress, from its row.
-fn open_restart(row: &RestartRow) -> OpenRestart {
+fn open_restart_of(row: &RestartRow) -> OpenRestart {
     let slot = *row.slot;
     OpenRestart {
         restart: Restart {
@@ -105,6 +105,9 @@ fn may_be_due(
 pub struct Known {
     pub status: Option<EruStatus>,
     pub digest: Option<u64>,
+    /// On the Eru's first pass of the term: the status's summary as the term's first reads found
+    /// it, less the recent records (the status step reads only those if the pass commits nothing).
+    pub first: Option<EruSummary>,
 }
 
 /// The slot-deciding fields of `spec`, as the ledger journals them with each epoch.
@@ -173,7 +176,8 @@ pub async fn observe(context: &EruContext, eru: &CachedEru, now: DateTime<Utc>) 
         .as_ref()
         .and_then(time_of)
         .unwrap_or(now);
-    let journal = journaled(context, eru, known.status.as_ref(), created, now).await?;
+    let (journal, first) = journaled(context, eru, known.status.as_ref(), created, now).await?;
+    let known = Known { first, ..known };
     // read once: the current spec's blackouts are compiled with these, and the ledger reads them
     let cluster_blackouts = context.options.blackouts.current();
     let cluster = cluster(context, eru, &known, &journal, (created, &cluster_blackouts));
@@ -204,37 +208,94 @@ fn known(context: &EruContext, eru: &CachedEru) -> Known {
         Some(written) => Known {
             digest: Some(status_digest(&written)),
             status: Some(written),
+            first: None,
         },
         None => Known {
             status: eru.status(),
             digest: eru.status_digest(),
+            first: None,
         },
     }
 }
 
 /// What the journal holds of the Eru from its cursor (else the status's, else its creation) on:
 /// its ledger, epochs, restart in flight, the operator's runs and journal outages. Each read is
-/// bounded by what happened since that cursor.
+/// bounded by what happened since that cursor. On the Eru's first pass of the term, also the
+/// rows of its status's summary but the recent records, from the term's first reads.
 async fn journaled(
     context: &EruContext,
     eru: &CachedEru,
     known: Option<&EruStatus>,
     created: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> Result<Journaled> {
+) -> Result<(Journaled, Option<EruSummary>)> {
     let journal = &context.ctx.journal;
     let uid = eru.uid().unwrap_or_default();
     // the open outage before the journaled ones (see `Journal::outage_now`)
     let open_outage = journal.outage_now(now);
-    // every read of the pass on one connection (`Reader`)
-    let mut reads = journal.reader().await?;
-    let ledger = (reads.ledger(&uid).await?).map(|row| Ledger {
+    // every read of the pass on one connection (`Reader`), taken at its first read
+    let mut reads = journal.reader();
+    // on the Eru's first pass of the term, its rows as the term's first reads found them
+    let mut first = context.journal_memo.take_first_read(&uid);
+    let ledger_row = match &first {
+        Some(first) => Some(first.ledger.clone()),
+        None => reads.ledger(&uid).await?,
+    };
+    let ledger = ledger_row.as_ref().map(|row| Ledger {
         accounted_through: row.accounted_through.map(|at| *at),
     });
     let since = (ledger.as_ref().and_then(|l| l.accounted_through))
         .or(known.and_then(|s| s.accounted_through))
         .unwrap_or(created);
-    let epochs = (reads.epochs(&uid, since).await?.into_iter())
+    // read from the ledger's cursor, which is `since` when the first read has them
+    let epoch_rows = match first.as_mut().and_then(|f| f.take_epochs()) {
+        Some(rows) => rows?,
+        None => reads.epochs(&uid, since).await?,
+    };
+    let epochs = epochs_of(epoch_rows)?;
+    let open_restart = match &mut first {
+        Some(first) => first.open_restart.take().map(|r| *r),
+        None => reads.open_restart(&uid).await?,
+    };
+    let open_restart = open_restart.as_ref().map(open_restart_of);
+    let first_open_run = first.as_mut().map(|f| f.open_run.take().map(|r| *r));
+    let (run, open_run) = manual_runs(context, eru, &mut reads, first_open_run).await?;
+    let pauses = pauses(&mut reads, eru, known, &uid).await?;
+    let runs = (reads.runs_since(since).await?.iter())
+        .map(|r| (*r.started_at, *r.heartbeat_at))
+        .collect();
+    let mut outages: Vec<Window> = (reads.outages_since(since).await?.iter())
+        .map(|o| (*o.started_at, *o.ended_at))
+        .collect();
+    // an outage that ended between the two reads is in both: its journaled window, which ends
+    // when writes worked again, is the one
+    if let Some(open) = open_outage.filter(|o| outages.iter().all(|j| j.0 != o.0)) {
+        outages.push(open);
+    }
+    let journaled = Journaled {
+        ledger,
+        epochs,
+        open_restart,
+        open_run,
+        run,
+        runs,
+        outages,
+        pauses,
+    };
+    // what the status step reads of the journal, but the recent records, if the pass commits
+    // nothing
+    let summary = first.map(|first| EruSummary {
+        ledger: ledger_row,
+        last_restart: first.last_restart.map(|r| *r),
+        recent: Vec::new(),
+        last_run: first.last_run.map(|r| *r),
+    });
+    Ok((journaled, summary))
+}
+
+/// The epochs as the core reads them; a spec that does not parse fails the read with its row.
+fn epochs_of(rows: Vec<EpochRow>) -> Result<Vec<Epoch>> {
+    (rows.into_iter())
         .map(|row| {
             let spec = serde_json::from_value(row.spec.0).map_err(|e| crate::Error::JournalRow {
                 row: format!("spec_epochs (uid {}, generation {})", row.uid, row.generation),
@@ -246,8 +307,18 @@ async fn journaled(
                 spec,
             })
         })
-        .collect::<Result<Vec<Epoch>>>()?;
-    let open_restart = reads.open_restart(&uid).await?.as_ref().map(open_restart);
+        .collect()
+}
+
+/// The manual run the Eru's annotation asks for, as journaled, and the run in flight: from the
+/// term's first read if the pass has it (`first`), else read.
+async fn manual_runs(
+    context: &EruContext,
+    eru: &CachedEru,
+    reads: &mut Reader<'_>,
+    first: Option<Option<RunRow>>,
+) -> Result<(Option<RunSeen>, Option<OpenRun>)> {
+    let uid = eru.uid().unwrap_or_default();
     // a run is read only when the Eru asks for one or its status shows one in flight
     let asked = asked(eru).and_then(Result::ok);
     let run = match &asked {
@@ -263,42 +334,23 @@ async fn journaled(
     // a run in flight is tracked to its end whatever the annotation says now (one indexed read:
     // the partial index of runs in progress), unless this process knows there is none: its last
     // pass read none and no pass committed since (`journal_memo`)
-    let open_run = match asked.is_none() && context.journal_memo.no_open_run(&uid) {
-        true => None,
-        false => (reads.open_manual_run(&uid).await?).map(|row| OpenRun {
-            run: manual_run(&row),
-            patched_at: row.patched_at.map(|at| *at),
-        }),
+    let open_run = match first {
+        Some(open_run) => open_run,
+        None if asked.is_none() && context.journal_memo.no_open_run(&uid) => None,
+        None => reads.open_manual_run(&uid).await?,
     };
-    let pauses = pauses(&mut reads, eru, known, &uid).await?;
-    let runs = (reads.runs_since(since).await?.iter())
-        .map(|r| (*r.started_at, *r.heartbeat_at))
-        .collect();
-    let mut outages: Vec<Window> = (reads.outages_since(since).await?.iter())
-        .map(|o| (*o.started_at, *o.ended_at))
-        .collect();
-    // an outage that ended between the two reads is in both: its journaled window, which ends
-    // when writes worked again, is the one
-    if let Some(open) = open_outage.filter(|o| outages.iter().all(|j| j.0 != o.0)) {
-        outages.push(open);
-    }
-    Ok(Journaled {
-        ledger,
-        epochs,
-        open_restart,
-        open_run,
-        run,
-        runs,
-        outages,
-        pauses,
-    })
+    let open_run = open_run.map(|row| OpenRun {
+        run: manual_run(&row),
+        patched_at: row.patched_at.map(|at| *at),
+    });
+    Ok((run, open_run))
 }
 
 /// The Eru's pauses on failure, read only for an Eru with a failure policy or a status that
 /// shows a pause (no other can hold one); and, when a pause may trip (a policy, none holding),
 /// the restarts ended since the latest resume (one indexed read of at most `pauseAfter` rows).
 async fn pauses(
-    reads: &mut crate::journal::Reader<'_>,
+    reads: &mut Reader<'_>,
     eru: &CachedEru,
     known: Option<&EruStatus>,
     uid: &str,

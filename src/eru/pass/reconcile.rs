@@ -41,7 +41,7 @@ use crate::eru::{
 };
 use crate::{
     Result,
-    journal::counting_reads,
+    journal::{EruSummary, counting_reads},
     machine::Phase,
     runtime::{
         Context,
@@ -115,6 +115,7 @@ pub fn controller(
         targets: target_caches,
         fleet,
         fleet_loaded: Default::default(),
+        first_read: Default::default(),
         journal_memo: Default::default(),
         wakes: wakes.clone(),
         options: options.clone(),
@@ -255,6 +256,7 @@ impl Steps for EruContext {
         let (namespace, name) = (eru.namespace().unwrap_or_default(), eru.name_any());
         self.metrics.init(&namespace, &name);
         restore_fleet(self).await?;
+        read_first(self).await;
         let (observed, reads) = counting_reads(observe(self, eru, Utc::now())).await;
         let (observed, known) = observed?;
         Ok(Some(EruPass {
@@ -293,7 +295,7 @@ impl Steps for EruContext {
     async fn finish(&self, eru: &Arc<CachedEru>, pass: EruPass) -> Result<Action> {
         let EruPass {
             plan,
-            known,
+            mut known,
             reads,
             committed,
         } = pass;
@@ -313,7 +315,8 @@ impl Steps for EruContext {
             deleted::abandon_open(self, &uid).await;
             return Ok(Action::await_change());
         }
-        let status = finished_status(self, eru, &plan, &known, committed, reads).await?;
+        let first = known.first.take();
+        let status = finished_status(self, eru, &plan, &known, (committed, first), reads).await?;
         if known.digest != Some(status_digest(&status)) {
             self.ctx.write_status(eru.as_ref(), &status);
         }
@@ -324,22 +327,32 @@ impl Steps for EruContext {
 /// The status a pass ends with. The journal decides what is new (a replayed record is not), so
 /// its fields of history are read from it, unless nothing of the Eru's journal changed since the
 /// status the pass started from was computed ([`JournalMemo`](super::journal_memo::JournalMemo)).
-/// Observes the pass's journal reads.
+/// A term's first pass that committed nothing has the summary from the term's first reads
+/// (`first`) and reads only its recent records. Observes the pass's journal reads.
 async fn finished_status(
     context: &EruContext,
     eru: &CachedEru,
     plan: &Plan,
     known: &Known,
-    committed: bool,
+    (committed, first): (bool, Option<EruSummary>),
     reads: u32,
 ) -> Result<crate::eru::EruStatus> {
     let uid = eru.uid().unwrap_or_default();
     let memo = &context.journal_memo;
     let capped = !context.fleet.limits().unlimited();
-    let (summary, summary_reads) = match !committed && memo.current(&uid, known.digest) {
-        true => (None, 0),
-        false => {
-            let (summary, reads) = counting_reads(context.ctx.journal.eru_summary(&uid)).await;
+    let journal = &context.ctx.journal;
+    let (summary, summary_reads) = match first.filter(|_| !committed) {
+        _ if !committed && memo.current(&uid, known.digest) => (None, 0),
+        Some(first) => {
+            let (recent, reads) = counting_reads(journal.recent(&uid)).await;
+            let summary = EruSummary {
+                recent: recent?,
+                ..first
+            };
+            (Some(summary), reads)
+        }
+        None => {
+            let (summary, reads) = counting_reads(journal.eru_summary(&uid)).await;
             (Some(summary?), reads)
         }
     };
@@ -383,6 +396,36 @@ async fn restore_fleet(context: &EruContext) -> Result<()> {
         })
         .await?;
     Ok(())
+}
+
+/// Reads the journal rows of every Eru the cache holds at once, at the term's first pass (the
+/// others wait for it; the cache has synced): each Eru's first pass of the term takes its own
+/// instead of reading them ([`JournalMemo`](super::journal_memo::JournalMemo)). If the read
+/// fails, each pass reads its own, as any later pass does.
+async fn read_first(context: &EruContext) {
+    context
+        .first_read
+        .get_or_init(|| async {
+            let started = std::time::Instant::now();
+            let namespace = context.ctx.settings.namespace.as_deref();
+            // the Erus the cache holds (an Eru's passes are its rows' only writers; the rows of
+            // one deleted meanwhile are dropped with it, or never taken)
+            let uids: std::collections::HashSet<String> =
+                (context.erus.state().iter()).filter_map(|eru| eru.uid()).collect();
+            let reads = (context.ctx.journal)
+                .first_reads(namespace, |uid| uids.contains(uid))
+                .await;
+            drop(uids);
+            match reads {
+                Ok(reads) => {
+                    let elapsed_ms = started.elapsed().as_millis();
+                    tracing::info!(erus = reads.len(), elapsed_ms, "read the Erus' journal rows at once");
+                    context.journal_memo.keep_first_reads(reads);
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot read the Erus' journal rows at once; each pass reads its own"),
+            }
+        })
+        .await;
 }
 
 /// Keeps the Eru's place while a restart is in flight; otherwise, unless its slot waits for
