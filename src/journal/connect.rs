@@ -92,12 +92,13 @@ const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 5000;
 const READER_PRAGMAS: &str = "PRAGMA mmap_size = 268435456;";
 
 /// What the operator's own connections add (the passes' reads and the writer): a page cache of
-/// 512 KiB each instead of SQLite's 2 MB. The passes' reads filled the four connections' caches
-/// with 3.2 MB of glibc heap at 10,000 Erus (`malloc_stats`, 85 s after the start); a page a
-/// pass misses is read again from the kernel's page cache. Not mapped, as the readers' are: on a
+/// 256 KiB each instead of SQLite's 2 MB. The passes' reads filled the four connections' caches
+/// with 3.2 MB of glibc heap at 10,000 Erus (`malloc_stats`, 85 s after the start); 512 KiB
+/// took it to 1.6 MB, 256 KiB to 1.3–1.4 MB (docs/performance.md); a page a pass misses is
+/// read again from the kernel's page cache. Not mapped, as the readers' are: on a
 /// mapped file a disk's read error is a SIGBUS that ends the process, where a `pread`'s is an
 /// error the writer records as a journal outage.
-const OPERATOR_PRAGMAS: &str = "PRAGMA cache_size = -512;";
+const OPERATOR_PRAGMAS: &str = "PRAGMA cache_size = -256;";
 
 /// True when `target` names a PostgreSQL database rather than a SQLite file.
 pub fn is_postgres_url(target: &str) -> bool {
