@@ -3,13 +3,14 @@
 //! [`JournalMemo`](crate::eru::pass::journal_memo) starts empty), so at 10,000 Erus a start made
 //! 80,000 small reads: the ledger, the epochs, the restart and run in flight, and the status's
 //! summary (the ledger again, the last restart, the recent records, the last run). Here six
-//! statements a chunk of Erus read all of it but the recent records, in one read transaction.
+//! statements a chunk of Erus read all of it but the recent records, in one read transaction
+//! (one snapshot: on PostgreSQL, repeatable read).
 //!
 //! Only an Eru's own passes write its rows (and its deletion, which drops what was read of it),
-//! and none has run in this term when this is read: it is read once the process leads (after
-//! the leadership fence is taken), and passes wait for it. So each Eru's rows stay as read here
-//! until its own first pass, which takes them. What retention prunes meanwhile may still show, as
-//! with the memo.
+//! and none has run in this term when this is read: the term's first pass reads it (a standby
+//! passes nothing; with leader election, a term begins after the leadership fence is taken), and
+//! the other passes wait for it. So each Eru's rows stay as read here until its own first pass,
+//! which takes them. What retention prunes meanwhile may still show, as with the memo.
 //!
 //! Kept small until taken (~0.8 KB an Eru): read a chunk of Erus at a time, rows that are most
 //! often absent boxed, and each epoch's spec kept as its text until its pass parses it.
@@ -107,15 +108,21 @@ impl Journal {
     pub async fn first_reads(
         &self,
         namespace: Option<&str>,
-        keep: impl Fn(&str) -> bool,
+        keep: impl Fn(&LedgerRow) -> bool,
     ) -> Result<HashMap<String, FirstRead>> {
         let mut reads = HashMap::new();
         let read = async {
             let mut tx = self.pool.begin().await?;
+            if self.backend == Backend::Postgres {
+                // one snapshot for every statement, as SQLite's read transaction has
+                sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    .execute(&mut *tx)
+                    .await?;
+            }
             let mut after = String::new();
             while let Some((last, chunk)) = chunk(&mut tx, namespace, &after).await? {
                 let full = chunk.len() as i64 == CHUNK;
-                reads.extend(chunk.into_iter().filter(|(uid, _)| keep(uid)));
+                reads.extend(chunk.into_iter().filter(|(_, read)| keep(&read.ledger)));
                 if !full {
                     break;
                 }

@@ -2009,7 +2009,7 @@ async fn first_reads_are_what_each_erus_own_reads_read(journal: Journal) {
     );
     assert!(all["u3"].last_run.is_none() && all["u2"].last_run.is_none());
     // one namespace, and only the Erus kept
-    let ns = journal.first_reads(Some("ns"), |uid| uid != "u2").await.unwrap();
+    let ns = (journal.first_reads(Some("ns"), |ledger| ledger.uid != "u2").await).unwrap();
     assert_eq!(ns.keys().collect::<Vec<_>>(), ["u1"]);
     assert_eq!(ns["u1"], all["u1"]);
 }

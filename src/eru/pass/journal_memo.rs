@@ -13,9 +13,9 @@
 //!   a run reads none.
 //!
 //! A pass that commits anything forgets what was remembered first (before its status is
-//! computed, and before an error could end it), so the next pass reads everything again; so
-//! does the first pass of each Eru in a process (a new leader starts empty: a leader that loses
-//! its Lease exits). What retention prunes is not seen until the Eru's next commit: a status
+//! computed, and before an error could end it), so the next pass reads everything again. A new
+//! leader starts empty (a leader that loses its Lease exits), and its first passes take what the
+//! term's first reads found instead (below). What retention prunes is not seen until the Eru's next commit: a status
 //! may show a recent record a little longer than the journal keeps it.
 //!
 //! Those first passes read less too: the term's first pass reads every Eru's rows at once
@@ -83,9 +83,20 @@ impl JournalMemo {
         self.take_first_read(uid);
     }
 
-    /// Keeps the term's first reads (read before any pass of the term committed).
-    pub fn keep_first_reads(&self, reads: HashMap<String, FirstRead>) {
-        *self.first.lock().expect("journal memo lock") = reads;
+    /// Keeps the term's first reads (read before any pass of the term committed) of the Erus
+    /// still `cached`, and says how many. Checked under the lock a deletion's [`forget`] takes
+    /// after its Eru left the cache: a read is either dropped here or by that `forget`.
+    ///
+    /// [`forget`]: JournalMemo::forget
+    pub fn keep_first_reads(
+        &self,
+        mut reads: HashMap<String, FirstRead>,
+        cached: impl Fn(&crate::journal::LedgerRow) -> bool,
+    ) -> usize {
+        let mut first = self.first.lock().expect("journal memo lock");
+        reads.retain(|_, read| cached(&read.ledger));
+        *first = reads;
+        first.len()
     }
 
     /// The Eru's rows as the term's first reads found them, once: for its first pass.
@@ -146,7 +157,10 @@ mod tests {
             })
         };
         let memo = JournalMemo::default();
-        memo.keep_first_reads(["u", "v", "w"].map(|uid| (uid.to_string(), read(uid))).into());
+        let reads = ["u", "v", "w", "gone"].map(|uid| (uid.to_string(), read(uid)));
+        let kept = memo.keep_first_reads(reads.into(), |ledger| ledger.uid != "gone");
+        assert_eq!(kept, 3, "an Eru no longer cached is not kept");
+        assert_eq!(memo.take_first_read("gone"), None);
         assert_eq!(memo.take_first_read("u"), Some(read("u")));
         assert_eq!(memo.take_first_read("u"), None, "taken once");
         memo.forget("v");

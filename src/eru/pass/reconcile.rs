@@ -408,19 +408,18 @@ async fn read_first(context: &EruContext) {
         .get_or_init(|| async {
             let started = std::time::Instant::now();
             let namespace = context.ctx.settings.namespace.as_deref();
-            // the Erus the cache holds (an Eru's passes are its rows' only writers; the rows of
-            // one deleted meanwhile are dropped with it, or never taken)
-            let uids: std::collections::HashSet<String> =
-                (context.erus.state().iter()).filter_map(|eru| eru.uid()).collect();
-            let reads = (context.ctx.journal)
-                .first_reads(namespace, |uid| uids.contains(uid))
-                .await;
-            drop(uids);
+            // the Erus the cache holds (an Eru's passes are its rows' only writers); one deleted
+            // meanwhile is dropped when the reads are kept, or by its deletion after that
+            let cached = |ledger: &crate::journal::LedgerRow| {
+                (context.erus.find(&ledger.namespace, &ledger.name))
+                    .is_some_and(|eru| eru.uid().as_deref() == Some(ledger.uid.as_str()))
+            };
+            let reads = context.ctx.journal.first_reads(namespace, cached).await;
             match reads {
                 Ok(reads) => {
+                    let kept = context.journal_memo.keep_first_reads(reads, cached);
                     let elapsed_ms = started.elapsed().as_millis();
-                    tracing::info!(erus = reads.len(), elapsed_ms, "read the Erus' journal rows at once");
-                    context.journal_memo.keep_first_reads(reads);
+                    tracing::info!(erus = kept, elapsed_ms, "read the Erus' journal rows at once");
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot read the Erus' journal rows at once; each pass reads its own"),
             }
