@@ -171,38 +171,66 @@ async fn chunk(
     // pass's own reads order them
     let open = "SELECT * FROM restarts WHERE outcome = 'in_progress' AND ($1 IS NULL OR namespace = $1)
                 AND uid > $2 AND uid <= $3";
-    for restart in rows::<RestartRow>(tx, open, range).await? {
-        if let Some(read) = reads.get_mut(&restart.uid)
-            && read.open_restart.as_ref().is_none_or(|r| r.slot < restart.slot)
-        {
-            read.open_restart = Some(Box::new(restart));
-        }
-    }
+    let rows_of = rows::<RestartRow>(tx, open, range).await?;
+    keep_each(
+        &mut reads,
+        rows_of,
+        |r| &mut r.open_restart,
+        |a, b| a.slot > b.slot,
+    );
     let open = "SELECT * FROM manual_runs WHERE outcome = 'in_progress' AND ($1 IS NULL OR namespace = $1)
                 AND uid > $2 AND uid <= $3";
-    for run in rows::<RunRow>(tx, open, range).await? {
-        if let Some(read) = reads.get_mut(&run.uid)
-            && read.open_run.as_ref().is_none_or(|r| r.id < run.id)
-        {
-            read.open_run = Some(Box::new(run));
-        }
-    }
+    let rows_of = rows::<RunRow>(tx, open, range).await?;
+    keep_each(&mut reads, rows_of, |r| &mut r.open_run, |a, b| a.id > b.id);
     let last_restarts =
         "SELECT r.* FROM restarts r JOIN eru_ledger l ON l.uid = r.uid AND r.slot = l.last_restart_slot
-                         WHERE ($1 IS NULL OR l.namespace = $1) AND l.uid > $2 AND l.uid <= $3";
-    for restart in rows::<RestartRow>(tx, last_restarts, range).await? {
-        if let Some(read) = reads.get_mut(&restart.uid) {
-            read.last_restart = Some(Box::new(restart));
-        }
-    }
+         WHERE ($1 IS NULL OR l.namespace = $1) AND l.uid > $2 AND l.uid <= $3";
+    let rows_of = rows::<RestartRow>(tx, last_restarts, range).await?;
+    keep_each(
+        &mut reads,
+        rows_of,
+        |r| &mut r.last_restart,
+        |a, b| a.slot > b.slot,
+    );
     let last_runs = "SELECT * FROM manual_runs WHERE id IN (SELECT max(id) FROM manual_runs
                        WHERE uid > $2 AND uid <= $3 GROUP BY uid) AND ($1 IS NULL OR namespace = $1)";
-    for run in rows::<RunRow>(tx, last_runs, range).await? {
-        if let Some(read) = reads.get_mut(&run.uid) {
-            read.last_run = Some(Box::new(run));
+    let rows_of = rows::<RunRow>(tx, last_runs, range).await?;
+    keep_each(&mut reads, rows_of, |r| &mut r.last_run, |a, b| a.id > b.id);
+    Ok(Some((last, reads)))
+}
+
+/// A restart's or a manual run's row, of one Eru.
+trait Row {
+    fn uid(&self) -> &str;
+}
+
+macro_rules! row_of_eru {
+    ($($row:ty),*) => {$(
+        impl Row for $row {
+            fn uid(&self) -> &str {
+                &self.uid
+            }
+        }
+    )*};
+}
+row_of_eru!(RestartRow, RunRow);
+
+/// Puts each row in its Eru's read, at `place`; of two rows of one Eru, the one `later` than the
+/// other.
+fn keep_each<T: Row>(
+    reads: &mut HashMap<String, FirstRead>,
+    rows: Vec<T>,
+    place: fn(&mut FirstRead) -> &mut Option<Box<T>>,
+    later: fn(&T, &T) -> bool,
+) {
+    for row in rows {
+        if let Some(read) = reads.get_mut(row.uid()) {
+            let kept = place(read);
+            if kept.as_deref().is_none_or(|k| later(&row, k)) {
+                *kept = Some(Box::new(row));
+            }
         }
     }
-    Ok(Some((last, reads)))
 }
 
 /// Every row `sql` reads in `tx`: `$1` the namespace (or NULL), `$2` and `$3` the chunk's uids
