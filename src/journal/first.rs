@@ -12,7 +12,7 @@
 //! the other passes wait for it. So each Eru's rows stay as read here until its own first pass,
 //! which takes them. What retention prunes meanwhile may still show, as with the memo.
 //!
-//! Kept small until taken (~0.8 KB an Eru): read a chunk of Erus at a time, rows that are most
+//! Kept small until taken (~0.8 KB an Eru, estimated from the rows' sizes): read a chunk of Erus at a time, rows that are most
 //! often absent boxed, and each epoch's spec kept as its text until its pass parses it.
 
 use std::collections::HashMap;
