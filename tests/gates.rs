@@ -288,11 +288,17 @@ async fn a_blocking_pod_holds_a_slot_until_it_goes_or_the_deadline_passes() {
         .unwrap();
     let record = recorded(&operator, "released", slot, Duration::from_secs(60)).await;
     assert!(record.fired(), "{record:?}");
-    let s = status(&erus, "released").await.unwrap();
-    assert!(
-        s.held.is_none() || s.held.as_ref().is_some_and(|h| h.slot != slot),
-        "{s:?}"
-    );
+    // the status is written after the record is committed, by the status writer: the hold
+    // leaves it within a few seconds
+    wait_for(
+        "the status of released without the hold",
+        Duration::from_secs(10),
+        || async {
+            let s = status(&erus, "released").await?;
+            (s.held.is_none() || s.held.as_ref().is_some_and(|h| h.slot != slot)).then_some(())
+        },
+    )
+    .await;
 
     check_one(&client, &ns.name, &operator, ("released", slot, "fired")).await;
     check_one(&client, &ns.name, &operator, ("outlasted", slot, "blocking_pods")).await;
