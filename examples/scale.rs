@@ -68,6 +68,8 @@ struct Args {
     apf_shares: Vec<u32>,
     /// Restart paces to measure, a slot each.
     paces: Vec<String>,
+    /// The namespaces and their objects stay (to measure more cold starts on them).
+    keep: bool,
 }
 
 /// The operator's flags for a pace of `--paces`.
@@ -100,6 +102,7 @@ fn args() -> Args {
         probe_rate: 20.0,
         apf_shares: Vec::new(),
         paces: Vec::new(),
+        keep: false,
     };
     while let Some(arg) = it.next() {
         let mut value = || it.next().expect("a value after the flag");
@@ -118,6 +121,7 @@ fn args() -> Args {
                 .collect()
             }
             "--paces" => a.paces = value().split(',').map(str::to_string).collect(),
+            "--keep" => a.keep = true,
             n => a.n = n.parse().expect("usage: scale N --operator PATH [--cronjobs M]"),
         }
     }
@@ -883,13 +887,17 @@ async fn main() -> Res<()> {
                 c99.max(0.5) / runs[0].l99
             ),
         );
+        if !args.keep {
+            let _ = Api::<Namespace>::all(client.clone())
+                .delete(&cron_ns, &DeleteParams::background())
+                .await;
+        }
+    }
+    if !args.keep {
         let _ = Api::<Namespace>::all(client.clone())
-            .delete(&cron_ns, &DeleteParams::background())
+            .delete(&ns, &DeleteParams::background())
             .await;
     }
-    let _ = Api::<Namespace>::all(client.clone())
-        .delete(&ns, &DeleteParams::background())
-        .await;
 
     println!("\n| N = {n} | |\n|---|---|");
     for (k, v) in &report {

@@ -18,7 +18,8 @@
 #     environment); --no-flowcontrol: one slot, no probe;
 #     --paces: a slot per restart pace (unlimited, fixed:R, adaptive, adaptive:R), the operator
 #     restarted with it before the slot, with the probe and without the FlowSchema (the
-#     frontier of docs/performance.md, "The restart pace"); --keep leaves the cluster up afterwards.
+#     frontier of docs/performance.md, "The restart pace"); --keep leaves the cluster up afterwards,
+#     its namespaces and objects too (the journal and log: the last table row).
 #     Q is kube-controller-manager's client QPS: its default (20) up to N = 1000, like the
 #     clusters people run; 500 above, or the Deployment controller alone needs N/10 s to observe
 #     N new Deployments and again N/7 s to roll them out (the Eru's figures do not depend on it,
@@ -40,7 +41,7 @@ extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --cronjobs) cronjobs=${2:?--cronjobs needs a number}; shift 2 ;;
-    --keep) keep=1; shift ;;
+    --keep) keep=1; extra+=(--keep); shift ;;
     --no-flowcontrol) flowcontrol=0; shift ;;
     --controller-qps) qps=${2:?--controller-qps needs a number}; shift 2 ;;
     --paces) paces=${2:?--paces needs a list}; shift 2 ;;
