@@ -315,6 +315,12 @@ impl Fleet {
         }
         let pending = !inner.next_in_line(&self.limits, at, Some(1)).is_empty();
         let pace = inner.pace.as_mut()?;
+        if pending {
+            // a slot with a place still waits for a token: the pace is the limit. Its pass asked
+            // once and waits in line without asking again, so only this round can tell the
+            // adaptive pace, which rises only when it was the limit
+            pace.refused();
+        }
         pending.then(|| pace.next_token_in(now).max(std::time::Duration::from_millis(1)))
     }
 
@@ -510,6 +516,60 @@ mod tests {
         assert_eq!(f.pace_round(late), None);
         assert!(woken.try_recv().is_err());
         assert_eq!(f.waiting("e"), Some(t(40)));
+    }
+
+    /// Runs the pacer through the seconds `from..to` of paused time, a round every 100 ms; each
+    /// slot it wakes patches, answered after `latency`.
+    async fn pace_through(
+        f: &Fleet,
+        woken: &mut mpsc::UnboundedReceiver<ObjectRef<CachedEru>>,
+        (from, to): (i64, i64),
+        latency: std::time::Duration,
+    ) {
+        for second in from..to {
+            for _ in 0..10 {
+                tokio::time::advance(std::time::Duration::from_millis(100)).await;
+                f.pace_round(t(second));
+                while woken.try_recv().is_ok() {
+                    f.patched(latency, false);
+                }
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_adaptive_pace_comes_back_up_while_its_slots_wait_in_line() {
+        let ms = std::time::Duration::from_millis;
+        let pace = PaceConfig {
+            rate: 500.0,
+            adaptive: true,
+        };
+        let (f, mut woken) = Fleet::new(Limits {
+            total: None,
+            per_namespace: None,
+            pace: Some(pace),
+        });
+        // 2,000 slots due at once: the first burst's tokens are granted, the rest wait in line
+        // and never ask again (the pacer wakes each in turn)
+        for i in 0..2000 {
+            if f.request(&format!("e{i}"), "ns", &format!("e{i}"), t(0), t(3600), t(0)) == Grant::Granted {
+                f.patched(ms(5), false);
+            }
+        }
+        pace_through(&f, &mut woken, (0, 3), ms(5)).await;
+        // the API server slows down: the pace halves to its floor
+        pace_through(&f, &mut woken, (3, 15), ms(100)).await;
+        assert_eq!(f.pace_now(), Some((crate::eru::pace::FLOOR, Why::Latency)));
+        // and recovers: the pace is the limit of the slots still in line, so it rises again
+        // (mutation: the pacer not telling the pace it was the limit left it at its floor)
+        pace_through(&f, &mut woken, (15, 45), ms(5)).await;
+        let (rate, why) = f.pace_now().unwrap();
+        assert!(rate >= 20.0, "the pace stayed at {rate} a second ({why:?})");
+        assert_eq!(why, Why::Rising);
+        assert!(
+            f.sizes().0 > 0,
+            "slots still wait: the pace, not the line, was the limit"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -197,6 +197,15 @@ impl Pace {
         if self.samples > 0 {
             let average = self.average.unwrap_or_default();
             let baseline = self.baseline(now, average);
+            tracing::debug!(
+                rate = self.rate,
+                samples = self.samples,
+                average_ms = average * 1e3,
+                baseline_ms = baseline * 1e3,
+                limited = self.limited,
+                throttled = self.throttled,
+                "pace judged"
+            );
             if self.throttled {
                 self.lower(Why::Throttled);
             } else if average > SLOW * baseline {
