@@ -904,6 +904,9 @@ async fn main() -> Res<()> {
         println!("| {k} | {v} |");
     }
     println!("| operator log | {} |", operator.log.display());
+    if args.keep {
+        println!("| kept | namespace {ns} (and scale-cron-*, if CronJobs ran) |");
+    }
     let _kept = dir.keep(); // the journal and log stay for a look
     assert!(exact, "a slot was lost or doubled");
     Ok(())

@@ -19,7 +19,8 @@
 #     --paces: a slot per restart pace (unlimited, fixed:R, adaptive, adaptive:R), the operator
 #     restarted with it before the slot, with the probe and without the FlowSchema (the
 #     frontier of docs/performance.md, "The restart pace"); --keep leaves the cluster up afterwards,
-#     its namespaces and objects too (the journal and log: the last table row).
+#     its namespaces and objects too (the journal, the log and the namespace: the last table
+#     rows; delete the namespace before the next run on that cluster, or it measures beside them).
 #     Q is kube-controller-manager's client QPS: its default (20) up to N = 1000, like the
 #     clusters people run; 500 above, or the Deployment controller alone needs N/10 s to observe
 #     N new Deployments and again N/7 s to roll them out (the Eru's figures do not depend on it,

@@ -316,9 +316,10 @@ impl Fleet {
         let pending = !inner.next_in_line(&self.limits, at, Some(1)).is_empty();
         let pace = inner.pace.as_mut()?;
         if pending {
-            // a slot with a place still waits for a token: the pace is the limit. Its pass asked
-            // once and waits in line without asking again, so only this round can tell the
-            // adaptive pace, which rises only when it was the limit
+            // a slot with a place still waits for a token: the pace is the limit. A queued slot's
+            // pass asks again only when something else wakes it (usually nothing does before
+            // its turn or its deadline), so this round tells the adaptive pace, which rises
+            // only when it was the limit
             pace.refused();
         }
         pending.then(|| pace.next_token_in(now).max(std::time::Duration::from_millis(1)))
@@ -570,6 +571,35 @@ mod tests {
             f.sizes().0 > 0,
             "slots still wait: the pace, not the line, was the limit"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_adaptive_pace_does_not_rise_while_a_full_cap_holds_the_line() {
+        let pace = PaceConfig {
+            rate: 500.0,
+            adaptive: true,
+        };
+        let (f, mut woken) = Fleet::new(Limits {
+            total: Some(1),
+            per_namespace: None,
+            pace: Some(pace),
+        });
+        assert_eq!(f.request("a", "ns", "a", t(0), t(3600), t(0)), Grant::Granted);
+        for i in 0..100 {
+            let name = format!("e{i}");
+            let grant = f.request(&name, "ns", &name, t(0), t(3600), t(0));
+            assert!(matches!(grant, Grant::Queued { paced: false, .. }));
+        }
+        let before = f.pace_now();
+        // patches answer fast, slots wait: for the cap's place, not for a token (mutation: the
+        // pacer telling the pace it was the limit whenever anything waits)
+        for second in 1..=10 {
+            tokio::time::advance(std::time::Duration::from_secs(1)).await;
+            f.patched(std::time::Duration::from_millis(5), false);
+            f.pace_round(t(second));
+        }
+        assert_eq!(f.pace_now(), before, "the cap, not the pace, was the limit");
+        assert!(woken.try_recv().is_err());
     }
 
     #[tokio::test(start_paused = true)]

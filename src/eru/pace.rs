@@ -13,10 +13,10 @@
 //!   increase, multiplicative decrease on the restart patches' own latency. Each second with
 //!   patches is judged once: a 429 among them, or their latency (a moving average) above
 //!   [`SLOW`] times its idle baseline (the lowest such average of the last five minutes), halves
-//!   the pace; a second that used every token it had and saw neither raises it (doubling until
-//!   the first slowdown of a burst, then a tenth at a time). A burst begins at [`START`] a second;
-//!   the pace never goes below [`FLOOR`] or above the ceiling, and after a minute without patches
-//!   it starts again from [`START`].
+//!   the pace; a second in which slots waited for a token and that saw neither raises it
+//!   (doubling until the first slowdown of a burst, then a tenth at a time). A burst begins at
+//!   [`START`] a second; the pace never goes below [`FLOOR`] or above the ceiling, and after a
+//!   minute without patches it starts again from [`START`].
 
 use std::{collections::VecDeque, time::Duration};
 
@@ -77,7 +77,8 @@ pub struct Pace {
     interval: Instant,
     samples: u32,
     throttled: bool,
-    /// A request found no token in this interval (the pace was the limit).
+    /// A request found no token, or slots still waited after the pacer's round, in this
+    /// interval (the pace was the limit).
     limited: bool,
     average: Option<f64>,
     last_sample: Option<Instant>,
@@ -154,8 +155,8 @@ impl Pace {
         }
     }
 
-    /// A request waits for a token (others in line before it took what there was): the pace
-    /// was the limit.
+    /// A request waits for a token (others in line before it took what there was), or slots
+    /// with a place still wait after the pacer's round: the pace was the limit.
     pub fn refused(&mut self) {
         self.limited = true;
     }
