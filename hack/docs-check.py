@@ -218,7 +218,7 @@ FOREIGN = {
     "--serviceaccount": "kubectl", "--field-selector": "kubectl", "--server-side": "kubectl",
     "--field-manager": "kubectl", "--force-conflicts": "kubectl",
     "--blocking-pod-selector": "Kured", "--alert-filter-regexp": "Kured", "--prometheus-url": "Kured",
-    "--cargo-arg": "cargo-mutants", "--tests": "hack/mutants.sh", "--iterate": "cargo-mutants", "--idle-from-first": "hack/frontier.py", "--override-manager": "kustomize-controller", "--reboot-days": "Kured", "--max-pod-life-time-seconds": "descheduler", "--bin": "hack/docs-check.py", "--self-test": "hack/imports.py",
+    "--cargo-arg": "cargo-mutants", "--tests": "hack/mutants.sh", "--iterate": "cargo-mutants", "--idle-from-first": "hack/frontier.py", "--five-minutes": "hack/frontier.py", "--override-manager": "kustomize-controller", "--reboot-days": "Kured", "--max-pod-life-time-seconds": "descheduler", "--bin": "hack/docs-check.py", "--self-test": "hack/imports.py",
     "--manage-nodes-with-annotation-selector": "kwok", "--build-arg": "podman", "--pull": "podman",
     "--storage-driver": "podman", "--isolation": "podman", "--ulimit": "podman",
     "--reuse-values": "helm", "--reset-then-reuse-values": "helm", "--take-ownership": "helm",

@@ -5,10 +5,16 @@ against idle"), writes an SVG scatter plot of the two ratios (one point per pace
 Chromium (headless, as the page tests use it), a PNG of it.
 
     hack/frontier.py SCALE_OUTPUT.txt docs/img/frontier.png [--title TEXT] [--idle-from-first]
+                     [--five-minutes]
 
 --idle-from-first: every slot's burst p99 against the first slot's idle p99 (when a later slot's
 idle window was not idle: the operator restarted in it, or the rollouts of the slot before it
 still ran).
+--five-minutes: the probe's p99 in each slot's first five minutes, not in its burst (a burst's
+window ends with its last restart, so a fast one hides the rollouts that go on after it); needs a
+table that has the row. SCALE_OUTPUT may hold the tables of several runs, one pace each.
+
+A pace whose slot restarted fewer than all (the rest recorded skipped) says how many.
 
 No plotting library: the picture is a few dozen SVG elements.
 """
@@ -23,6 +29,8 @@ import tempfile
 
 LANDED = re.compile(r"^\| landed \(last\) against the limit \[pace (?P<pace>[^\]]+)\] \| .*?: (?P<x>[0-9.]+)x")
 PROBE = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: probe p99 in the burst against idle \| (?P<y>[0-9.]+)x")
+FIVE = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: probe p99 in the slot's first 5 minutes against idle \| (?P<y>[0-9.]+)x")
+RESTARTED = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: exactly once \(the journal\) \| (?P<done>\d+) of (?P<n>\d+) Erus restarted")
 WINDOW = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: probe client, (?P<window>idle|in the burst)[^|]*\| .*p99 (?P<p99>[0-9.]+) (?P<unit>ms|s)")
 
 
@@ -30,15 +38,19 @@ def seconds(value, unit):
     return float(value) / (1000 if unit == "ms" else 1)
 
 
-def points(text, idle_from_first=False):
-    """pace -> (landed × the limit, probe p99 × idle), in the table's order."""
-    landed, probe, order, windows = {}, {}, [], {}
+def points(text, idle_from_first=False, five_minutes=False):
+    """[(pace, landed × the limit, probe p99 × idle, restarted or None if all)], in the table's
+    order."""
+    landed, probe, order, windows, partial = {}, {}, [], {}, {}
     for line in text.splitlines():
         if m := LANDED.match(line):
             landed[m["pace"]] = float(m["x"])
             order.append(m["pace"])
-        elif m := PROBE.match(line):
+        elif m := (FIVE if five_minutes else PROBE).match(line):
             probe[m["pace"]] = float(m["y"])
+        elif m := RESTARTED.match(line):
+            if m["done"] != m["n"]:
+                partial[m["pace"]] = f"{int(m['done']):,} of {int(m['n']):,} restarted"
         elif m := WINDOW.match(line):
             windows.setdefault(m["pace"], {})[m["window"]] = seconds(m["p99"], m["unit"])
     if idle_from_first and windows:
@@ -47,10 +59,10 @@ def points(text, idle_from_first=False):
     missing = [p for p in order if p not in probe]
     if not order or missing:
         sys.exit(f"frontier: no pace rows, or no probe row for {missing}: is this `hack/scale.sh --paces` output?")
-    return [(p, landed[p], probe[p]) for p in order]
+    return [(p, landed[p], probe[p], partial.get(p)) for p in order]
 
 
-def svg(rows, title, width=820, height=520):
+def svg(rows, title, window="in the burst", width=820, height=520):
     left, right, top, bottom = 80, 30, 50, 70
     xs = [r[1] for r in rows] + [1.0, 2.0]
     ys = [r[2] for r in rows] + [1.0, 5.0]
@@ -77,14 +89,18 @@ def svg(rows, title, width=820, height=520):
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{py(tick)}" y2="{py(tick)}" stroke="#ddd"/>')
         out.append(f'<text x="{left - 8}" y="{py(tick) + 4}" text-anchor="end">{tick:g}×</text>')
     out.append(f'<text x="{(left + width - right) / 2}" y="{height - 20}" text-anchor="middle">last restart landed, × the API server\'s own limit (faster ←)</text>')
-    out.append(f'<text transform="translate(22,{(top + height - bottom) / 2}) rotate(-90)" text-anchor="middle">another client\'s p99 in the burst, × idle (gentler ↓)</text>')
-    for pace, x, y in rows:
+    out.append(f'<text transform="translate(22,{(top + height - bottom) / 2}) rotate(-90)" text-anchor="middle">another client\'s p99 {window}, × idle (gentler ↓)</text>')
+    for pace, x, y, partial in rows:
         out.append(f'<circle cx="{px(x)}" cy="{py(y)}" r="6" fill="#1f5fa8"/>')
         # a point in the right third is labelled below it, on its left, so the label stays in the
         # picture and clear of its neighbours' (which sit above theirs)
         at_right = px(x) > left + (width - left - right) * 2 / 3
-        anchor, dx, dy = ("end", -4, 22) if at_right else ("start", 10, -8)
+        # (or below it, on its right, when a neighbour's label would run into its own)
+        crowded = any(0 < px(ox) - px(x) < 320 and abs(py(oy) - py(y)) < 24 for _, ox, oy, _ in rows)
+        anchor, dx, dy = ("end", -4, 22) if at_right else ("start", 10, 22 if crowded else -8)
         out.append(f'<text x="{px(x) + dx}" y="{py(y) + dy}" text-anchor="{anchor}">{html.escape(pace)} ({x:.2f}×, {y:.0f}×)</text>')
+        if partial:
+            out.append(f'<text x="{px(x) + dx}" y="{py(y) + dy + 16}" text-anchor="{anchor}" fill="#a83a1f">{html.escape(partial)}, the rest skipped</text>')
     out.append('</svg>')
     return "\n".join(out)
 
@@ -95,11 +111,12 @@ def main():
     parser.add_argument("png", type=pathlib.Path)
     parser.add_argument("--title", default="The restart pace: a fleet restart's speed against its cost to others")
     parser.add_argument("--idle-from-first", action="store_true")
+    parser.add_argument("--five-minutes", action="store_true")
     args = parser.parse_args()
-    rows = points(args.output.read_text(), args.idle_from_first)
-    for pace, x, y in rows:
-        print(f"{pace:>16}  landed {x:5.2f}× the limit  probe p99 {y:7.2f}× idle")
-    picture = svg(rows, args.title)
+    rows = points(args.output.read_text(), args.idle_from_first, args.five_minutes)
+    for pace, x, y, partial in rows:
+        print(f"{pace:>16}  landed {x:5.2f}× the limit  probe p99 {y:7.2f}× idle{'  ' + partial if partial else ''}")
+    picture = svg(rows, args.title, "in the slot's first 5 minutes" if args.five_minutes else "in the burst")
     with tempfile.TemporaryDirectory() as tmp:
         page = pathlib.Path(tmp) / "frontier.html"
         page.write_text(f"<!doctype html><html><body style='margin:0'>{picture}</body></html>")

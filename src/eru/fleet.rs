@@ -559,11 +559,11 @@ mod tests {
         }
         pace_through(&f, &mut woken, (0, 3), ms(5)).await;
         // the API server slows down: the pace halves to its floor
-        pace_through(&f, &mut woken, (3, 15), ms(100)).await;
+        pace_through(&f, &mut woken, (3, 30), ms(100)).await;
         assert_eq!(f.pace_now(), Some((crate::eru::pace::FLOOR, Why::Latency)));
         // and recovers: the pace is the limit of the slots still in line, so it rises again
         // (mutation: the pacer not telling the pace it was the limit left it at its floor)
-        pace_through(&f, &mut woken, (15, 45), ms(5)).await;
+        pace_through(&f, &mut woken, (30, 60), ms(5)).await;
         let (rate, why) = f.pace_now().unwrap();
         assert!(rate >= 20.0, "the pace stayed at {rate} a second ({why:?})");
         assert_eq!(why, Why::Rising);

@@ -13,10 +13,17 @@
 //!   increase, multiplicative decrease on the restart patches' own latency. Each second with
 //!   patches is judged once: a 429 among them, or their latency (a moving average) above
 //!   [`SLOW`] times its idle baseline (the lowest such average of the last five minutes), halves
-//!   the pace; a second in which slots waited for a token and that saw neither raises it
-//!   (doubling until the first slowdown of a burst, then a tenth at a time). A burst begins at
-//!   [`START`] a second; the pace never goes below [`FLOOR`] or above the ceiling, and after a
-//!   minute without patches it starts again from [`START`].
+//!   the pace, at most once in [`HOLD`] for latency; a second in which slots waited for a token
+//!   and that saw neither raises it by a tenth (at least 1). A burst begins at [`START`] a
+//!   second; the pace never goes below [`FLOOR`] or above the ceiling, and after a minute without
+//!   patches it starts again from [`START`].
+//!
+//!   It does not double to find the ceiling, as TCP's slow start does: the patches are cheap, the
+//!   rollouts they start are not, and the patches' latency rises only once the rollouts queue.
+//!   A burst that doubled from 20 a second sent 1,978 restarts in its first 10 s on two cores
+//!   (docs/performance.md, "The restart pace"), and the queue it left slowed the API server's
+//!   other clients for a minute after. After a halving the patches stay slow until that queue
+//!   drains, so halving again every second went down to [`FLOOR`]: [`HOLD`] lets it drain.
 
 use std::{collections::VecDeque, time::Duration};
 
@@ -33,6 +40,9 @@ pub const FLOOR: f64 = 1.0;
 pub const SLOW: f64 = 4.0;
 /// How often the adaptive pace is judged.
 const INTERVAL: Duration = Duration::from_secs(1);
+/// After a halving for latency, the next one waits this long: the patches stay slow while the
+/// rollouts queued before the halving drain. (A 429 halves at once.)
+pub const HOLD: Duration = Duration::from_secs(3);
 /// How long the baseline remembers: five buckets of a minute.
 const BUCKET: Duration = Duration::from_secs(60);
 const BUCKETS: usize = 5;
@@ -71,8 +81,8 @@ pub struct Pace {
     why: Why,
     tokens: f64,
     refilled: Instant,
-    /// Adaptive: doubling until the first slowdown of a burst.
-    probing: bool,
+    /// Adaptive: when the pace was last halved for latency.
+    lowered: Option<Instant>,
     /// Adaptive: the current interval's start, and what it saw.
     interval: Instant,
     samples: u32,
@@ -99,7 +109,7 @@ impl Pace {
             why: Why::Ceiling,
             tokens: 0.0,
             refilled: now,
-            probing: true,
+            lowered: None,
             interval: now,
             samples: 0,
             throttled: false,
@@ -210,7 +220,13 @@ impl Pace {
             if self.throttled {
                 self.lower(Why::Throttled);
             } else if average > SLOW * baseline {
-                self.lower(Why::Latency);
+                if self
+                    .lowered
+                    .is_none_or(|at| now.saturating_duration_since(at) >= HOLD)
+                {
+                    self.lower(Why::Latency);
+                    self.lowered = Some(now);
+                }
             } else if self.limited {
                 self.raise();
             }
@@ -247,23 +263,17 @@ impl Pace {
     fn lower(&mut self, why: Why) {
         self.rate = (self.rate / 2.0).max(FLOOR);
         self.tokens = self.tokens.min(self.burst());
-        self.probing = false;
         self.why = why;
     }
 
     fn raise(&mut self) {
-        let step = if self.probing {
-            self.rate
-        } else {
-            (self.rate / 10.0).max(1.0)
-        };
-        self.rate = (self.rate + step).min(self.config.rate);
+        self.rate = (self.rate + (self.rate / 10.0).max(1.0)).min(self.config.rate);
         self.why = self.at_rate_why();
     }
 
     fn start_again(&mut self, now: Instant) {
         self.rate = START.min(self.config.rate);
-        self.probing = true;
+        self.lowered = None;
         self.why = self.at_rate_why();
         self.tokens = self.tokens.min(self.burst());
         self.interval = now;
