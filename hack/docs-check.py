@@ -209,7 +209,7 @@ FOREIGN = {
     "--values": "helm", "--name": "hack/cluster.sh", "--nodes": "hack/cluster.sh",
     "--test": "cargo", "--features": "cargo", "--ignored": "cargo test", "--bench": "cargo", "--profile": "cargo, hack scripts",
     "--cronjobs": "hack/scale.sh", "--controller-qps": "hack/scale.sh", "--apf-shares": "hack/scale.sh",
-    "--keep": "hack/scale.sh",
+    "--keep": "hack/scale.sh", "--paces": "hack/scale.sh",
     "--immediate": "hack/postgres.sh", "--tool": "valgrind", "--node-monitor-grace-period": "kube-controller-manager",
     "--down-seconds": "hack/cluster.sh",
     "--job": "hack/prometheusrule.py", "--cluster": "hack/prometheusrule.py", "--rules": "hack/prometheusrule.py",
