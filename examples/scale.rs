@@ -629,7 +629,13 @@ async fn main() -> Res<()> {
     } else {
         n as i64 / 12
     };
-    let settle = ((drain + 60).max(120) + 59) / 60 * 60;
+    // (with a probe, a slot's five minutes end before the next slot's idle window begins)
+    let least = if args.probe_kubeconfig.is_some() {
+        FIVE_MINUTES + 60
+    } else {
+        120
+    };
+    let settle = ((drain + 60).max(least) + 59) / 60 * 60;
     let rollouts = settle - 30;
     // without the FlowSchema, then with it at each share count measured
     let variants: Vec<Option<Option<u32>>> = match &args.flowcontrol {

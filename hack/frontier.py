@@ -31,7 +31,7 @@ LANDED = re.compile(r"^\| landed \(last\) against the limit \[pace (?P<pace>[^\]
 PROBE = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: probe p99 in the burst against idle \| (?P<y>[0-9.]+)x")
 FIVE = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: probe p99 in the slot's first 5 minutes against idle \| (?P<y>[0-9.]+)x")
 RESTARTED = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: exactly once \(the journal\) \| (?P<done>\d+) of (?P<n>\d+) Erus restarted")
-WINDOW = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: probe client, (?P<window>idle|in the burst)[^|]*\| .*p99 (?P<p99>[0-9.]+) (?P<unit>ms|s)")
+WINDOW = re.compile(r"^\| slot \d+ \[pace (?P<pace>[^\]]+)\]: probe client, (?P<window>idle|in the burst|the slot's first 5 minutes)[^|]*\| .*p99 (?P<p99>[0-9.]+) (?P<unit>ms|s)")
 
 
 def seconds(value, unit):
@@ -44,6 +44,8 @@ def points(text, idle_from_first=False, five_minutes=False):
     landed, probe, order, windows, partial = {}, {}, [], {}, {}
     for line in text.splitlines():
         if m := LANDED.match(line):
+            if m["pace"] in landed:
+                sys.exit(f"frontier: pace {m['pace']} twice: give each pace's table once")
             landed[m["pace"]] = float(m["x"])
             order.append(m["pace"])
         elif m := (FIVE if five_minutes else PROBE).match(line):
@@ -55,7 +57,8 @@ def points(text, idle_from_first=False, five_minutes=False):
             windows.setdefault(m["pace"], {})[m["window"]] = seconds(m["p99"], m["unit"])
     if idle_from_first and windows:
         idle = next(iter(windows.values()))["idle"]
-        probe = {pace: w["in the burst"] / idle for pace, w in windows.items()}
+        window = "the slot's first 5 minutes" if five_minutes else "in the burst"
+        probe = {pace: w[window] / idle for pace, w in windows.items() if window in w}
     missing = [p for p in order if p not in probe]
     if not order or missing:
         sys.exit(f"frontier: no pace rows, or no probe row for {missing}: is this `hack/scale.sh --paces` output?")

@@ -23,7 +23,7 @@
 //!   A burst that doubled from 20 a second sent 1,978 restarts in its first 10 s on two cores
 //!   (docs/performance.md, "The restart pace"), and the queue it left slowed the API server's
 //!   other clients for a minute after. After a halving the patches stay slow until that queue
-//!   drains, so halving again every second went down to [`FLOOR`]: [`HOLD`] lets it drain.
+//!   drains, so halving again every second went down to near [`FLOOR`]: [`HOLD`] lets it drain.
 
 use std::{collections::VecDeque, time::Duration};
 
@@ -40,8 +40,8 @@ pub const FLOOR: f64 = 1.0;
 pub const SLOW: f64 = 4.0;
 /// How often the adaptive pace is judged.
 const INTERVAL: Duration = Duration::from_secs(1);
-/// After a halving for latency, the next one waits this long: the patches stay slow while the
-/// rollouts queued before the halving drain. (A 429 halves at once.)
+/// After a halving (for latency or a 429), a halving for latency waits this long: the patches
+/// stay slow while the rollouts queued before it drain. (A 429 halves at once.)
 pub const HOLD: Duration = Duration::from_secs(3);
 /// How long the baseline remembers: five buckets of a minute.
 const BUCKET: Duration = Duration::from_secs(60);
@@ -81,7 +81,7 @@ pub struct Pace {
     why: Why,
     tokens: f64,
     refilled: Instant,
-    /// Adaptive: when the pace was last halved for latency.
+    /// Adaptive: when the pace was last halved.
     lowered: Option<Instant>,
     /// Adaptive: the current interval's start, and what it saw.
     interval: Instant,
@@ -218,14 +218,13 @@ impl Pace {
                 "pace judged"
             );
             if self.throttled {
-                self.lower(Why::Throttled);
+                self.lower(Why::Throttled, now);
             } else if average > SLOW * baseline {
                 if self
                     .lowered
                     .is_none_or(|at| now.saturating_duration_since(at) >= HOLD)
                 {
-                    self.lower(Why::Latency);
-                    self.lowered = Some(now);
+                    self.lower(Why::Latency, now);
                 }
             } else if self.limited {
                 self.raise();
@@ -260,8 +259,9 @@ impl Pace {
             .max(1e-4)
     }
 
-    fn lower(&mut self, why: Why) {
+    fn lower(&mut self, why: Why, now: Instant) {
         self.rate = (self.rate / 2.0).max(FLOOR);
+        self.lowered = Some(now);
         self.tokens = self.tokens.min(self.burst());
         self.why = why;
     }

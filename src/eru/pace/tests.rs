@@ -117,6 +117,9 @@ async fn an_adaptive_pace_halves_on_429s_whatever_the_latency() {
     // a 429 is the API server saying so: no waiting for a queue to drain
     drive(&mut pace, 1_000, 1, MS(5), true).await;
     assert_eq!(pace.rate(), 75.0);
+    // but the patches' latency after it waits out the hold, as after a halving for latency
+    drive(&mut pace, 1_000, 1, MS(40), false).await;
+    assert_eq!((pace.rate(), pace.why()), (75.0, Why::Throttled));
 }
 
 #[tokio::test(start_paused = true)]
