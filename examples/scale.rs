@@ -387,8 +387,7 @@ async fn measure_slot(
         }
         // past the Erus' starting deadline (the default) no restart of the slot begins: a pace
         // that held some past it has them recorded skipped, and the rest have landed
-        let started = Utc::now()
-            > slot + chrono::Duration::seconds(eru_operator::eru::crd::DEFAULT_STARTING_DEADLINE_SECONDS + 5);
+        let started = Utc::now() > slot + chrono::Duration::seconds(FIVE_MINUTES + 5);
         if landed_at.is_none() && (landed as usize == n || started) {
             landed_at = Some(Utc::now());
             say(format!("{landed} of {n} restarts of slot {nth} landed"));

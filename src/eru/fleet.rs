@@ -448,10 +448,30 @@ mod tests {
     }
 
     fn paced(rate: f64, total: Option<usize>) -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<CachedEru>>) {
-        let pace = PaceConfig {
-            rate,
-            adaptive: false,
-        };
+        paced_as(
+            PaceConfig {
+                rate,
+                adaptive: false,
+            },
+            total,
+        )
+    }
+
+    /// An adaptive pace under the default ceiling.
+    fn adaptive(total: Option<usize>) -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<CachedEru>>) {
+        paced_as(
+            PaceConfig {
+                rate: crate::eru::pace::ADAPTIVE_CEILING,
+                adaptive: true,
+            },
+            total,
+        )
+    }
+
+    fn paced_as(
+        pace: PaceConfig,
+        total: Option<usize>,
+    ) -> (Fleet, mpsc::UnboundedReceiver<ObjectRef<CachedEru>>) {
         Fleet::new(Limits {
             total,
             per_namespace: None,
@@ -541,15 +561,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_adaptive_pace_comes_back_up_while_its_slots_wait_in_line() {
         let ms = std::time::Duration::from_millis;
-        let pace = PaceConfig {
-            rate: 500.0,
-            adaptive: true,
-        };
-        let (f, mut woken) = Fleet::new(Limits {
-            total: None,
-            per_namespace: None,
-            pace: Some(pace),
-        });
+        let (f, mut woken) = adaptive(None);
         // 2,000 slots due at once: the first burst's tokens are granted, the rest wait in line
         // and never ask again (the pacer wakes each in turn)
         for i in 0..2000 {
@@ -575,15 +587,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_adaptive_pace_does_not_rise_while_a_full_cap_holds_the_line() {
-        let pace = PaceConfig {
-            rate: 500.0,
-            adaptive: true,
-        };
-        let (f, mut woken) = Fleet::new(Limits {
-            total: Some(1),
-            per_namespace: None,
-            pace: Some(pace),
-        });
+        let (f, mut woken) = adaptive(Some(1));
         assert_eq!(f.request("a", "ns", "a", t(0), t(3600), t(0)), Grant::Granted);
         for i in 0..100 {
             let name = format!("e{i}");
