@@ -311,30 +311,63 @@ type Hook<K> = Box<dyn FnMut(&watcher::Event<K>) + Send>;
 /// Only the objects whose `key` changed since they were last seen (keyed by uid), and every object
 /// the first time: e.g. an object's generation, so that status writes (the operator's own among
 /// them) trigger nothing.
-pub fn only_changes<K: Resource + Send + Sync + 'static>(
-    stream: impl Stream<Item = Arc<K>> + Send + 'static,
+pub fn only_changes<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static>(
+    subscription: Subscription<K>,
     key: impl Fn(&K) -> u64 + Send + 'static,
 ) -> impl Stream<Item = Arc<K>> + Send + 'static {
-    relevant_changes(stream, move |obj| Some(key(obj)))
+    relevant_changes(subscription, move |obj| Some(key(obj)))
 }
 
 /// [`only_changes`] for a controller that has nothing to do for most objects: `key` is `None`
 /// for an object it need not look at, and such an object passes only when it stops being relevant
-/// (its key was `Some` when last seen). Only relevant objects are remembered.
-pub fn relevant_changes<K: Resource + Send + Sync + 'static>(
-    stream: impl Stream<Item = Arc<K>> + Send + 'static,
+/// (its key was `Some` when last seen). Only relevant objects are remembered, and deleted ones
+/// are forgotten (see [`LastKeys`]).
+pub fn relevant_changes<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static>(
+    subscription: Subscription<K>,
     key: impl Fn(&K) -> Option<u64> + Send + 'static,
 ) -> impl Stream<Item = Arc<K>> + Send + 'static {
-    // by a hash of the uid: 16 bytes an object, where the uid itself would take 80
-    let mut seen: HashMap<u64, u64> = HashMap::new();
-    stream.filter(move |obj| {
+    let mut seen = LastKeys::new(subscription.store.clone());
+    subscription.filter(move |obj| futures::future::ready(seen.changed(obj.as_ref(), key(obj))))
+}
+
+/// The key each object had when last seen, by a hash of its uid: 16 bytes an object, where the
+/// uid itself would take 80. A subscription is not told of deletions, so the objects no longer
+/// in the store are forgotten whenever they are as many as the objects cached (at least
+/// [`LastKeys::SLACK`]): a long-lived operator over objects that come and go keeps a bounded map, at
+/// the cost of one pass over the store per that many deletions.
+struct LastKeys<K> {
+    keys: HashMap<u64, u64>,
+    store: Cache<K>,
+}
+
+impl<K: Resource + Clone> LastKeys<K> {
+    /// Deleted objects remembered before the map is pruned, however few objects are cached.
+    const SLACK: usize = 1024;
+
+    fn new(store: Cache<K>) -> Self {
+        Self {
+            keys: HashMap::new(),
+            store,
+        }
+    }
+
+    /// Whether `obj` passes: its `key` is not what it was when last seen (or it was never seen),
+    /// or it stopped being relevant (`None`, after `Some`).
+    fn changed(&mut self, obj: &K, key: Option<u64>) -> bool {
         let uid = uid_hash(obj.meta().uid.as_deref().unwrap_or_default());
-        let changed = match key(obj) {
-            Some(value) => seen.insert(uid, value) != Some(value),
-            None => seen.remove(&uid).is_some(),
+        let changed = match key {
+            Some(value) => self.keys.insert(uid, value) != Some(value),
+            None => self.keys.remove(&uid).is_some(),
         };
-        futures::future::ready(changed)
-    })
+        let cached = self.store.len();
+        if self.keys.len() > cached + cached.max(Self::SLACK) {
+            let live: HashSet<u64> = (self.store.state().iter())
+                .map(|o| uid_hash(o.meta().uid.as_deref().unwrap_or_default()))
+                .collect();
+            self.keys.retain(|uid, _| live.contains(uid));
+        }
+        changed
+    }
 }
 
 /// The objects a watch event (applied to `store`) triggers: the one applied; every object once a
@@ -545,8 +578,15 @@ mod tests {
                 m
             });
         let next = std::sync::Mutex::new(HashMap::<String, usize>::new());
-        let stream = futures::stream::iter(updates.map(|(uid, _)| Arc::new(object(uid))));
-        let passed: Vec<String> = relevant_changes(stream, move |cm: &ConfigMap| {
+        let (store, mut writer) = Cache::<ConfigMap>::new();
+        let (tx, refs) = mpsc::unbounded_channel();
+        for (uid, _) in updates {
+            writer.apply(&watcher::Event::Apply(object(uid)));
+            tx.send(key_of(&object(uid))).unwrap();
+        }
+        drop(tx);
+        let subscription = Subscription { refs, store };
+        let passed: Vec<String> = relevant_changes(subscription, move |cm: &ConfigMap| {
             let uid = cm.metadata.uid.clone().unwrap();
             let mut next = next.lock().unwrap();
             let at = next.entry(uid.clone()).or_default();
@@ -557,6 +597,32 @@ mod tests {
         .collect()
         .await;
         assert_eq!(passed, ["auto", "auto", "auto", "auto"]);
+    }
+
+    /// The keys of deleted objects are forgotten once they are as many as the objects cached (at
+    /// least `SLACK`), and a cached object's key is kept: an object that only comes back unchanged
+    /// does not pass again.
+    #[test]
+    fn the_last_keys_of_deleted_objects_are_forgotten() {
+        let (store, mut writer) = Cache::<ConfigMap>::new();
+        let mut last = LastKeys::new(store);
+        let kept = object("kept");
+        writer.apply(&watcher::Event::Apply(kept.clone()));
+        assert!(last.changed(&kept, Some(1)), "first seen");
+        let churn = 3 * LastKeys::<ConfigMap>::SLACK;
+        for i in 0..churn {
+            let cm = object(&format!("gone-{i}"));
+            writer.apply(&watcher::Event::Apply(cm.clone()));
+            assert!(last.changed(&cm, Some(1)));
+            writer.apply(&watcher::Event::Delete(cm));
+        }
+        assert!(
+            last.keys.len() <= 1 + LastKeys::<ConfigMap>::SLACK + 1,
+            "{} keys remembered for 1 cached object after {churn} came and went",
+            last.keys.len()
+        );
+        assert!(!last.changed(&kept, Some(1)), "the cached object's key was kept");
+        assert!(last.changed(&kept, Some(2)));
     }
 
     /// A reference whose object was deleted before it was taken is skipped, and the subscription
