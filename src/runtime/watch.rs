@@ -330,24 +330,33 @@ pub fn relevant_changes<K: Resource<DynamicType = ()> + Clone + Send + Sync + 's
     subscription.filter(move |obj| futures::future::ready(seen.changed(obj.as_ref(), key(obj))))
 }
 
-/// The key each object had when last seen, by a hash of its uid: 16 bytes an object, where the
-/// uid itself would take 80. A subscription is not told of deletions, so the objects no longer
-/// in the store are forgotten whenever they are as many as the objects cached (at least
-/// [`LastKeys::SLACK`]): a long-lived operator over objects that come and go keeps a bounded map, at
-/// the cost of one pass over the store per that many deletions.
+/// The key each object had when last seen, by a hash of its uid (16 bytes an object and the
+/// table's overhead, where the uid itself would take 80). A subscription is not told of
+/// deletions, so once the table holds a quarter more keys than it kept at its last pruning (and
+/// at least [`LastKeys::SLACK`] more), a new object first has the objects no longer in the store
+/// forgotten: objects that come and go neither grow the table past what its cached objects need
+/// nor cost more than one pass over the store per that many new objects.
+///
+/// This relies on an object absent from the store being gone for good (uids never return), true
+/// of a [`Shared`] cache without a label or field selector: an object that leaves a selector and
+/// comes back keeps its uid, and would pass once more as if new (harmless to a controller, which
+/// decides from the object).
 struct LastKeys<K> {
     keys: HashMap<u64, u64>,
     store: Cache<K>,
+    /// The table is pruned when a new object comes and it holds this many keys.
+    limit: usize,
 }
 
 impl<K: Resource + Clone> LastKeys<K> {
-    /// Deleted objects remembered before the map is pruned, however few objects are cached.
+    /// Keys the table may gain beyond those it kept before it is pruned, at least.
     const SLACK: usize = 1024;
 
     fn new(store: Cache<K>) -> Self {
         Self {
             keys: HashMap::new(),
             store,
+            limit: Self::SLACK,
         }
     }
 
@@ -355,18 +364,24 @@ impl<K: Resource + Clone> LastKeys<K> {
     /// or it stopped being relevant (`None`, after `Some`).
     fn changed(&mut self, obj: &K, key: Option<u64>) -> bool {
         let uid = uid_hash(obj.meta().uid.as_deref().unwrap_or_default());
-        let changed = match key {
-            Some(value) => self.keys.insert(uid, value) != Some(value),
+        match key {
+            Some(value) => {
+                if self.keys.len() >= self.limit && !self.keys.contains_key(&uid) {
+                    self.forget_gone();
+                }
+                self.keys.insert(uid, value) != Some(value)
+            }
             None => self.keys.remove(&uid).is_some(),
-        };
-        let cached = self.store.len();
-        if self.keys.len() > cached + cached.max(Self::SLACK) {
-            let live: HashSet<u64> = (self.store.state().iter())
-                .map(|o| uid_hash(o.meta().uid.as_deref().unwrap_or_default()))
-                .collect();
-            self.keys.retain(|uid, _| live.contains(uid));
         }
-        changed
+    }
+
+    /// Forgets the keys of objects no longer cached.
+    fn forget_gone(&mut self) {
+        let live: HashSet<u64> = (self.store.state().iter())
+            .map(|o| uid_hash(o.meta().uid.as_deref().unwrap_or_default()))
+            .collect();
+        self.keys.retain(|uid, _| live.contains(uid));
+        self.limit = self.keys.len() + (self.keys.len() / 4).max(Self::SLACK);
     }
 }
 
@@ -599,9 +614,8 @@ mod tests {
         assert_eq!(passed, ["auto", "auto", "auto", "auto"]);
     }
 
-    /// The keys of deleted objects are forgotten once they are as many as the objects cached (at
-    /// least `SLACK`), and a cached object's key is kept: an object that only comes back unchanged
-    /// does not pass again.
+    /// Objects that come and go do not grow the table: the keys of deleted objects are forgotten
+    /// at its limit, and a cached object's key is kept (seen again unchanged, it does not pass).
     #[test]
     fn the_last_keys_of_deleted_objects_are_forgotten() {
         let (store, mut writer) = Cache::<ConfigMap>::new();
@@ -609,20 +623,65 @@ mod tests {
         let kept = object("kept");
         writer.apply(&watcher::Event::Apply(kept.clone()));
         assert!(last.changed(&kept, Some(1)), "first seen");
-        let churn = 3 * LastKeys::<ConfigMap>::SLACK;
-        for i in 0..churn {
+        let slack = LastKeys::<ConfigMap>::SLACK;
+        for i in 0..10 * slack {
             let cm = object(&format!("gone-{i}"));
             writer.apply(&watcher::Event::Apply(cm.clone()));
             assert!(last.changed(&cm, Some(1)));
             writer.apply(&watcher::Event::Delete(cm));
         }
         assert!(
-            last.keys.len() <= 1 + LastKeys::<ConfigMap>::SLACK + 1,
-            "{} keys remembered for 1 cached object after {churn} came and went",
-            last.keys.len()
+            last.keys.len() < 2 * slack,
+            "{} keys remembered for 1 cached object after {} came and went",
+            last.keys.len(),
+            10 * slack
         );
         assert!(!last.changed(&kept, Some(1)), "the cached object's key was kept");
         assert!(last.changed(&kept, Some(2)));
+    }
+
+    /// A table of cached objects keeps every key as it grows past the pruning's threshold.
+    #[test]
+    fn the_last_keys_of_cached_objects_are_kept() {
+        let (store, mut writer) = Cache::<ConfigMap>::new();
+        let mut last = LastKeys::new(store);
+        let n = 5 * LastKeys::<ConfigMap>::SLACK;
+        for i in 0..n {
+            let cm = object(&format!("live-{i}"));
+            writer.apply(&watcher::Event::Apply(cm.clone()));
+            assert!(last.changed(&cm, Some(1)));
+        }
+        assert_eq!(last.keys.len(), n, "no cached object's key is forgotten");
+        for i in 0..n {
+            assert!(!last.changed(&object(&format!("live-{i}")), Some(1)));
+        }
+    }
+
+    /// Through a subscription, the pruning reads the subscription's own store: a cached object
+    /// seen again unchanged after thousands came and went still does not pass.
+    /// (Polled outside a runtime: tokio's cooperative budget would end a task's run of receives
+    /// after 128.)
+    #[test]
+    fn only_changes_prunes_against_the_subscriptions_store() {
+        let (store, mut writer) = Cache::<ConfigMap>::new();
+        let (tx, refs) = mpsc::unbounded_channel();
+        let mut passed = Box::pin(only_changes(Subscription { refs, store }, |_: &ConfigMap| 1));
+        let mut pass = |cm: &ConfigMap| {
+            tx.send(key_of(cm)).unwrap();
+            futures::FutureExt::now_or_never(passed.next())
+                .flatten()
+                .map(|cm| cm.metadata.uid.clone().unwrap())
+        };
+        let kept = object("kept");
+        writer.apply(&watcher::Event::Apply(kept.clone()));
+        assert_eq!(pass(&kept).as_deref(), Some("kept"));
+        for i in 0..3 * LastKeys::<ConfigMap>::SLACK {
+            let cm = object(&format!("gone-{i}"));
+            writer.apply(&watcher::Event::Apply(cm.clone()));
+            assert!(pass(&cm).is_some());
+            writer.apply(&watcher::Event::Delete(cm));
+        }
+        assert_eq!(pass(&kept), None, "unchanged: filtered");
     }
 
     /// A reference whose object was deleted before it was taken is skipped, and the subscription
