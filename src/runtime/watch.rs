@@ -321,7 +321,7 @@ pub fn only_changes<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'stati
 /// [`only_changes`] for a controller that has nothing to do for most objects: `key` is `None`
 /// for an object it need not look at, and such an object passes only when it stops being relevant
 /// (its key was `Some` when last seen). Only relevant objects are remembered, and deleted ones
-/// are forgotten (see [`LastKeys`]).
+/// are forgotten at the next pruning (see [`LastKeys`]).
 pub fn relevant_changes<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static>(
     subscription: Subscription<K>,
     key: impl Fn(&K) -> Option<u64> + Send + 'static,
@@ -332,10 +332,11 @@ pub fn relevant_changes<K: Resource<DynamicType = ()> + Clone + Send + Sync + 's
 
 /// The key each object had when last seen, by a hash of its uid (16 bytes an object and the
 /// table's overhead, where the uid itself would take 80). A subscription is not told of
-/// deletions, so once the table holds a quarter more keys than it kept at its last pruning (and
-/// at least [`LastKeys::SLACK`] more), a new object first has the objects no longer in the store
-/// forgotten: objects that come and go neither grow the table past what its cached objects need
-/// nor cost more than one pass over the store per that many new objects.
+/// deletions, so once the table holds a quarter more keys than the store held objects at the
+/// last pruning (at least [`LastKeys::SLACK`] more), a new object first has the objects no longer
+/// in the store forgotten. So objects that come and go grow the table to at most that, and cost
+/// one pass over the store per at least a quarter of it (or 1,024) of objects new to the table;
+/// the keys of deleted objects stay until enough new objects come.
 ///
 /// This relies on an object absent from the store being gone for good (uids never return), true
 /// of a [`Shared`] cache without a label or field selector: an object that leaves a selector and
@@ -349,7 +350,7 @@ struct LastKeys<K> {
 }
 
 impl<K: Resource + Clone> LastKeys<K> {
-    /// Keys the table may gain beyond those it kept before it is pruned, at least.
+    /// Keys the table may hold beyond the store's objects before it is pruned, at least.
     const SLACK: usize = 1024;
 
     fn new(store: Cache<K>) -> Self {
@@ -381,7 +382,9 @@ impl<K: Resource + Clone> LastKeys<K> {
             .map(|o| uid_hash(o.meta().uid.as_deref().unwrap_or_default()))
             .collect();
         self.keys.retain(|uid, _| live.contains(uid));
-        self.limit = self.keys.len() + (self.keys.len() / 4).max(Self::SLACK);
+        // (the store's size, not the keys kept: at a start every key is kept, and a limit of the
+        // keys would prune again at each quarter more while the table first fills)
+        self.limit = live.len() + (live.len() / 4).max(Self::SLACK);
     }
 }
 
@@ -640,25 +643,28 @@ mod tests {
         assert!(last.changed(&kept, Some(2)));
     }
 
-    /// A table of cached objects keeps every key as it grows past the pruning's threshold.
+    /// At a start (every object cached before the first is seen), the table keeps every key and
+    /// is pruned once as it fills, not at each quarter more: its limit follows the store.
     #[test]
     fn the_last_keys_of_cached_objects_are_kept() {
         let (store, mut writer) = Cache::<ConfigMap>::new();
         let mut last = LastKeys::new(store);
         let n = 5 * LastKeys::<ConfigMap>::SLACK;
-        for i in 0..n {
-            let cm = object(&format!("live-{i}"));
+        let objects: Vec<ConfigMap> = (0..n).map(|i| object(&format!("live-{i}"))).collect();
+        for cm in &objects {
             writer.apply(&watcher::Event::Apply(cm.clone()));
-            assert!(last.changed(&cm, Some(1)));
+        }
+        for cm in &objects {
+            assert!(last.changed(cm, Some(1)));
         }
         assert_eq!(last.keys.len(), n, "no cached object's key is forgotten");
-        for i in 0..n {
-            assert!(!last.changed(&object(&format!("live-{i}")), Some(1)));
-        }
+        assert_eq!(last.limit, n + n / 4, "one pruning, at the first limit");
+        assert!(objects.iter().all(|cm| !last.changed(cm, Some(1))));
     }
 
     /// Through a subscription, the pruning reads the subscription's own store: a cached object
-    /// seen again unchanged after thousands came and went still does not pass.
+    /// seen again unchanged after thousands came and went still does not pass, and a deleted
+    /// one's key is forgotten.
     /// (Polled outside a runtime: tokio's cooperative budget would end a task's run of receives
     /// after 128.)
     #[test]
@@ -682,6 +688,10 @@ mod tests {
             writer.apply(&watcher::Event::Delete(cm));
         }
         assert_eq!(pass(&kept), None, "unchanged: filtered");
+        // a deleted object's key was forgotten: its uid (were it to return) passes as new
+        let first = object("gone-0");
+        writer.apply(&watcher::Event::Apply(first.clone()));
+        assert_eq!(pass(&first).as_deref(), Some("gone-0"), "forgotten by a pruning");
     }
 
     /// A reference whose object was deleted before it was taken is skipped, and the subscription
