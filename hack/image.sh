@@ -23,7 +23,8 @@
 #                                           (httpd), localhost/eru-e2e-web:<busybox version>
 #   hack/image.sh save OUT.tar IMAGE...     a docker-archive of images (for `ctr images import`)
 #   hack/image.sh podman ARGS...            podman on this script's storage (e.g. `images`)
-#   hack/image.sh prune                     drop images no tag keeps (old build layers)
+#   hack/image.sh prune                     drop images no tag keeps (old build layers) and the
+#                                           working containers an interrupted build left
 #
 # Storage: podman's --root is ERU_CACHE/podman (default ~/.cache/eru/podman) and the builds'
 # `RUN --mount=type=cache` folders (the Dockerfile's cargo registry and target folder) are in
@@ -213,6 +214,16 @@ build() {
 # tag keeps go, and the dependency stage earlier versions of the Dockerfile tagged (cargo-chef's,
 # replaced by a cache mount; 2.5 GB each in a cache kept from before).
 prune() {
+  # A build interrupted (Ctrl-C, a killed CI run) leaves buildah's working containers behind, and
+  # they keep their images from being pruned: "image is in use by a container" failed every later
+  # build. None of ours runs now (the caller holds the build lock), so they go first.
+  local leftover
+  leftover=$(podman_ ps -a --external --format '{{.ID}} {{.State}}' | awk '$2 == "Storage" {print $1}')
+  if [ -n "$leftover" ]; then
+    say "removing $(wc -w <<<"$leftover") working containers an interrupted build left"
+    # shellcheck disable=SC2086 # one ID a word
+    podman_ rm -f $leftover >/dev/null
+  fi
   podman_ rmi -i localhost/eru-operator-cook:dev localhost/eru-operator-cook:release >/dev/null
   podman_ image prune -f >/dev/null
 }
@@ -276,7 +287,7 @@ case "$cmd" in
   pause) pause ;;
   web) web ;;
   save) save "$@" ;;
-  prune) prune ;;
+  prune) exec 7>"$cache_root/.image-build.lock"; flock 7; prune ;;
   podman) podman_ "$@" ;;
   *) die "usage: $0 bases|build [--profile P] [--tag T]|pause|web|save OUT.tar IMAGE...|prune|podman ARGS..." ;;
 esac
