@@ -142,13 +142,10 @@ impl<K: Resource<DynamicType = ()> + Clone> Seen<K> {
             }
             watcher::Event::InitDone => {
                 let before = self.0.take().unwrap_or_default();
-                let live: HashSet<u64> = listed()
-                    .iter()
-                    .map(|o| uid_hash(o.meta().uid.as_deref().unwrap_or_default()))
-                    .collect();
+                let live = uid_hashes(&listed());
                 before
                     .iter()
-                    .filter(|o| !live.contains(&uid_hash(o.meta().uid.as_deref().unwrap_or_default())))
+                    .filter(|o| !live.contains(&uid_hash(o.as_ref())))
                     .map(|o| Gone::of(o.as_ref()))
                     .collect()
             }
@@ -364,7 +361,7 @@ impl<K: Resource + Clone> LastKeys<K> {
     /// Whether `obj` passes: its `key` is not what it was when last seen (or it was never seen),
     /// or it stopped being relevant (`None`, after `Some`).
     fn changed(&mut self, obj: &K, key: Option<u64>) -> bool {
-        let uid = uid_hash(obj.meta().uid.as_deref().unwrap_or_default());
+        let uid = uid_hash(obj);
         match key {
             Some(value) => {
                 if self.keys.len() >= self.limit && !self.keys.contains_key(&uid) {
@@ -378,9 +375,7 @@ impl<K: Resource + Clone> LastKeys<K> {
 
     /// Forgets the keys of objects no longer cached.
     fn forget_gone(&mut self) {
-        let live: HashSet<u64> = (self.store.state().iter())
-            .map(|o| uid_hash(o.meta().uid.as_deref().unwrap_or_default()))
-            .collect();
+        let live = uid_hashes(&self.store.state());
         self.keys.retain(|uid, _| live.contains(uid));
         // (the store's size, not the keys kept: at a start every key is kept, and a limit of the
         // keys would prune again at each quarter more while the table first fills)
@@ -410,9 +405,14 @@ pub fn key_of<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectRef<K> {
     key
 }
 
-/// A uid's [`key_hash`]; a collision would cost one skipped trigger.
-fn uid_hash(uid: &str) -> u64 {
-    key_hash(uid)
+/// An object's uid's [`key_hash`]; a collision would cost one skipped trigger.
+fn uid_hash<K: Resource>(obj: &K) -> u64 {
+    key_hash(obj.meta().uid.as_deref().unwrap_or_default())
+}
+
+/// The [`uid_hash`] of each of `objects`.
+fn uid_hashes<K: Resource>(objects: &[Arc<K>]) -> HashSet<u64> {
+    objects.iter().map(|o| uid_hash(o.as_ref())).collect()
 }
 
 impl<K> Shared<K>
